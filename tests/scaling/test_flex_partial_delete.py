@@ -1,4 +1,4 @@
-"""A flex-start pool through the Compute stand-in and the official client (``FlexStartMig``), with
+"""Deletes that do part of their work. A flex-start pool through the Compute stand-in and the official client (``FlexStartMig``), with
 ``ClusterManager``: a pass deletes an idle flex-start VM and cancels a queued request of the same pool in one
 ``FlexStartMig.delete_instances``; the VM's delete goes through but the cancel is refused (a 403 rate limit).
 The whole call raised, so the VM Compute was deleting was recorded as a HOLD "not deleted: ... the delete
@@ -9,15 +9,16 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from google.api_core import exceptions as gexc
 
 from tests.scaling.fakes import FakeFleet
 from tests.scaling.test_manager_apply import Fixed
-from zen.adapters.compute import compute_clients_from_env
+from zen.adapters.compute import MigManager, compute_clients_from_env
 from zen.adapters.flex_start import FlexStartMig, request_of, resize_requests_client_from_env
 from zen.core.config import ZenConfig, load_config
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import Action, Decision, Plan, Timing
-from zen.scaling.port import FleetFacts
+from zen.scaling.port import FleetFacts, MigApiError
 from zen.scaling.pricing import cluster_pools
 from zen_dev.local.compute import ComputeStandIn, ManualClock
 from zen_dev.local.compute.resources import ApiError
@@ -87,3 +88,34 @@ def test_a_vm_deleted_beside_a_cancel_that_failed_is_reported_deleted(cloud):
     said = [(d.action.value, d.reason) for d in report.decisions if d.vm == real]
     assert said == [("DELETE", "idle and not needed")], said  # not "not deleted: ... the delete failed"
     assert real in report.deleted and pending not in report.deleted
+
+
+class _Migs:
+    delete_instances_unary = None  # never called: _write is replaced
+
+
+class TwoCalls(MigManager):
+    """The first deleteInstances call (zoned refs) goes through; the second (the zoneless probe) is refused."""
+
+    def __init__(self):
+        super().__init__("p", "us-central1", "zen-c-us-central1", migs=_Migs(), operations=None)
+        self.calls: list[list[str]] = []
+
+    def _write(self, method, **fields):
+        refs = list(fields["region_instance_group_managers_delete_instances_request_resource"].instances)
+        self.calls.append(refs)
+        if len(self.calls) == 2:
+            raise MigApiError("deleteInstances refused") from gexc.BadRequest("no such instance")
+
+
+def test_vms_deleted_by_the_first_call_are_not_named_undeleted():
+    """``MigManager.delete_instances`` deletes in two calls (the instances with a zone, then those the listing gave
+    none): when the second was refused, the error named nothing, and the VMs Compute was deleting were reported
+    "not deleted: ... the delete failed"."""
+    mig = TwoCalls()
+    with pytest.raises(MigApiError) as raised:
+        mig.delete_instances(["idle-vm", "probe"], {"idle-vm": "us-central1-a", "probe": None})
+    assert mig.calls[0] == ["zones/us-central1-a/instances/idle-vm"]  # deleted: Compute accepted it
+    undeleted = raised.value.undeleted
+    assert undeleted is not None and "idle-vm" not in undeleted, (
+        f"undeleted={undeleted}: ClusterManager.apply reports idle-vm 'not deleted: drained, but the delete failed'")

@@ -174,13 +174,23 @@ class MigManager:
             return
         # Compute wants zones/Z/instances/N; a name the listing gave no zone for (an instance not created
         # yet) goes in a call of its own, so that, should Compute refuse it, the others are deleted.
-        known = [f"zones/{zones[n]}/instances/{n}" for n in names if zones.get(n)]
-        for refs in (known, [n for n in names if not zones.get(n)]):
-            if refs:
+        # A failure names what it left (``MigApiError.undeleted``): the other call's instances are going.
+        failed: list[MigApiError] = []
+        left: set[str] = set()
+        for batch in ([n for n in names if zones.get(n)], [n for n in names if not zones.get(n)]):
+            if batch:
                 request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
-                    instances=refs, skip_instances_on_validation_error=True)
-                self._write(self._migs.delete_instances_unary,
-                            region_instance_group_managers_delete_instances_request_resource=request)
+                    instances=[f"zones/{zones[n]}/instances/{n}" if zones.get(n) else n for n in batch],
+                    skip_instances_on_validation_error=True)
+                try:
+                    self._write(self._migs.delete_instances_unary,
+                                region_instance_group_managers_delete_instances_request_resource=request)
+                except MigApiError as exc:
+                    failed.append(exc)
+                    left.update(batch)
+        if failed:
+            failed[0].undeleted = frozenset(left)
+            raise failed[0]
 
     def _write(self, method: Callable[..., compute_v1.Operation], **fields: Any) -> None:
         """A resize or delete (its own ``requestId``), then what its operation says at once (``_check``)."""

@@ -205,7 +205,7 @@ class FlexStartMig(MigManager):
             super().delete_instances(real, zones)
         except MigApiError as exc:
             failed.append(exc)
-            left.update(real)
+            left.update(real if exc.undeleted is None else exc.undeleted)
         for request in dict.fromkeys(r for n in names if (r := request_of(n)) is not None):
             try:
                 self._write(self._requests.cancel_unary, resize_request=request)
