@@ -1,8 +1,11 @@
-"""Deletes that do part of their work. A flex-start pool through the Compute stand-in and the official client (``FlexStartMig``), with
-``ClusterManager``: a pass deletes an idle flex-start VM and cancels a queued request of the same pool in one
-``FlexStartMig.delete_instances``; the VM's delete goes through but the cancel is refused (a 403 rate limit).
-The whole call raised, so the VM Compute was deleting was recorded as a HOLD "not deleted: ... the delete
-failed" and left out of ``report.deleted``. The error names what it left (``MigApiError.undeleted``)."""
+"""Deletes that do part of their work name what they left (``MigApiError.undeleted``):
+
+- A flex-start pool through the Compute stand-in and the official client (``FlexStartMig``), with
+  ``ClusterManager``: a pass deletes an idle flex-start VM and cancels a queued request of the same pool in one
+  ``FlexStartMig.delete_instances``; the VM's delete goes through but the cancel is refused (a 403 rate limit).
+  The whole call raised, so the VM Compute was deleting was recorded as a HOLD "not deleted: ... the delete
+  failed" and left out of ``report.deleted``.
+- ``MigManager.delete_instances``'s two calls (below)."""
 
 from __future__ import annotations
 
