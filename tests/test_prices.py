@@ -530,6 +530,7 @@ def test_local_ssd_skus_are_read_per_model_and_a_model_without_one_takes_the_sta
     assert classify("DWS Defined Duration SSD backed Local Storage running in Americas") == (
         "ssd", "Local SSD", "flex-start")
     assert classify("Commitment v1: Local SSD In Americas for 1 Year") is None
+    assert classify("SSD backed Local Storage attached to Sole Tenant VMs running in Americas") is None
     here, spot = ("us-central1", "standard"), ("us-central1", "spot")
     parts = {(kind, name, *where): usd for where in (here, spot)
              for kind, name, usd in (("core", "A3", 0.02), ("ram", "A3", 0.002), ("gpu", "Nvidia H100 80GB", 4.0))}

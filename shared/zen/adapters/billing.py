@@ -45,7 +45,8 @@ _PART = re.compile(r"^(?P<family>[A-Z][0-9A-Za-z]*(?: [A-Z][a-z]+)*?)(?: Instanc
 _GPU = re.compile(r"^(?P<gpu>Nvidia .+?) GPU (?:running in |attached to (?P<how>Spot Preemptible|DWS Defined "
                   r"Duration) VMs running in )")
 
-_LOCAL_SSD = re.compile(r"^SSD backed Local Storage(?P<spot> attached to Spot Preemptible VMs)?(?: |$)")
+# "... Storage", "... in Paris", "... running in Americas"; another "attached to ... VMs" is no price of these
+_LOCAL_SSD = re.compile(r"^SSD backed Local Storage(?P<spot> attached to Spot Preemptible VMs)?(?:$| in | running in )")
 HOURS_PER_MONTH = 730.0  # GCE's month, for a price per GiB-month (``usage_unit`` ``GiBy.mo``)
 
 Part = tuple[str, str, str, str]  # (kind: core/ram/gpu/ssd, family or GPU name, region, model)
