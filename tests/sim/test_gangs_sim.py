@@ -348,3 +348,45 @@ def test_the_gang_draws_section_counts_draws_within_and_the_noise_floor(monkeypa
         assert f"{draw}: {zen / ask:.2f}/" in lines[1]
     assert f"p95 <= 1.10x on {within} of 2 draws; ask-every-region against itself with other seeds: 2 of 2 " \
            "(its worst 1.00x)" in lines[2]
+
+
+# A gang its cluster's limits can never hold -----------------------------------------------------------------
+ABOVE_LIMITS = """
+seed: 1
+clusters:
+  - {name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [us-central1, us-west1],
+     max_vms_per_region: 2, max_vms: 4}
+zones: {us-central1: [us-central1-a], us-west1: [us-west1-a]}
+capacity: {default: 4}
+boot: {dist: fixed, s: 100}
+"""
+
+
+def _refused_gang(tmp_path, capsys, nodes: int):
+    import json
+
+    from zen_dev.sim.cli import main
+    (tmp_path / "s.yaml").write_text(ABOVE_LIMITS)
+    (tmp_path / "jobs.csv").write_text(f"job_id,submit_s,duration_s,cluster,regions,priority,nodes\ng,0,600,c,,,{nodes}\n")
+    rc = main(["--scenario", str(tmp_path / "s.yaml"), "--jobs", str(tmp_path / "jobs.csv"),
+               "--policies", "single-region,ask-every-region", "--horizon-s", "7200", "--json"])
+    out, err = capsys.readouterr()
+    shown = json.loads(out)["policies"] if rc == 0 and out.strip() else None
+    return rc, shown, err
+
+
+def test_a_gang_above_max_vms_per_region_is_refused_naming_nodes(tmp_path, capsys):
+    """Production refuses a gang whose nodes exceed the cluster's max_vms_per_region (a gang runs in one region;
+    ``ClusterConfig.nodes_problem``). The simulator ran it: every policy booted VMs for it, they waited out the
+    assembly bound again and again, and the run reported billed waste and a job never started for a job
+    production never takes. It is refused now, exit 2, naming nodes and the limit."""
+    rc, shown, err = _refused_gang(tmp_path, capsys, 3)
+    assert rc == 2, f"accepted (exit {rc}): {shown}"
+    assert "nodes: 3" in err and "max_vms_per_region" in err, err
+
+
+def test_a_gang_above_max_vms_is_refused_naming_nodes(tmp_path, capsys):
+    """A gang above the cluster's max_vms was run as well; it is refused now, naming nodes and max_vms."""
+    rc, shown, err = _refused_gang(tmp_path, capsys, 5)
+    assert rc == 2, f"accepted (exit {rc}): {shown}"
+    assert "nodes: 5" in err and "max_vms (4)" in err, err

@@ -84,22 +84,29 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
             raise JobTraceError("--compression compresses a trace's time (--jobs philly or a job CSV); synthetic jobs "
                                 "are drawn at the scenario's rates: change jobs.arrivals instead")
         jobs = synthetic_jobs(spec, scenario.clusters, scenario.spec.seed if seed is None else seed)
-        return _flex_only_checked(jobs[:max_jobs] if max_jobs else jobs, scenario)
+        return _taken_by_production(jobs[:max_jobs] if max_jobs else jobs, scenario)
     path = scenario.resolve(spec.file) if source in (None, "philly") else resolve_path(spec.file, Path.cwd())
     if isinstance(spec, PhillyJobs):
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
-        return _flex_only_checked(philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs),
-                                  scenario)
-    return _flex_only_checked(csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs), scenario)
+        return _taken_by_production(philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs),
+                                    scenario)
+    return _taken_by_production(csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs),
+                                scenario)
 
 
-def _flex_only_checked(jobs: list[SimJob], scenario: Scenario) -> list[SimJob]:
-    """``jobs``, unless one accepts flex-start alone (its own provisioning, or its cluster's only model) where
-    production refuses it (``zen.jobs.placement.check_provisioning``): a start bound (the cluster's
-    ``max_start_wait_s``, else the scenario's timing) below ``flex_start_min_wait_s``, or a run longer than a
-    flex-start VM lives (``flex_start_run_s``). An outside harness measured jobs production never takes."""
+def _taken_by_production(jobs: list[SimJob], scenario: Scenario) -> list[SimJob]:
+    """``jobs``, unless one is a job production refuses at submission: a gang its cluster's limits can never
+    hold (``zen.jobs.placement.check_nodes``: ``nodes`` above ``max_vms_per_region`` or ``max_vms``), or one
+    that accepts flex-start alone (its own provisioning, or its cluster's only model) where production refuses
+    it (``zen.jobs.placement.check_provisioning``): a start bound (the cluster's ``max_start_wait_s``, else the
+    scenario's timing) below ``flex_start_min_wait_s``, or a run longer than a flex-start VM lives
+    (``flex_start_run_s``). An outside harness measured jobs production never takes."""
     clusters = {c.limits.name: c for c in scenario.clusters}
+    configs = {c.name: c for c in scenario.spec.clusters}
     for job in jobs:
+        if (too_many := configs[job.cluster].nodes_problem(job.nodes)) is not None:
+            raise JobTraceError(f"job {job.job_id}: {too_many}: production refuses such a job; lower its nodes, "
+                                "or raise the cluster's limits")
         cluster = clusters[job.cluster]
         if ((job.provisioning,) if job.provisioning else cluster.models) != ("flex-start",):
             continue
