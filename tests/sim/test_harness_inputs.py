@@ -363,3 +363,34 @@ def test_capacity_of_a_zone_beyond_a_b_c_is_a_zone_of_its_region_and_an_unused_o
     rc, policies, err = _cli(tmp_path, capsys, OTHER_ZONES, "--policies", "zen")
     assert rc == 0 and policies["zen"]["never_started"] == 0, policies
     assert "note: capacity given for europe-west4-a, where no cluster's MIG runs" in err
+
+
+# A capacity trace file with a non-finite number ----------------------------------------------------------
+ONE_TRACE = """
+seed: 1
+clusters:
+  - {name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [us-west1], max_vms_per_region: 2, max_vms: 2}
+zones: {us-west1: [us-west1-b]}
+capacity:
+  default: 0
+  traces:
+    - {file: us-west1-b_a100_40gb_4.json}
+boot: {dist: fixed, s: 100}
+jobs: {kind: synthetic, count: 3, arrivals: {kind: burst, at_s: 0}, duration: {dist: fixed, s: 600}}
+"""
+
+
+@pytest.mark.parametrize("trace, field", [
+    ('{"metadata": {"gap_seconds": 150}, "data": [2, Infinity, 2]}', "data[1]"),  # an OverflowError traceback
+    ('{"metadata": {"gap_seconds": 150}, "data": [2, NaN, 2]}', "data[1]"),  # "cannot convert float NaN to integer"
+    ('{"metadata": {"gap_seconds": NaN}, "data": [2, 0, 2]}', "gap_seconds"),  # ran, exit 0
+])
+def test_a_non_finite_number_in_a_trace_file_is_refused_naming_it(tmp_path, capsys, trace, field):
+    """Python's json reads NaN and Infinity (and writes them: a harness filling a gap with float('nan')). The
+    trace reader checked a value with ``value < 0`` and the gap with ``gap <= 0``, which NaN passes: a crash
+    with a traceback, or a run on a NaN gap. Each is refused now as a scenario problem at the trace's line,
+    naming the field, exit 2."""
+    (tmp_path / "us-west1-b_a100_40gb_4.json").write_text(trace)
+    rc, policies, err = _cli(tmp_path, capsys, ONE_TRACE, "--policies", "single-region")
+    assert rc == 2, f"exit {rc}: {policies or err}"
+    assert field in err and "s.yaml line" in err and "finite" in err, err

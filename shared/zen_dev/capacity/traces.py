@@ -52,6 +52,11 @@ def trace_zone_from_filename(path: str | os.PathLike) -> str | None:
     return head if _ZONE.match(head) else None
 
 
+def _finite_number(value: object) -> bool:
+    """An int or a finite float (Python's json reads ``NaN`` and ``Infinity``), not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+
+
 def load_trace(path: str | os.PathLike) -> CapacityTrace:
     """Read a trace file; raises :class:`TraceError` with the reason when it cannot be used."""
     path = Path(path)
@@ -64,14 +69,14 @@ def load_trace(path: str | os.PathLike) -> CapacityTrace:
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
         raise TraceError(f"trace file {path} has no 'data' list")
     gap = (raw.get("metadata") or {}).get("gap_seconds")
-    if not isinstance(gap, (int, float)) or isinstance(gap, bool) or gap <= 0:
-        raise TraceError(f"trace file {path}: metadata.gap_seconds must be a number > 0")
+    if not _finite_number(gap) or not gap > 0:
+        raise TraceError(f"trace file {path}: metadata.gap_seconds must be a finite number > 0, got {gap!r}")
     data = raw["data"]
     if not data:
         raise TraceError(f"trace file {path} has an empty 'data' list")
     for i, value in enumerate(data):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise TraceError(f"trace file {path}: data[{i}] must be a number >= 0, got {value!r}")
+        if not _finite_number(value) or not value >= 0:
+            raise TraceError(f"trace file {path}: data[{i}] must be a finite number >= 0, got {value!r}")
     return CapacityTrace(zone=trace_zone_from_filename(path), gap_seconds=float(gap), data=tuple(data))
 
 
