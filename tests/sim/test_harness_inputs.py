@@ -394,3 +394,32 @@ def test_a_non_finite_number_in_a_trace_file_is_refused_naming_it(tmp_path, caps
     rc, policies, err = _cli(tmp_path, capsys, ONE_TRACE, "--policies", "single-region")
     assert rc == 2, f"exit {rc}: {policies or err}"
     assert field in err and "s.yaml line" in err and "finite" in err, err
+
+
+# The synthetic generator's weight tables -------------------------------------------------------------------
+TWO_CLUSTERS = """
+seed: 1
+clusters:
+  - {name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [us-central1], max_vms_per_region: 2, max_vms: 2}
+  - {name: d, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [us-central1], max_vms_per_region: 2, max_vms: 2}
+zones: {us-central1: [us-central1-a]}
+capacity: {default: 4}
+jobs: {kind: synthetic, count: 5, arrivals: {kind: burst, at_s: 0}, duration: {dist: fixed, s: 600}, %s}
+"""
+
+
+@pytest.mark.parametrize("weights, said", [
+    ("clusters: {c: 0, d: 0}", "jobs.clusters: the weight of c must be > 0 (got 0)"),  # a traceback, exit 1
+    ("priorities: {0: 0}", "jobs.priorities: the weight of 0 must be > 0 (got 0)"),
+    ("nodes: {1: 0, 2: 0}", "jobs.nodes: the weight of 1 must be > 0 (got 0)"),
+    ("priorities: {0: 2, 10: -1}", "jobs.priorities: the weight of 10 must be > 0 (got -1)"),  # ran, exit 0
+    ("clusters: {c: 2, d: -1}", "jobs.clusters: the weight of d must be > 0 (got -1)"),  # ran, exit 0
+    ("nodes: {}", "jobs.nodes: lists at least one"),  # a traceback, exit 1
+])
+def test_a_weight_table_that_cannot_be_drawn_from_is_refused_naming_it(tmp_path, capsys, weights, said):
+    """``allow`` and ``provisioning`` weights were checked > 0; ``clusters``, ``priorities`` and ``nodes`` were not:
+    weights summing to 0 crashed zen simulate in random.choices (a traceback, exit 1) and a negative weight was
+    taken without a word. Each weight is > 0 now, refused at the jobs section's line, naming the field."""
+    rc, policies, err = _cli(tmp_path, capsys, TWO_CLUSTERS % weights, "--policies", "single-region")
+    assert rc == 2, f"exit {rc}: {policies or err}"
+    assert "s.yaml line 8: " + said in err, err

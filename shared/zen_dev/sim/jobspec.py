@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from zen.core.provisioning import ANY
 from zen_dev.capacity.scenario import BootSpec, LognormalBoot
@@ -58,6 +58,20 @@ class SyntheticJobs(_Spec):
     nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
     provisioning: dict[str, float] = Field(default={ANY: 1}, description=(
         "The provisioning model a job accepts -> weight (spot, standard, flex-start, or any)"))
+
+    @field_validator("clusters", "priorities", "nodes")
+    @classmethod
+    def _drawable(cls, weights: dict[Any, float] | None) -> dict[Any, float] | None:
+        """Each weight > 0: a table whose weights sum to 0 cannot be drawn from (random.choices), and a
+        negative weight is no share of the draws."""
+        if weights is None:
+            return weights
+        if not weights:
+            raise ValueError("lists at least one value -> weight (or leave it out)")
+        for key, weight in weights.items():
+            if not weight > 0:
+                raise ValueError(f"the weight of {key} must be > 0 (got {weight:g})")
+        return weights
 
 
 class PhillyJobs(_Spec):
