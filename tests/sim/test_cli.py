@@ -97,3 +97,45 @@ def test_gcp_trace_replay_scenario_loads_and_skips_cleanly_without_traces(monkey
         load_scenario("gcp-a100-trace")
     assert main(["--scenario", "gcp-a100-trace"]) == 3
     assert "absent" in capsys.readouterr().err
+
+
+TIMED = """
+seed: 1
+clusters:
+  - {name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [us-central1, us-west1], max_vms_per_region: 2,
+     max_vms: 4}
+zones: {us-central1: [us-central1-a], us-west1: [us-west1-a]}
+capacity: {default: 4}
+jobs: {kind: synthetic, count: 5, arrivals: {kind: burst, at_s: 0}, duration: {dist: fixed, s: 600}}
+timing: {%s}
+"""
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("idle_timeout_s", -300, "must be >= 0 (got -300), as deadlines.idle_timeout_s"),
+    ("boot_timeout_s", -1, "must be > 0 (got -1), as deadlines.boot_timeout_s"),
+    ("spill_after_s", -5, "must be > 0 (got -5), as scaling.spill_after_s"),
+    ("block_s", 0, "must be > 0 (got 0), as scaling.stockout_block_s"),
+    ("hedge_price_ratio", 0.5, "must be >= 1 (got 0.5), as scaling.hedge_price_ratio"),
+    ("max_start_wait_s", -1, "must be >= 0 (got -1), as a cluster's max_start_wait_s"),
+    ("agent_silence_s", 0, "must be > 0 (got 0)"),
+])
+def test_a_timing_outside_its_configuration_bounds_is_refused_naming_the_field(tmp_path, capsys, field, value, said):
+    """A scenario's ``timing:`` was checked for unknown names only: ``idle_timeout_s: -300`` (every idle VM
+    deleted at once) or ``boot_timeout_s: -1`` (every boot stuck at once) ran, exit 0, and was reported as the
+    policies' figures, though production never builds such a Timing (each field comes from a bounded
+    configuration field). Each is held to its configuration field's bounds now, refused at its line."""
+    (tmp_path / "s.yaml").write_text(TIMED % f"{field}: {value}")
+    rc = main(["--scenario", str(tmp_path / "s.yaml"), "--policies", "zen,failover", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2, f"exit {rc}: {out or err}"
+    assert f"s.yaml line 9: timing.{field}: {said}" in err, err
+
+
+def test_every_timing_field_has_the_configuration_field_it_is_checked_against():
+    from zen.scaling.model import Timing
+    from zen_dev.sim.timing import SOURCES
+    assert set(SOURCES) | {"agent_silence_s"} == set(Timing.__dataclass_fields__)
+    assert all(field in model.model_fields for model, field, _ in SOURCES.values())
+    parse_scenario("clusters: [{name: x, gpu_count: 4, regions: [r1], max_vms_per_region: 1, max_vms: 1}]\n"
+                   "timing: {idle_timeout_s: 0, max_start_wait_s: 90.5, hedge_risk: 0.3, spare_boots: false}\n")

@@ -27,6 +27,7 @@ from zen_dev.capacity.scenario import BootSpec, CapacitySpec, LognormalBoot
 from zen_dev.capacity.traces import CapacitySchedule, TraceError, load_trace
 from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
 from zen_dev.sim.jobspec import validate as validate_jobs
+from zen_dev.sim.timing import timing_problem
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -168,10 +169,8 @@ class ScenarioSpec(_Spec):
             raise ValueError("cluster names must be unique")
         if self.start_time.tzinfo is None:
             raise ValueError("start_time needs a timezone (e.g. 2026-01-01T00:00:00Z)")
-        unknown = set(self.timing) - set(Timing.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown timing field(s): {', '.join(sorted(unknown))}; "
-                             f"known: {', '.join(Timing.__dataclass_fields__)}")
+        if (problem := timing_problem(self.timing)) is not None:
+            raise ValueError(problem)
         for queue in self.queues:
             unknown_clusters = sorted(set(queue.quota) - set(names))
             if unknown_clusters:
