@@ -139,3 +139,26 @@ def test_every_timing_field_has_the_configuration_field_it_is_checked_against():
     assert all(field in model.model_fields for model, field, _ in SOURCES.values())
     parse_scenario("clusters: [{name: x, gpu_count: 4, regions: [r1], max_vms_per_region: 1, max_vms: 1}]\n"
                    "timing: {idle_timeout_s: 0, max_start_wait_s: 90.5, hedge_risk: 0.3, spare_boots: false}\n")
+
+
+PHILLY_HEADER = "jobid,submitted_time,first_start_time,last_end_time,num_gpus,runtime_min,n_attempts,queue_delay_s\n"
+
+
+@pytest.mark.parametrize("row, said", [
+    ("b,2017-10-03 10:05:00,,,8,-30,1,0\n", "runtime_min is minutes >= 0 (got -30)"),
+    ("b,2017-10-03 10:05:00,,,0,30,1,0\n", "num_gpus is an integer >= 1 (got 0)"),
+    ("b,2017-10-03 10:05:00,,,-8,30,1,0\n", "num_gpus is an integer >= 1 (got -8)"),
+])
+@pytest.mark.parametrize("gangs", [False, True])
+def test_a_philly_row_that_cannot_be_a_job_is_refused_naming_line_and_column(tmp_path, row, said, gangs):
+    """Zen's CSV refused a negative duration_s naming the line and column, while a Philly-format file read a
+    runtime_min of -30 as a job of 1 s and a num_gpus of 0 or -8 as a job of the smallest cluster (with gangs,
+    a gang of 0 nodes), without a word. Such a row is refused now as the CSV's is."""
+    path = tmp_path / "philly.csv"
+    path.write_text(PHILLY_HEADER + "a,2017-10-03 10:00:00,,,8,30,1,0\n" + row)
+    sc = parse_scenario("clusters: [{name: c8, gpu_count: 8, machine_type: a2-highgpu-8g, regions: [r1], "
+                        f"max_vms_per_region: 4, max_vms: 4}}]\njobs: {{kind: philly, file: {path}, gangs: {gangs}}}\n")
+    with pytest.raises(JobTraceError) as refused:
+        jobs = load_jobs(sc, None if gangs else str(path))  # the scenario's kind: philly, or a file to --jobs
+        pytest.fail(f"accepted: {[(j.job_id, j.duration_s, j.nodes) for j in jobs]}")
+    assert f"{path} line 3: {said}" in str(refused.value)

@@ -257,6 +257,10 @@ def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
         try:
             submitted = datetime.fromisoformat(row["submitted_time"])
             gpus, runtime_min = _field(row, "num_gpus", int), _field(row, "runtime_min", float)
+            if gpus < 1:  # ran on the smallest cluster (with gangs, as a gang of no node)
+                raise ValueError(f"num_gpus is an integer >= 1 (got {gpus})")
+            if runtime_min < 0:  # ran as 1 s
+                raise ValueError(f"runtime_min is minutes >= 0 (got {runtime_min:g})")
         except (TypeError, ValueError) as exc:
             raise JobTraceError(f"{path} line {n}: {exc}") from None
         _unique(seen, row["jobid"], path, n)
