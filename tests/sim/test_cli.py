@@ -162,3 +162,31 @@ def test_a_philly_row_that_cannot_be_a_job_is_refused_naming_line_and_column(tmp
         jobs = load_jobs(sc, None if gangs else str(path))  # the scenario's kind: philly, or a file to --jobs
         pytest.fail(f"accepted: {[(j.job_id, j.duration_s, j.nodes) for j in jobs]}")
     assert f"{path} line 3: {said}" in str(refused.value)
+
+
+PHILLY_SCENARIO = """
+clusters:
+  - {name: c8, gpu_count: 8, machine_type: a2-highgpu-8g, regions: [us-central1], max_vms_per_region: 4, max_vms: 4}
+capacity: {default: 4}
+jobs: {kind: philly, max_jobs: 20}
+"""
+
+
+@pytest.mark.parametrize("jobs_section, args", [
+    ("jobs: {kind: philly, max_jobs: 20}\n", ()),  # the scenario's kind: philly
+    ("", ("--jobs", "philly")),
+])
+def test_an_absent_philly_trace_exits_3_as_an_absent_capacity_trace_does(tmp_path, capsys, monkeypatch,
+                                                                         jobs_section, args):
+    """zen simulate exits 3 when a trace it needs is absent, so a harness can skip (as make bench skips). With
+    the shared traces absent, a scenario of kind: philly, or --jobs philly, exited 2 (bad input: "cannot read
+    job trace"); it exits 3 now. A file of the user's own given to --jobs that cannot be read is still exit 2."""
+    monkeypatch.setenv("ZEN_TRACES_DIR", str(tmp_path / "no-traces"))
+    (tmp_path / "s.yaml").write_text(PHILLY_SCENARIO.replace("jobs: {kind: philly, max_jobs: 20}\n", jobs_section))
+    rc = main(["--scenario", str(tmp_path / "s.yaml"), *args, "--policies", "single-region", "--json"])
+    err = capsys.readouterr().err
+    assert rc == 3 and "absent" in err and "philly_jobs_ge4gpu.csv" in err, f"exit {rc}: {err}"
+    rc = main(["--scenario", str(tmp_path / "s.yaml"), "--jobs", str(tmp_path / "mine.csv"), "--policies",
+               "single-region", "--json"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot read job trace" in err and "mine.csv" in err, f"exit {rc}: {err}"

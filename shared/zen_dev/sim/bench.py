@@ -120,10 +120,10 @@ def run_scenario(name: str, load=load_scenario, seeds: int = SEEDS) -> tuple[Sce
     the seed alone, so one seed's verdict was a coin toss near the target."""
     try:
         scenario = load(name)
+        jobs = load_jobs(scenario)  # its Philly job trace absent: skipped alike (JobTraceUnavailable)
     except TraceUnavailable as exc:
         print(f"== {name}: skipped, trace absent ({exc})\n")
         return None
-    jobs = load_jobs(scenario)
     started = time.perf_counter()
     skipped: list[str] = []
     runs = [run_policies(scenario, jobs, list(POLICY_NAMES), seed=scenario.spec.seed + k, skipped=skipped)

@@ -22,13 +22,19 @@ from zen.core.provisioning import ANY, check_accepted
 from zen_dev.capacity.scenario import FixedBoot, UniformBoot
 from zen_dev.sim.jobspec import (PHILLY_FILE as PHILLY_FILE, CsvJobs, DataSpec, DistSpec, PhillyJobs, PoissonArrivals,
                                  SyntheticJobs, validate)
-from zen_dev.sim.scenario import Scenario, SimCluster, resolve_path
+from zen_dev.sim.scenario import Scenario, SimCluster, TraceUnavailable, resolve_path
 
 PHILLY_COLUMNS = ("jobid", "submitted_time", "num_gpus", "runtime_min")
 ZEN_COLUMNS = ("job_id", "submit_s", "duration_s", "cluster")
 
 class JobTraceError(ValueError):
     """A job trace cannot be used; the message says which file or field and why."""
+
+
+class JobTraceUnavailable(TraceUnavailable, JobTraceError):
+    """The Philly trace a run needs (``kind: philly``, or ``--jobs philly``) is absent: skip rather than fail, as
+    for an absent capacity trace (``zen simulate`` exits 3). A file given to ``--jobs`` that cannot be read is a
+    ``JobTraceError``: the user's own input."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,8 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
         return _taken_by_production(jobs[:max_jobs] if max_jobs else jobs, scenario)
     path = scenario.resolve(spec.file) if source in (None, "philly") else resolve_path(spec.file, Path.cwd())
     if isinstance(spec, PhillyJobs):
+        if not path.exists():
+            raise JobTraceUnavailable(scenario.name, [(None, f"the Philly job trace {path} is absent")])
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
         return _taken_by_production(philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs),
                                     scenario)
