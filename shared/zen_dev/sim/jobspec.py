@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
 from zen.core.provisioning import ANY
 from zen_dev.capacity.scenario import BootSpec, LognormalBoot
@@ -61,10 +61,10 @@ class SyntheticJobs(_Spec):
 
     @field_validator("clusters", "priorities", "nodes")
     @classmethod
-    def _drawable(cls, weights: dict[Any, float] | None) -> dict[Any, float] | None:
+    def _drawable(cls, weights: dict[Any, float] | None, info: ValidationInfo) -> dict[Any, float] | None:
         """Each weight > 0: a table whose weights sum to 0 cannot be drawn from (random.choices), and a
-        negative weight is no share of the draws."""
-        if weights is None:
+        negative weight is no share of the draws. An empty ``clusters`` is every cluster alike, as before."""
+        if weights is None or (not weights and info.field_name == "clusters"):
             return weights
         if not weights:
             raise ValueError("lists at least one value -> weight (or leave it out)")
