@@ -283,17 +283,14 @@ def test_a_failed_node_beside_a_peer_that_exited_0_fails_the_gang_with_its_exit_
     assert (record.status.value, record.exit_code, record.attempt) == ("FAILED", 3, 1)
 
 
-def test_a_gang_requeued_while_its_queue_took_it_back_carries_no_preemption_into_its_next_attempt(functions, zen,
-                                                                                                  clock):
-    """Taken back by its queue, one node killed at its limit and the other taken by the cloud: the gang was requeued
-    through the cloud's preemption, which kept ``preempted_by``; the next attempt, stopped by its user, was taken
-    for a preemption again and rerun (PENDING, attempt 3), and was no preemption candidate any more."""
+def _requeued_after_taken_back_one_over_limit_one_preempted(functions, zen, clock) -> None:
     running(functions)
     _taken_back(zen, clock)
     functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=143, over_limit="max_runtime_s"))
     functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
-    record = job(zen, "g")
-    assert (record.status.value, record.attempt, record.preempted_by) == ("QUEUED", 2, None)
+
+
+def _second_attempt_stopped_by_its_user(functions, zen) -> tuple[str, int]:
     for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
         functions.heartbeat(heartbeat("g", "CLAIMED", 10, attempt=2, vm=vm, ip=ip))
     for vm in ("vm-1", "vm-2"):
@@ -302,7 +299,18 @@ def test_a_gang_requeued_while_its_queue_took_it_back_carries_no_preemption_into
     for vm in ("vm-1", "vm-2"):
         functions.heartbeat(heartbeat("g", "STOPPED", 12, attempt=2, vm=vm, exit_code=143))
     record = job(zen, "g")
-    assert (record.status.value, record.attempt) == ("CANCELLED", 2)
+    return record.status.value, record.attempt
+
+
+def test_a_gang_requeued_while_its_queue_took_it_back_carries_no_preemption_into_its_next_attempt(functions, zen,
+                                                                                                  clock):
+    """Taken back by its queue, one node killed at its limit and the other taken by the cloud: the gang was requeued
+    through the cloud's preemption, which kept ``preempted_by``; the next attempt, stopped by its user, was taken
+    for a preemption again and rerun (PENDING, attempt 3), and was no preemption candidate any more."""
+    _requeued_after_taken_back_one_over_limit_one_preempted(functions, zen, clock)
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.preempted_by) == ("QUEUED", 2, None)
+    assert _second_attempt_stopped_by_its_user(functions, zen) == ("CANCELLED", 2)
 
 
 def test_a_gang_left_with_an_earlier_attempts_preemption_is_cancelled_by_its_users_stop(functions, zen, clock):
@@ -310,20 +318,8 @@ def test_a_gang_left_with_an_earlier_attempts_preemption_is_cancelled_by_its_use
     queue preemption): its user's stop was taken for a preemption and the gang run again. A user's stop clears it."""
     from zen.store.migrate import migrate
 
-    running(functions)
-    _taken_back(zen, clock)
-    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=143, over_limit="max_runtime_s"))
-    functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
-    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
+    _requeued_after_taken_back_one_over_limit_one_preempted(functions, zen, clock)
     with zen.db.transaction() as session:  # a row an earlier version left
         session.sql("UPDATE jobs SET preempted_by = 'queue prod needs its quota' WHERE job_id = 'g'")
     migrate(zen.db, pause_s=0.0)  # the upgrade
-    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
-        functions.heartbeat(heartbeat("g", "CLAIMED", 10, attempt=2, vm=vm, ip=ip))
-    for vm in ("vm-1", "vm-2"):
-        functions.heartbeat(heartbeat("g", "RUNNING", 11, attempt=2, vm=vm))
-    functions.stop({"job_id": "g", "reason": "not needed any more"})
-    for vm in ("vm-1", "vm-2"):
-        functions.heartbeat(heartbeat("g", "STOPPED", 12, attempt=2, vm=vm, exit_code=143))
-    record = job(zen, "g")
-    assert (record.status.value, record.attempt) == ("CANCELLED", 2)
+    assert _second_attempt_stopped_by_its_user(functions, zen) == ("CANCELLED", 2)
