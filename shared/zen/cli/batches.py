@@ -13,12 +13,31 @@ from zen.core.config import load_config
 from zen.core.models import JobRequest
 
 
-def read_params(data, path: str) -> list:
-    """An array's parameter sets from ``path``'s content ``data``: a list of mappings (variable -> value),
-    one per task."""
+def read_params(path: str) -> list:
+    """An array's parameter sets from the YAML or JSON file ``path``: a list of mappings (variable -> value), one
+    per task, each value as the file writes it (they go into the tasks' environment as text: read as YAML 1.1
+    numbers and booleans, ``SEED: 010`` was ``8``, ``WARMUP: 1:30`` was ``90``, JSON ``true`` was ``True``)."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    def as_written(value: Any) -> Any:  # JSON's literals as JSON writes them; its numbers' text is kept
+        return json.dumps(value) if value is None or isinstance(value, bool) else value
+
+    try:
+        text = Path(path).read_text()
+        data = (json.loads(text, parse_float=str, parse_int=str, parse_constant=str) if path.endswith(".json")
+                else yaml.load(text, Loader=yaml.BaseLoader))  # every scalar as its text
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"--array-params {path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
+                       f"{str(exc).splitlines()[0]}", 2) from None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
         raise CliError(f"--array-params {path}: expected a list of mappings (one per task: NAME: value)", 2)
-    return [{str(k): str(v) for k, v in item.items()} for item in data]
+    for n, item in enumerate(data):
+        if nested := next((k for k, v in item.items() if isinstance(v, (list, dict))), None):
+            raise CliError(f"--array-params {path}: entry {n}: {nested} is a list or mapping, not a value", 2)
+    return [{str(k): str(as_written(v)) for k, v in item.items()} for item in data]
 
 
 def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool,
@@ -40,7 +59,11 @@ def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list
         first = min(held, key=lambda name: int(name.rsplit("-", 1)[1]))
         raise CliError(f"job_id {first} (task {first.rsplit('-', 1)[1]} of array {array_id}) is already another "
                        "job's or array's: use a new job_id (or none: zen makes one). Not published", 1)
-    message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+    try:
+        message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+    except CliError as exc:  # it may have been published all the same (the answer lost): the same id, one array
+        raise CliError(f"{exc}; array {array_id} may have been published all the same: to try again without "
+                       f"making a second array, submit it again with --job-id {array_id}", exc.code) from None
     print(f"submitted array {array_id}: {size} tasks, {array_id}-0 .. {array_id}-{size - 1}"
           + (f", at most {request.array.max_parallel} at once" if request.array.max_parallel else "")
           + f", to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) {identity.describe(sender)}",

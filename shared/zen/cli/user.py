@@ -129,7 +129,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
                 raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
     array = {"count": getattr(args, "array", None), "max_parallel": getattr(args, "max_parallel", None),
-             "params": batches.read_params(_read_file(args.array_params, "--array-params "), args.array_params)
+             "params": batches.read_params(args.array_params)
              if getattr(args, "array_params", None) else None}
     if any(v is not None for v in array.values()):  # the file's array: with the flags' fields replaced
         data["array"] = {**(data.get("array") or {}), **{k: v for k, v in array.items() if v is not None}}
@@ -174,6 +174,9 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
             raise Rejected(refused)
     except Rejected as rejection:
         raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)})", 1) from None
+    if len({shape.cluster for shape in resolved.shapes}) > 1:  # the function chooses as it takes the job
+        return (" or ".join(dict.fromkeys(shape.cluster for shape in resolved.shapes))
+                + ", the one Zen chooses as it takes the job (zen jobs get shows it)"), ["the chosen cluster's"]
     return resolved.cluster, resolved.regions
 
 
@@ -235,6 +238,9 @@ def cmd_submit(args) -> int:
         raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
+    if readable and submitted.known_job(job_id, batches.read_array)[0]:  # the function refuses an array's id
+        raise CliError(f"job_id {job_id} is an array's (its tasks {job_id}-N: zen jobs list --array {job_id}): use a "
+                       "new job_id (or none: zen makes one). Not published", 1)
     chosen = submitted.topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
     submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
@@ -310,8 +316,12 @@ def _stop_outlook(job_id: str) -> tuple[str, Any]:
 
 
 def cmd_stop(args) -> int:
+    from zen.core.models import JOB_ID_PATTERN
     from zen.jobs.authorization import may_stop
 
+    if not JOB_ID_PATTERN.match(args.job_id):  # no job can have it: a stop kept for it would wait for nothing
+        raise CliError(f"{args.job_id!r}: job_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
+                       "starting with a letter or digit", 2)
     outlook, job = _stop_outlook(args.job_id)
     if outlook.startswith("no job") and not args.force:
         raise CliError(f"{outlook}; to send it anyway: zen stop --force {args.job_id}", 1)
