@@ -56,7 +56,13 @@ class Pricer:
         from zen.core.prices import billed_usd
 
         price = row.get("usd_per_hour")
-        if price is None:
+        gang = row.get("model") and float(row["vm_share"]) > 1  # its model is rank 0's: its nodes' may differ
+        if price is None and (gang or not row.get("machine_type")):  # no price when it ended, and none to guess
+            self.unpriced.add(f"{row.get('machine_type') or '(unknown)'} in {row.get('region') or '(no region)'} ("
+                              + (f"a multi-node attempt's nodes as {row['model']} or another model" if gang else
+                                 f"cluster {row['cluster']} was not configured when the attempt ended") + ")")
+            return None  # a cluster configured again since, or rank 0's model for every node, would be a guess
+        if price is None:  # its own model's price today (a row from before prices were kept: the VM name's model)
             price = self._price(row["cluster"], row["machine_type"], row["region"], self.model(row))
         return None if price is None else billed_usd(seconds, float(price), minimum=False) * float(row["vm_share"])
 
