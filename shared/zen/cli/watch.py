@@ -22,15 +22,18 @@ VM_STATES = ("BOOTING", "IDLE", "BUSY", "STOPPING", "RETIRED")
 
 def vms_per_region(session) -> tuple[list[dict[str, Any]], int]:
     """One row per cluster and region: its MIG's instances by state (an instance whose agent has not been
-    heard from yet is BOOTING); and how many instances there are in all (``zen watch``, the console)."""
+    heard from yet is BOOTING; one a scale-down drained is STOPPING whatever its agent last said: it refuses
+    every claim, and shown idle while its delete failed it stood beside a job that never started); and how many
+    instances there are in all (``zen watch``, the console)."""
     from zen.store import fleet, repository
 
     states = {vm["name"]: vm["state"] for vm in repository.list_vms(session)}
     instances = fleet.mig_instances(session)
+    drained = {name for cluster in {i["cluster"] for i in instances} for name in fleet.drained_vms(session, cluster)}
     counts: dict[tuple[str, str], dict[str, int]] = {}
     for instance in instances:
         by_state = counts.setdefault((instance["cluster"], instance["region"]), {})
-        state = states.get(instance["name"], "BOOTING")
+        state = "STOPPING" if instance["name"] in drained else states.get(instance["name"], "BOOTING")
         by_state[state] = by_state.get(state, 0) + 1
     rows = [{"cluster": c, "region": r, **{s.lower(): by_state.get(s, 0) for s in VM_STATES}}
             for (c, r), by_state in sorted(counts.items())]

@@ -253,8 +253,7 @@ class _Planning:
         if not (known := [r for r in group.regions if r in counts]):  # its configuration dropped them since
             return f"none of its pools ({', '.join(group.regions)}) is the cluster's any more (the configuration changed)"
         if (blocked := [r for r in known if self._blocked(r)]) and len(blocked) == len(known):
-            return probes.silent_held(self.memory) or (f"every allowed region is stocked out ({', '.join(blocked)}); "
-                                                        "probes are waiting for capacity")
+            return probes.held_reason(self.memory, blocked, self.now, self.timing, self.ranking.flex)
         if total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
         return ("allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)"

@@ -84,6 +84,24 @@ def silent_held(memory: Mapping[str, RegionMemory]) -> str | None:
             "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
 
 
+def held_reason(memory: Mapping[str, RegionMemory], blocked: list[str], now: datetime, timing: Timing,
+                flex: Callable[[str], bool]) -> str:
+    """Why a job waits whose every allowed pool is blocked: the cluster's VMs never usable (``silent_boot``'s block:
+    one of these pools' own VMs, or a block longer than a stockout's), a flex-start request still queued (a queue is
+    no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the job allows, and a
+    queue was said to be stocked out.)"""
+    beyond = now + timedelta(seconds=timing.max_block_s)
+    if any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked) and (
+            why := silent_held(memory)):
+        return why
+    stocked, queued = [p for p in blocked if not flex(p)], [p for p in blocked if flex(p)]
+    return "; ".join(part for part in (
+        f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity" if stocked and
+        not queued else f"stocked out: {', '.join(stocked)}" if stocked else "",
+        f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"
+        if queued else "") if part)
+
+
 def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:
     """A VM of ``booted`` became usable: the cluster's VMs can boot. The blocks ``silent_boot`` laid on pools whose own
     VMs never failed (ending later than any stockout's could) are lifted; a pool whose own VMs did not come up keeps
