@@ -339,6 +339,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
         raw = load_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} does not exist (set ZEN_CONFIG)") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no read permission, not UTF-8
+        raise ConfigError(f"configuration file {path} cannot be read (set ZEN_CONFIG): {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     except DuplicateKey as exc:

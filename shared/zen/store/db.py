@@ -24,8 +24,8 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 from zen.core.errors import ConfigError, DataRejected, TransientError
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
-# SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
-# intervention (e.g. the server is shutting down), serialization failures and deadlocks.
+# SQLSTATE classes a retry can fix: connection exceptions, insufficient resources, operator intervention (e.g. the
+# server is shutting down), serialization failures and deadlocks.
 _TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
 # Data exceptions, integrity violations and program limits exceeded (54: e.g. 54000, a value too large
 # for a btree index row): the input is at fault, and retrying cannot help.
@@ -108,16 +108,13 @@ class _NativeOverDbApi:
 def _cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
     from google.cloud.sql.connector import Connector, IPTypes
 
-    connector = Connector(refresh_strategy="lazy")
-    ip_type = IPTypes[os.environ.get("ZEN_CLOUDSQL_IP_TYPE", "PRIVATE").upper()]
-    user = os.environ["ZEN_DB_USER"]
-    database = os.environ.get("ZEN_DB_NAME", "zen")
-
-    def connect() -> Any:
-        conn = connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True, ip_type=ip_type)
-        return _NativeOverDbApi(conn)
-
-    return connect
+    named, user = os.environ.get("ZEN_CLOUDSQL_IP_TYPE", "PRIVATE").upper(), os.environ.get("ZEN_DB_USER")
+    if not user or named not in IPTypes.__members__:  # a function that cannot start says which variable to fix
+        raise ConfigError("ZEN_DB_USER is not set (ZEN_CLOUDSQL_INSTANCE needs it)" if not user else
+                          f"ZEN_CLOUDSQL_IP_TYPE {named!r}: not one of {', '.join(IPTypes.__members__)}")
+    connector, ip_type, database = Connector(refresh_strategy="lazy"), IPTypes[named], os.environ.get("ZEN_DB_NAME", "zen")
+    return lambda: _NativeOverDbApi(connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True,
+                                                      ip_type=ip_type))
 
 
 def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
