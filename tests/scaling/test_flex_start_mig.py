@@ -11,16 +11,18 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
 from tests.scaling.fakes import FakeFleet
+from tests.scaling.test_manager_apply import Fixed
 from zen.adapters.compute import MigApiError, MigManager, compute_clients_from_env
 from zen.adapters.flex_start import FORGET_PER_READ, FlexStartMig, pending_name, request_of, resize_requests_client_from_env
 from zen.core.config import ZenConfig, load_config
 from zen.scaling.manager import ClusterManager
-from zen.scaling.model import Action, DemandGroup, ErrorKind, Timing, VmPhase
+from zen.scaling.model import Action, Decision, DemandGroup, ErrorKind, Plan, Timing, VmPhase
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.port import FleetFacts, MigState
 from zen.scaling.pricing import cluster_pools
 from zen.scaling.vms import classify
 from zen_dev.local.compute import ComputeStandIn, ManualClock
+from zen_dev.local.compute.resources import ApiError
 
 PROJECT, REGION = "test-proj", "us-central1"
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -35,18 +37,21 @@ def config() -> ZenConfig:
                                      "queues": []})
 
 
-def scenario(capacity: int) -> dict:
+def scenario(capacity: int, zones: list[str] = ZONES) -> dict:
+    """``capacity`` VMs in each of ``zones``, none in the region's others."""
     return {"project": PROJECT, "seed": 1,
             "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
-            "capacity": {"schedule": [{"at_s": 0, "zone": z, "capacity": capacity} for z in ZONES]}}
+            "capacity": {"schedule": [{"at_s": 0, "zone": z, "capacity": capacity if z in zones else 0}
+                                      for z in ZONES]}}
 
 
 @pytest.fixture
 def cloud(monkeypatch, tmp_path):
     started = []
 
-    def make(capacity: int = 10):
-        standin = ComputeStandIn(scenario(capacity), config=config(), clock=ManualClock(), log_dir=tmp_path).start()
+    def make(capacity: int = 10, zones: list[str] = ZONES):
+        standin = ComputeStandIn(scenario(capacity, zones), config=config(), clock=ManualClock(),
+                                 log_dir=tmp_path).start()
         started.append(standin)
         monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
         cluster = config().clusters[0]
@@ -362,3 +367,57 @@ def test_an_empty_flex_start_mig_with_no_request_is_read_in_one_call(cloud):
     state = flex.read(summary=MigSummary(0, True))
     assert [request_of(i.name) for i in state.instances] == [r.name for r in requests_of(standin, flex)]
     assert flex.api_calls - before == 3
+
+
+def test_a_vm_deleted_beside_a_cancel_that_failed_is_reported_deleted(cloud):
+    """A pass deletes an idle flex-start VM and cancels a queued request of its pool in one
+    ``FlexStartMig.delete_instances``; the VM's delete goes through, the cancel is refused (a 403 rate limit). The
+    whole call raised, so the VM Compute was deleting was recorded as a HOLD "not deleted: ... the delete failed"
+    and left out of ``report.deleted``. The error names what it left (``MigApiError.undeleted``)."""
+    standin, flex, cluster = cloud(capacity=1, zones=ZONES[:1])  # the first request granted, the second waits
+    handle = standin.api.handle
+
+    def limited(method, path, query, body):  # Compute's 403 rateLimitExceeded, on the cancels alone
+        if method == "POST" and path.endswith("/cancel"):
+            return 403, ApiError(403, "rateLimitExceeded", "Rate Limit Exceeded").body()
+        return handle(method, path, query, body)
+
+    standin.api.handle = limited
+    flex.resize(1)
+    standin.advance(120)  # granted and RUNNING
+    flex.resize(2)  # a second request: queued (no room)
+    instances = flex.read().instances
+    [real] = [i.name for i in instances if request_of(i.name) is None]
+    [pending] = [i.name for i in instances if request_of(i.name) is not None]
+    [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
+    fleet = FakeFleet(FleetFacts((), {}, {real: {"state": "IDLE", "idle_since": NOW, "last_seen_at": NOW}}, {}, 0), NOW)
+    plan = Plan(delete=[(pool, real), (pool, pending)],
+                decisions=[Decision(Action.DELETE, pool, "idle and not needed", vm=real),
+                           Decision(Action.DELETE, pool, "no queued job wants its flex-start pool", vm=pending)])
+    manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: NOW, Timing(), Fixed(plan), telemetry=False,
+                             concurrent=False, pools={pool: cluster_pools(cluster)[pool]})
+    report = manager.run()
+    assert real not in [i.name for i in flex.read().instances if not i.deleting]  # Compute deleted it
+    said = [(d.action.value, d.reason) for d in report.decisions if d.vm == real]
+    assert said == [("DELETE", "idle and not needed")], said  # not "not deleted: ... the delete failed"
+    assert real in report.deleted and pending not in report.deleted
+
+
+def test_vms_deleted_by_a_migs_first_delete_call_are_not_named_undeleted():
+    """``MigManager.delete_instances`` deletes in two calls (the instances with a zone, then those the listing gave
+    none): when the second was refused, the error named nothing, and the VMs Compute was deleting were reported
+    "not deleted: ... the delete failed"; a refused first call skipped the second."""
+    calls: list[list[str]] = []
+
+    class TwoCalls(MigManager):  # the zoned call goes through; the zoneless one is refused
+        def _write(self, method, **fields):
+            calls.append(list(fields["region_instance_group_managers_delete_instances_request_resource"].instances))
+            if len(calls) == 2:
+                raise MigApiError("deleteInstances refused") from gexc.BadRequest("no such instance")
+
+    migs = type("Migs", (), {"delete_instances_unary": None})()  # never called: _write is replaced
+    mig = TwoCalls(PROJECT, REGION, "zen-c-us-central1", migs=migs, operations=None)
+    with pytest.raises(MigApiError) as raised:
+        mig.delete_instances(["idle-vm", "probe"], {"idle-vm": f"{REGION}-a", "probe": None})
+    assert calls == [[f"zones/{REGION}-a/instances/idle-vm"], ["probe"]]
+    assert raised.value.undeleted == frozenset({"probe"})
