@@ -73,6 +73,14 @@ def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersCl
     return migs, operations
 
 
+def raise_first(failed: list[MigApiError], left: set[str]) -> None:
+    """A delete that tried everything: the first failure, naming the instances it left (``MigApiError.undeleted``:
+    the others are going), or nothing when none failed."""
+    if failed:
+        failed[0].undeleted = frozenset(left)
+        raise failed[0]
+
+
 class MigManager:
     def __init__(self, project: str, region: str, name: str,
                  migs: compute_v1.RegionInstanceGroupManagersClient,
@@ -188,9 +196,7 @@ class MigManager:
                 except MigApiError as exc:
                     failed.append(exc)
                     left.update(batch)
-        if failed:
-            failed[0].undeleted = frozenset(left)
-            raise failed[0]
+        raise_first(failed, left)
 
     def _write(self, method: Callable[..., compute_v1.Operation], **fields: Any) -> None:
         """A resize or delete (its own ``requestId``), then what its operation says at once (``_check``)."""

@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from zen.adapters.compute import MigManager, error_kind
+from zen.adapters.compute import MigManager, error_kind, raise_first
 from zen.core.clock import utc_now
 from zen.core.provisioning import PENDING_SEP
 from zen.scaling.model import MigError
@@ -215,9 +215,7 @@ class FlexStartMig(MigManager):
                     continue
                 failed.append(exc)
                 left.update(n for n in names if request_of(n) == request)
-        if failed:
-            failed[0].undeleted = frozenset(left)
-            raise failed[0]
+        raise_first(failed, left)
 
 
 _ADAPTS: type[MigPort] = FlexStartMig  # the type checker holds the adapter to its port

@@ -4,7 +4,11 @@ publishing; ``zen stop``'s look at an array's tasks."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Callable
+
+import yaml
 
 from zen.cli import identity
 from zen.cli.kit import CliError, database, database_configured
@@ -17,11 +21,6 @@ def read_params(path: str) -> list:
     """An array's parameter sets from the YAML or JSON file ``path``: a list of mappings (variable -> value), one
     per task, each value as the file writes it (they go into the tasks' environment as text: read as YAML 1.1
     numbers and booleans, ``SEED: 010`` was ``8``, ``WARMUP: 1:30`` was ``90``, JSON ``true`` was ``True``)."""
-    import json
-    from pathlib import Path
-
-    import yaml
-
     def as_written(value: Any) -> Any:  # JSON's literals as JSON writes them; its numbers' text is kept
         return json.dumps(value) if value is None or isinstance(value, bool) else value
 

@@ -76,14 +76,6 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
     return decisions
 
 
-def silent_held(memory: Mapping[str, RegionMemory]) -> str | None:
-    """Why a job waits while ``silent_boot`` blocks the cluster's pools; None when it does not."""
-    if (in_a_row := sum(m.silent for m in memory.values())) < SILENT_IN_A_ROW:
-        return None
-    return (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
-            "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
-
-
 def held_reason(memory: Mapping[str, RegionMemory], blocked: list[str], now: datetime, timing: Timing,
                 flex: Callable[[str], bool]) -> str:
     """Why a job waits whose every allowed pool is blocked: the cluster's VMs never usable (``silent_boot``'s block:
@@ -91,15 +83,15 @@ def held_reason(memory: Mapping[str, RegionMemory], blocked: list[str], now: dat
     no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the job allows, and a
     queue was said to be stocked out.)"""
     beyond = now + timedelta(seconds=timing.max_block_s)
-    if any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked) and (
-            why := silent_held(memory)):
-        return why
+    in_a_row = sum(m.silent for m in memory.values())
+    if in_a_row >= SILENT_IN_A_ROW and any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked):
+        return (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
+                "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
     stocked, queued = [p for p in blocked if not flex(p)], [p for p in blocked if flex(p)]
-    return "; ".join(part for part in (
-        f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity" if stocked and
-        not queued else f"stocked out: {', '.join(stocked)}" if stocked else "",
-        f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"
-        if queued else "") if part)
+    if not queued:
+        return f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity"
+    waiting = f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"
+    return f"stocked out: {', '.join(stocked)}; {waiting}" if stocked else waiting
 
 
 def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:

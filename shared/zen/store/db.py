@@ -24,8 +24,8 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 from zen.core.errors import ConfigError, DataRejected, TransientError
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
-# SQLSTATE classes a retry can fix: connection exceptions, insufficient resources, operator intervention (e.g. the
-# server is shutting down), serialization failures and deadlocks.
+# SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
+# intervention (e.g. the server is shutting down), serialization failures and deadlocks.
 _TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
 # Data exceptions, integrity violations and program limits exceeded (54: e.g. 54000, a value too large
 # for a btree index row): the input is at fault, and retrying cannot help.
