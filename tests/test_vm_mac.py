@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.test_vm_proof import BODY, PROJECT, VM, ZONE, Certs, clock, issuer, token  # noqa: F401 - fixtures
-from zen.adapters.message_key import MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, mac, mac_key
+from zen.adapters.message_key import MAC_ATTRIBUTE, MAC_KEY_TTL_S, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, mac, mac_key
 from zen.adapters.vm_proof import ProofChecker, secrets_from
 from zen.core.errors import ConfigError, Rejected
 
@@ -105,3 +105,15 @@ def test_the_secret_setting():
     with pytest.raises(ConfigError, match="at least 32 characters"):
         secrets_from("short")
     assert ProofChecker.from_env(PROJECT, lambda: None, {"ZEN_PROOF_SECRET": "x" * 32}).secrets == (b"x" * 32,)
+
+
+def test_a_mac_key_lasts_its_ttl_from_when_it_was_set_on_a_machine_up_for_days():
+    """The key's age was counted from 0 until a CONFIRM: a key set otherwise on a machine whose monotonic
+    clock was past 12 hours (up that long) was dropped at once and the message signed."""
+    now = [5 * 86400.0]
+    key = MessageKey(bits=1024, clock=lambda: now[0])
+    key.mac_key = b"k" * 32
+    assert MAC_ATTRIBUTE in key.attributes("a.b.c", BODY, {})
+    now[0] += MAC_KEY_TTL_S + 1
+    sent = key.attributes("a.b.c", BODY, {})
+    assert SIGNATURE_ATTRIBUTE in sent and MAC_ATTRIBUTE not in sent and key.mac_key is None

@@ -148,13 +148,22 @@ class MessageKey:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
 
-        self._clock, self._learned_at = clock, 0.0
+        self._clock, self._learned_at = clock, clock()
+        self._mac_key: bytes | None = None  # from Zen's CONFIRM (learn); None: messages are signed
 
         self._key = rsa.generate_private_key(public_exponent=KEY_EXPONENTS[0], key_size=bits)
         self.public = b64encode(self._key.public_key().public_bytes(
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
         self.fingerprint = key_fingerprint(self.public)
-        self.mac_key: bytes | None = None  # from Zen's CONFIRM (learn); None: messages are signed
+
+    @property
+    def mac_key(self) -> bytes | None:
+        return self._mac_key
+
+    @mac_key.setter
+    def mac_key(self, key: bytes | None) -> None:
+        """A key is used for ``MAC_KEY_TTL_S`` from when it is set, however it was set."""
+        self._mac_key, self._learned_at = key, self._clock()
 
     def sign(self, data: bytes, attributes: Mapping[str, str]) -> str:
         pad, hashing, _ = rsa_scheme()
@@ -172,7 +181,7 @@ class MessageKey:
             return False
         if key != self.mac_key:
             log.info("MAC key from Zen taken: messages are authenticated with HMAC from now on")
-        self.mac_key, self._learned_at = key, self._clock()
+        self.mac_key = key
         return True
 
     def attributes(self, token: str, data: bytes, attributes: Mapping[str, str]) -> dict[str, str]:
