@@ -70,15 +70,18 @@ class ConnectionTarget:
 
 def parse_database_url(url: str) -> ConnectionTarget:
     """Parse a ``postgresql://`` URL (TCP, or unix socket via ``?host=/dir``) once, for both forms."""
-    parsed = urlparse(url)
+    try:  # urllib's errors (a port that is no number, an unclosed [IPv6] host) name no variable
+        parsed = urlparse(url)
+        query = parse_qs(parsed.query)
+        port = parsed.port or int(query.get("port", ["5432"])[0])
+    except ValueError as exc:
+        raise ValueError(f"ZEN_DATABASE_URL cannot be read ({exc}); its form is "
+                         "postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
     if parsed.scheme not in ("postgresql", "postgres"):
         raise ValueError(f"ZEN_DATABASE_URL must start with postgresql://, got {parsed.scheme!r}")
-    query = parse_qs(parsed.query)
     database = unquote(parsed.path.lstrip("/")) or "postgres"
-    user = unquote(parsed.username or "postgres")
-    password = unquote(parsed.password) if parsed.password else None
+    user, password = unquote(parsed.username or "postgres"), unquote(parsed.password) if parsed.password else None
     socket_dir = query.get("host", [None])[0]
-    port = parsed.port or int(query.get("port", ["5432"])[0])
     if socket_dir and socket_dir.startswith("/"):
         return ConnectionTarget(user, database, password, unix_sock=f"{socket_dir}/.s.PGSQL.{port}")
     return ConnectionTarget(user, database, password, host=parsed.hostname or socket_dir or "localhost", port=port)
