@@ -5,12 +5,16 @@
   it is still queued (a request is not a stockout). It is told the request is still queued.
 - a job whose only pool was stocked out was told the cluster's VMs "got capacity and were never usable"
   because another pool, which the job does not allow, had three silent boots in a row (the count was read
-  cluster-wide). It is told its pool is stocked out."""
+  cluster-wide). It is told its pool is stocked out.
+- a job whose one pool was stocked out and whose other was at ``max_vms_per_region`` was told "allowed regions'
+  MIGs are at their limit": the stocked-out one is not. Each is named for what it is."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.scaling.test_flex_requests import _cluster, _minute
-from tests.scaling.test_planner import at, jobs, snap, trusted, vm
+from tests.scaling.test_planner import LIMITS, _at_the_limit, _plus, at, jobs, snap, trusted, vm
 from zen.scaling.model import Action, ErrorKind, RegionMemory, VmPhase
 from zen.scaling.planner import ZenPlanner
 
@@ -39,3 +43,13 @@ def test_a_job_on_a_stocked_out_pool_is_not_told_another_pools_vms_never_came_up
     [hold] = [d for d in plan.decisions if d.action is Action.HOLD]
     assert "never usable" not in hold.reason, hold.reason  # us-west1 never had a silent boot
     assert "stocked out (us-west1)" in hold.reason, hold.reason
+
+
+def test_a_job_between_a_stocked_out_pool_and_a_full_one_is_told_which_is_which():
+    snapshot = _plus(_at_the_limit(blocked=("us-central1",)), vm("x0", "us-west1", VmPhase.BUSY, job="t0"))
+    plan = ZenPlanner().plan(replace(snapshot, queued=jobs(1, regions=("us-central1", "us-west1"), queued_at=990),
+                                     cluster=replace(LIMITS, max_vms=20),
+                                     target_sizes=dict(snapshot.target_sizes, **{"us-west1": 4})))
+    [hold] = [d for d in plan.decisions if d.action is Action.HOLD]
+    assert "at their limit (max_vms_per_region): us-west1" in hold.reason, hold.reason
+    assert "stocked out: us-central1" in hold.reason and "allowed regions" not in hold.reason, hold.reason

@@ -252,12 +252,11 @@ class _Planning:
     def _hold_reason(self, group: DemandGroup, counts: dict[str, int], total: int) -> str:
         if not (known := [r for r in group.regions if r in counts]):  # its configuration dropped them since
             return f"none of its pools ({', '.join(group.regions)}) is the cluster's any more (the configuration changed)"
-        if (blocked := [r for r in known if self._blocked(r)]) and len(blocked) == len(known):
-            return probes.held_reason(self.memory, blocked, self.now, self.timing, self.ranking.flex)
-        if total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
+        blocked = [r for r in known if self._blocked(r)]
+        if len(blocked) < len(known) and total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
-        return ("allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)"
-                + quotas.no_room(self.memory, known, lambda r: counts[r] + self.plan.add.get(r, 0)))
+        room = quotas.no_room(self.memory, known, lambda r: counts[r] + self.plan.add.get(r, 0))
+        return probes.held_reason(self.memory, known, blocked, self.now, self.timing, self.ranking.flex, room)
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         probing = sum(len(probes.waiting(vms)) for vms in self.stuck.values())  # no VM: they keep no min_vms

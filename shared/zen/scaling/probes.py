@@ -76,22 +76,27 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
     return decisions
 
 
-def held_reason(memory: Mapping[str, RegionMemory], blocked: list[str], now: datetime, timing: Timing,
-                flex: Callable[[str], bool]) -> str:
-    """Why a job waits whose every allowed pool is blocked: the cluster's VMs never usable (``silent_boot``'s block:
-    one of these pools' own VMs, or a block longer than a stockout's), a flex-start request still queued (a queue is
-    no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the job allows, and a
-    queue was said to be stocked out.)"""
+def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: list[str], now: datetime,
+                timing: Timing, flex: Callable[[str], bool], room: str = "") -> str:
+    """Why a job waits whose allowed pools (``known``) take no more VMs: those not ``blocked`` are at their limit
+    (``room``: what the last quota read says of them); of the blocked, the cluster's VMs never usable
+    (``silent_boot``'s block: one of these pools' own VMs, or a block longer than a stockout's), a flex-start request
+    still queued (a queue is no stockout), else a stockout. (The silent count was read cluster-wide whatever pools
+    the job allows, a queue was said to be stocked out, and a stocked-out pool beside full ones at its limit.)"""
+    full = [p for p in known if p not in blocked]
+    if not blocked:
+        return "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)" + room
+    lead = f"at their limit (max_vms_per_region): {', '.join(full)}{room}; " if full else ""
     beyond = now + timedelta(seconds=timing.max_block_s)
     in_a_row = sum(m.silent for m in memory.values())
     if in_a_row >= SILENT_IN_A_ROW and any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked):
-        return (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
-                "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
+        return lead + (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
+                       "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
     stocked, queued = [p for p in blocked if not flex(p)], [p for p in blocked if flex(p)]
-    if not queued:
+    if not queued and not full:
         return f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity"
     waiting = f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"
-    return f"stocked out: {', '.join(stocked)}; {waiting}" if stocked else waiting
+    return lead + "; ".join([f"stocked out: {', '.join(stocked)}"] * bool(stocked) + [waiting] * bool(queued))
 
 
 def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:
