@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.scaling.test_planner import CAUTIOUS, LIMITS, REGIONS, at, jobs, snap, trusted, vm
-from zen.scaling.model import Action, ClusterLimits, DemandGroup, Timing, VmPhase
+from zen.scaling.model import Action, ClusterLimits, DemandGroup, ErrorKind, RegionMemory, Timing, VmPhase
 from zen.scaling.planner import ZenPlanner
 
 
@@ -68,8 +68,18 @@ def test_a_gang_no_pool_can_hold_waits_with_a_reason():
     limits = ClusterLimits("c", REGIONS, max_vms_per_region=2, max_vms=6)
     plan = plan_for(gangs(1, 3), limits=limits)
     assert plan.add == {}
-    assert any(d.action is Action.HOLD and "no allowed pool has room for the 3 VM(s) a gang of 3 needs" in d.reason
-               for d in plan.decisions)
+    [hold] = [d for d in plan.decisions if d.action is Action.HOLD]
+    assert "no allowed pool has room for the 3 VM(s) a gang of 3 needs" in hold.reason
+    assert hold.count == 1 and hold.reason.startswith("1 job(s) wait")  # one job: it counted its 3 VMs as 3 jobs
+
+
+def test_a_gang_whose_pools_are_all_stocked_out_is_told_so():
+    """It was told no pool had room for its VMs (max_vms_per_region, max_vms, quota): none was full."""
+    memory = {r: RegionMemory(strikes=1, blocked_until=at(500), last_stockout_at=at(-10)) for r in REGIONS}
+    probes = [vm(f"p{i}", r, VmPhase.BOOTING, since=-10, error=ErrorKind.STOCKOUT) for i, r in enumerate(REGIONS)]
+    plan = plan_for(gangs(2, 3), vms=probes, memory=memory)
+    [hold] = [d for d in plan.decisions if d.action is Action.HOLD]
+    assert hold.count == 2 and "every allowed region is stocked out" in hold.reason and "room" not in hold.reason, hold
 
 
 def test_a_gang_is_hedged_whole_or_not_at_all():

@@ -122,7 +122,7 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
         region = max(fits, key=supply) if fits else None  # the most spare (the fewest to boot), then by rank
         if region is None:
             held[f"no allowed pool has room for the {need} VM(s) a gang of {group.gang} needs (max_vms_per_region, "
-                 f"max_vms, the last GPU quota read)"] += need
+                 f"max_vms, the last GPU quota read)"] += 1  # one job (a HOLD counts jobs; it counted VMs)
             continue
         whole, boots = need, need - min(need, spare[0].get(region, 0)) if spare else need
         for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting

@@ -58,7 +58,6 @@ class _Planning:
         self.at_limit, self.places_wanted = 0, 0  # jobs held for max_vms (a pool of theirs unblocked); places left
         self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing, now=self.now)
 
-    # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
         return (self.now - vm.since).total_seconds()
 
@@ -170,6 +169,9 @@ class _Planning:
         compared: dict[str, tuple[list[str], DemandGroup]] = {}  # a pool asked for -> the ranking it was chosen from
         for group, left in uncovered:
             ranked = self.ranking.for_group(group)
+            if group.gang > 1 and not ranked:  # every pool blocked: why, as for any job (it said "no room")
+                held[self._hold_reason(group, counts, total)] += len(group.chunks())
+                continue
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
                 with self._ending(self.spare[0], group):  # nor as a spare
                     asked = gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
