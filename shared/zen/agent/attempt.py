@@ -74,8 +74,7 @@ class AttemptRunner:
     def run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> bool | None:
         """Returns whether the job's container is known gone (``RunningJob.container_gone``; None when
         no run got that far, or removal was not tried): ``Agent._hold`` checks again only then."""
-        fields = {"job_id": start.job_id, "attempt": start.attempt}
-        key = (start.job_id, start.attempt)
+        fields, key = {"job_id": start.job_id, "attempt": start.attempt}, (start.job_id, start.attempt)
         if attempt.accepted_at is None:  # confirmed without a claim (the Claimer sets it from the CLAIMED heard)
             attempt.accepted_at = self._clock()
         self._slots.running(key)
@@ -89,8 +88,7 @@ class AttemptRunner:
             return None
         data, limit = self._attempt_data(start, attempt.gang.rank if attempt.gang else None), start.max_runtime_s
         checkpoint = self._checkpoint(start, data, output, attempt.gang.rank if attempt.gang else None)
-        runtime: float | None = limit
-        over = f"zen: killed after exceeding max_runtime_s={limit}"
+        runtime, over = limit, f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
             began = time.monotonic()
 
@@ -126,6 +124,9 @@ class AttemptRunner:
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
                        sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
                        secret_env=secrets)
+        if (stop := self._controls.stop_waiting(key)) is not None:  # come while it read secrets, before its start
+            self._end(attempt, output, None, AgentStatus.STOPPED, f"zen: stopped before it started ({stop})", data=data)
+            return None
         try:
             job = RunningJob.start(spec, local=self._local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env,

@@ -311,6 +311,17 @@ class ControlRouter:
             control.ack()
             return None
 
+    def stop_waiting(self, key: Key) -> str | None:
+        """The reason of a STOP about ``key`` that came already (acked), else None; other orders about it that came
+        are ignored, as a running attempt's are. A STOP that came between the CONFIRM and the job's start (while
+        its secrets were read) was read only once the job ran: a job stopped before it started ran all the same."""
+        while (received := self.next(key, 0.0)) is not None:
+            if received[1].action is ControlAction.STOP:
+                received[0].ack()
+                return received[1].reason or "stop requested"
+            self.ignore(*received, "its attempt is starting")
+        return None
+
     def ignore(self, control: ControlDelivery, order: ControlMessage, why: str) -> None:
         self._log.info("control message ignored", extra={
             "message_id": control.message_id, "why": why, "job_id": order.job_id, "attempt": order.attempt,
