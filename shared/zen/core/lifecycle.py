@@ -294,10 +294,10 @@ def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
     told RELEASE whatever its ``seq``: the VM that ran the attempt may pull another copy of its start (a
     redelivery, the narrowed and the widened copy, a republish), and an agent whose ``seq`` starts again at 1
     for each claim (an older one) would otherwise wait for an answer, give the copy back, and get it again."""
-    if (hb.vm == job.vm and hb.seq <= job.last_seq) or hb.status is AgentStatus.CLAIMED:
-        # A redelivery or a report overtaken by the final one; or a copy of the start claimed after the end, an
-        # ordinary race as a losing claim during the run is (not worth a rejection row or a user event): a claim
-        # still gets its answer.
+    if (hb.vm == job.vm and (hb.seq <= job.last_seq or _TARGET[hb.status] is job.status)) or hb.status is AgentStatus.CLAIMED:
+        # A redelivery, a report overtaken by the final one, or the VM's late word agreeing with the end (STOPPED after
+        # the sweep cancelled a stop it left unanswered: it was refused, "CANCELLED -> CANCELLED is not allowed"); or a
+        # copy of the start claimed after the end, an ordinary race (no rejection row or user event): it gets its answer.
         decision = Decision(duplicate=True)
         if hb.status is AgentStatus.CLAIMED:
             decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
