@@ -142,7 +142,7 @@ class JobService:
             if refused is not None:
                 return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender)
             return Outcome("created", job_id, cluster=tasks[0].cluster, regions=self.pools_of(tasks[0]), admitted=any(
-                t.hold is None for t in tasks), nodes=sum(t.hold is None for t in tasks)) if tasks else Outcome(
+                t.hold is None for t in tasks), nodes=sum(t.nodes for t in tasks if t.hold is None)) if tasks else Outcome(
                 "duplicate", job_id)
         if (self._queues is None and len(resolved.shapes) == 1 and pending.hold is None
                 and self._submit_queued(pending, actor, now, submitted)):
