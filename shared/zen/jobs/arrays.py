@@ -76,7 +76,8 @@ class ArrayJobs:
                     task = template.model_copy(update={  # submitted in index order, a microsecond apart: each line
                         # that orders by submission (a queue's, the tick's look at held jobs) takes them so
                         "submitted_at": template.submitted_at + timedelta(microseconds=index),
-                        "job_id": task_id, "request": task_request, "request_hash": request_fingerprint(task_request),
+                        "job_id": task_id, "request": resolved.stored(task_request)[0],  # with its data's tags
+                        "request_hash": request_fingerprint(task_request),  # as sent: a redelivery's, whatever changed
                         "cluster": shape.cluster, "regions": shape.regions, "gpus": gpus,
                         "hold": template.hold or (arrays.hold_reason(array_id, spec.max_parallel or 0) if held else None)})
                     if not tx.insert_job(task):
@@ -207,7 +208,8 @@ _AN_ARRAYS = ("job_id {}, a task's id of array {}, is already an array's id: its
 
 
 def made_by(tx: JobTx, canonical: dict[str, Any], array_id: str, spec: arrays.ArraySpec) -> bool:
-    """Whether the array ``array_id``'s tasks are those this request makes (a redelivery), each by its
-    request's fingerprint."""
+    """Whether the array ``array_id``'s tasks are those this request (``canonical``, as sent) makes (a redelivery), each
+    by its request's fingerprint. (Taken as stored, with the tags ``data_clearance`` widened it to, a redelivery after
+    the clearance changed was refused as another array's; a job's was the request as sent already.)"""
     made = {task_id: request_fingerprint(request) for task_id, request in arrays.tasks(canonical, array_id, spec)}
     return {task.job_id: task.request_hash for task in tx.array_tasks(array_id)} == made

@@ -118,18 +118,18 @@ class JobService:
             with self._store.transaction() as tx:  # configuration, or how what it waits for ended)
                 existing = tx.get_job(job_id)
                 again = existing.request_hash == request_hash if existing else request.array is not None and (
-                    made_by(tx, resolved.stored(canonical)[0] if resolved else canonical, job_id, request.array))
+                    made_by(tx, canonical, job_id, request.array))  # each task by its request as sent, as a job
             if not again:
                 return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
                                    principal=sender)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
         now = self._clock()
-        canonical, widened = resolved.stored(canonical)  # its data's tags (data_clearance), and why
+        stored, widened = resolved.stored(canonical)  # its data's tags (data_clearance), and why
         submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {widened}") if widened else SUBMITTED
         pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
                       cluster=resolved.cluster, user_id=sender or request.user_id, priority=request.priority,
-                      regions=resolved.regions, request=canonical, request_hash=request_hash,
+                      regions=resolved.regions, request=stored, request_hash=request_hash,
                       max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue, hold=held,
