@@ -12,9 +12,9 @@ import yaml
 
 from zen.cli import identity
 from zen.cli.kit import CliError, database, database_configured
-from zen.core.arrays import check_array, task_id
+from zen.core.arrays import check_array, task_id, tasks
 from zen.core.config import load_config
-from zen.core.models import JobRequest
+from zen.core.models import JobRequest, request_fingerprint
 
 
 def read_params(path: str) -> list:
@@ -40,9 +40,11 @@ def read_params(path: str) -> list:
 
 
 def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool,
-                 publish: Callable[..., str], taken: Callable[[list[str]], list[str]]) -> int:
+                 publish: Callable[..., str], taken: Callable[[list[str]], list[str]],
+                 existing: Callable[[], list] = lambda: []) -> int:
     """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets. ``taken``:
-    those of the ids given that a job or an array holds (none when the database cannot be read)."""
+    those of the ids given that a job or an array holds (none when the database cannot be read); ``existing``:
+    the tasks of an array ``array_id`` (a retry of a publish that got through finds its own: nothing runs twice)."""
     assert request.array is not None
     if wait:
         raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
@@ -51,6 +53,11 @@ def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list
                               dict(request.secrets or {})):
         raise CliError(f"Zen would refuse this array: {problem}. Not published", 1)
     held = set(taken([array_id] + [task_id(array_id, index) for index in range(size)]))
+    made = {tid: request_fingerprint(r) for tid, r in tasks(request.canonical(array_id), array_id, request.array)}
+    if task_id(array_id, 0) in held and {task.job_id: task.request_hash for task in existing()} == made:
+        raise CliError(f"array {array_id} already exists: the same request runs nothing new, each task runs once. Not "
+                       f"published (retrying a submit whose publish failed? it got through: zen jobs list --array "
+                       f"{array_id})", 1)  # it said to use a new job_id: a second array, every task run twice
     if array_id in held or task_id(array_id, 0) in held:
         raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
                        "(or none: zen makes one). Not published", 1)

@@ -222,7 +222,8 @@ def cmd_submit(args) -> int:
     batches.await_dependencies(request.after or [], request.user_id, _read_job, condition=request.after_condition or "ok")
     if request.array is not None:
         return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish,
-                                    lambda ids: submitted.known_job(ids, _taken_ids)[0] or [])
+                                    lambda ids: submitted.known_job(ids, _taken_ids)[0] or [],
+                                    lambda: submitted.known_job(job_id, batches.read_array)[0] or [])
     following = None
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
