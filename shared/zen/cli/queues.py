@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
@@ -116,6 +117,8 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
 
     if job.status is JobStatus.PENDING and job.hold:  # an array's max_parallel, a retry's backoff
         why = f"held: {job.hold}"
+        if job.hold_until is not None:  # a retry's, written in UTC (zen.core.retries): shown as every time here
+            why = re.sub(r"due \d\d:\d\d:\d\d$", f"due {at(job.hold_until)}", why)
     elif job.status is JobStatus.PENDING and job.queue and config.queues:
         why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
     elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
