@@ -8,17 +8,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
+from tests.test_usercli_write_side import user_env  # noqa: F401 - the fixture
 from zen.cli.main import main
-
-
-@pytest.fixture
-def user_env(config, publisher, db_url, monkeypatch):
-    monkeypatch.setenv("ZEN_PROJECT", config.project)
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    monkeypatch.setenv("USER", "alice")
-    return publisher
 
 
 def test_retrying_an_array_whose_publish_landed_is_not_told_to_use_a_new_job_id(user_env, functions, zen, capsys,

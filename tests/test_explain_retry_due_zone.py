@@ -6,26 +6,9 @@ the retry's due time was off by the offset, and said nothing of its zone. It is 
 
 from __future__ import annotations
 
-import os
-import time
-
-import pytest
-
 from tests.messages import agent_run, job_request
+from tests.test_explain_times_zone import new_york  # noqa: F401 - the fixture
 from zen.cli.main import main
-
-
-@pytest.fixture
-def new_york():
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    yield
-    if before is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = before
-    time.tzset()
 
 
 def test_explain_prints_a_retrys_due_time_in_the_zone_of_its_other_times(functions, zen, clock, db_url, monkeypatch,
