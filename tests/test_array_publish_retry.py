@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-
 from tests.test_usercli_write_side import user_env  # noqa: F401 - the fixture
 from zen.cli.main import main
 
