@@ -124,6 +124,36 @@ def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], boot
     return take
 
 
+def queue_kept(uncovered: Iterable[tuple[DemandGroup, int]], blocked: Callable[[str], bool],
+               stuck: Mapping[str, list[Vm]], flex: Callable[[str], bool]) -> dict[str, int]:
+    """Per blocked flex-start pool, the requests still queued past its deadline (VMs not granted, oldest first) to
+    keep for the jobs that can go nowhere else (every pool of theirs blocked: ``uncovered``'s groups, each counted
+    in one pool): a queue is no stockout, and each request is a place in Compute's queue. Cancelled but the pool's
+    probe, each job waited for another's grant, then queued again from the back; those of jobs that may take another
+    pool are cancelled (their demand goes there), and those no job wants any more."""
+    left = {pool: sum(not vm.started and vm.creation_error is None for vm in vms) for pool, vms in stuck.items()
+            if flex(pool) and blocked(pool)}
+    kept: dict[str, int] = {}
+    for group, count in uncovered:
+        if not all(map(blocked, group.regions)):
+            continue  # it may go elsewhere: its demand is asked there
+        for pool in (p for p in group.regions if left.get(p)):
+            take = min(count, left[pool])
+            kept[pool], left[pool], count = kept.get(pool, 0) + take, left[pool] - take, count - take
+    return kept
+
+
+def granting(stuck: dict[str, list[Vm]], healthy: dict[str, list[Vm]], pools: Iterable[str]) -> None:
+    """A flex-start pool that delivered again this pass (unblocked): its requests still queued are supply again
+    (moved from ``stuck`` to ``healthy``), where the next grant comes from. Counted as none, the pool was asked for
+    as many new requests as jobs they were kept for: more VMs than jobs once the queue moved; and those no job
+    wants any more are cancelled as any unneeded boot is (``cancel_losers``)."""
+    for pool in pools:
+        if queued := [vm for vm in stuck.get(pool, ()) if not vm.started and vm.creation_error is None]:
+            healthy[pool] = [*healthy.get(pool, ()), *queued]
+            stuck[pool] = [vm for vm in stuck[pool] if vm not in queued]
+
+
 def kept_whole(plan: Plan, index: VmIndex) -> set[str]:
     """The deletions of ``plan`` that ``keep_requests_whole`` leaves: real VMs, and flex-start requests deleted whole."""
     planned = {name for _, name in plan.delete}

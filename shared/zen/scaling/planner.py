@@ -244,8 +244,7 @@ class _Planning:
             return
         left = [vm for r in self.regions if self._blocked(r) for vm in probes.waiting(self.stuck[r])
                 if vm.name not in deleted]
-        until = {region: memory.blocked_until for region, memory in self.memory.items()}
-        for vm in probes.giving_way(left, wanted, lambda vm: until[vm.region]):
+        for vm in probes.giving_way(left, wanted, lambda vm: self.memory[vm.region].blocked_until):
             self.places_wanted -= 1
             self.plan.delete.append((vm.region, vm.name))
             self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
@@ -288,12 +287,12 @@ class _Planning:
                 self._decide(Action.DELETE, region, f"its agent ({vm.phase.value.lower()}, no job) was not heard "
                              f"for {vm.silent_s(self.now):.0f}s", vm=vm.name)
 
-    def prune_stuck(self) -> None:  # one probe per blocked pool wanted (zen.scaling.probes)
-        wanted = {r for group in self.groups for r in group.regions}
-        for region in self.regions:
-            if not self.stuck[region]:
-                continue
-            kept, deleted = probes.pruned(self.stuck[region], region in wanted, self._got_s, self.timing)
+    def prune_stuck(self, uncovered: list[tuple[DemandGroup, int]]) -> None:  # a probe per blocked pool wanted; a
+        wanted, queued = {r for g in self.groups for r in g.regions}, flexrun.queue_kept(  # queue's places kept
+            uncovered, self._blocked, self.stuck, self.ranking.flex)
+        for region in (r for r in self.regions if self.stuck[r]):
+            kept, deleted = probes.pruned(self.stuck[region], region in wanted, self._got_s, self.timing,
+                                          queued.get(region, 0))
             for vm in deleted:
                 self.plan.delete.append((region, vm.name))
                 self._decide(Action.DELETE, region, probes.why_pruned(vm, self._age(vm), self._got_s, self.timing),
@@ -379,11 +378,12 @@ class _Planning:
 
     def run(self) -> Plan:
         self.learn()
-        self._blocked_after_learn = {r for r in self.regions if self._blocked(r)}
+        self._blocked_after_learn = blocked = {r for r in self.regions if self._blocked(r)}
+        flexrun.granting(self.stuck, self.healthy, [r for r in self.regions if self.ranking.flex(r) and r not in blocked])
         self.prune_silent()
         uncovered = self.match()
         self.ask(uncovered)
-        self.prune_stuck()
+        self.prune_stuck(uncovered)
         self.yield_probes()
         self.cancel_losers()
         flexrun.keep_requests_whole(self.plan, self.index)

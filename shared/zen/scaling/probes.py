@@ -146,13 +146,15 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
     return stuck, healthy, got
 
 
-def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing) -> tuple[list[Vm], list[Vm]]:
+def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing,
+           queued: int = 0) -> tuple[list[Vm], list[Vm]]:
     """(kept, deleted) of a pool's stuck instances: the oldest still waiting for capacity is kept as the
     pool's probe while demand wants the pool (else the oldest that got capacity, for at most
-    ``boot_timeout_s``); the others are deleted."""
+    ``boot_timeout_s``); the others are deleted. A flex-start pool keeps ``queued`` of its requests still waiting,
+    the oldest (``zen.scaling.flexrun.queue_kept``)."""
     ordered = sorted(stuck, key=lambda vm: (vm.started, vm.since))
     probe = bool(ordered) and (not ordered[0].started or got_s(ordered[0]) < timing.boot_timeout_s)
-    keep = int(wanted and probe)
+    keep = max(int(probe), min(queued, len(waiting(ordered)))) if wanted else 0
     return ordered[:keep], ordered[keep:]
 
 
