@@ -215,6 +215,15 @@ class LocalStack:
         self._spawn("pubsub", [sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(self.ports.pubsub)])
         wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))
         self._topology()
+        # The functions' trigger subscriptions exist with their topics (terraform creates them together in
+        # production): a message published while `up` still starts the rest is kept for the functions (the
+        # stand-in drops what a topic without subscriptions is given: `zen submit` during `zen local up &`
+        # said "submitted" and the job was never seen).
+        # The notifier's subscription lets through only the events that can be a notice, as terraform's does.
+        routes_made = [Route(getattr(self.config.topics, field), "http://unused/",
+                             NOTICE_FILTER if field == "job_events" else "") for field in FUNCTIONS.values()]
+        self._with_pubsub(lambda: EventBridge(project, routes_made, BRIDGE_POLICY).ensure_subscriptions())
+        self._with_pubsub(lambda: keep_dead_letters(project, routes_made))
         self._spawn("storage", [sys.executable, "-m", "zen_dev.local.storage", "--port", str(self.ports.storage),
                                 *(arg for name, where in self.buckets.items() for arg in ("--bucket", f"{name}={where}"))])
         wait_for_port(self.ports.storage, 30, self._popen("storage"))
@@ -255,13 +264,6 @@ class LocalStack:
         # One process per function, forked from one that imported their libraries once; a failed start stops it.
         group = FunctionGroup(functions, {**self.env, **proof, "PYTHONUNBUFFERED": "1"}, self.logs / "functions.log")
         self._record("functions", group.start(timeout_s=60).process)
-        # The functions' trigger subscriptions exist before `up` returns (terraform creates them in
-        # production): a message published right after `up` must not be missed.
-        # The notifier's subscription lets through only the events that can be a notice, as terraform's does.
-        routes_made = [Route(getattr(self.config.topics, field), "http://unused/",
-                             NOTICE_FILTER if field == "job_events" else "") for field in FUNCTIONS.values()]
-        self._with_pubsub(lambda: EventBridge(project, routes_made, BRIDGE_POLICY).ensure_subscriptions())
-        self._with_pubsub(lambda: keep_dead_letters(project, routes_made))
         # The web console, reading the stack's database and job output; viewers are $ZEN_AS or $USER.
         self._spawn("console", [sys.executable, "-m", "zen.console", "--port", str(self.ports.console)])
         wait_for_port(self.ports.console, 30, self._popen("console"))
