@@ -95,8 +95,9 @@ def cmd_local_up(argv: list[str]) -> int:
             time.sleep(1.0)
     except KeyboardInterrupt:
         pass
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one while it stops: its processes would be left
-    print("stopping...")
+    for sig in (signal.SIGINT, signal.SIGTERM):  # a second one while it stops: its processes would be left
+        signal.signal(sig, signal.SIG_IGN)
+    print("stopping... (a second Ctrl-C is ignored: the stack's processes are all stopped first)", flush=True)
     stack.down()
     return 0
 

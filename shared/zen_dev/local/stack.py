@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,9 +375,18 @@ class LocalStack:
 
     # -- down ----------------------------------------------------------------------------------
     def down(self, grace_s: float = 10.0) -> list[str]:
-        hand_back(self.processes, self.env)
-        stopped = stop_processes(self.processes, grace_s, stack_file(self.home))
-        return stopped + _stop_database(self.home)
+        """Stop every process of the stack and its Postgres. Ctrl-C and SIGTERM are ignored meanwhile (in the main
+        thread): a second Ctrl-C while `zen local up` or the demo stopped ended it with the stand-ins, the VMs'
+        agents and Postgres left running, the record saying a stack was up, and no word."""
+        main = threading.current_thread() is threading.main_thread()
+        before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+        try:
+            hand_back(self.processes, self.env)
+            stopped = stop_processes(self.processes, grace_s, stack_file(self.home))
+            return stopped + _stop_database(self.home)
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
 
 
 HAND_BACK_S = 30.0  # how long `down` waits for the VMs' agents to report their jobs and Zen to record them
