@@ -88,7 +88,7 @@ faults: venv
 	$(BIN)/python -m tests.faults --budget full
 
 demo: venv
-	$(BIN)/zen demo
+	$(BIN)/zen demo $(DEMO_ARGS)
 
 # Simulator benchmark: zen against the baselines on fixed scenarios (ratios, not timings).
 bench: venv

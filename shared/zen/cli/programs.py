@@ -105,10 +105,11 @@ def cmd_local_up(argv: list[str]) -> int:
 def cmd_local_down(argv: list[str]) -> int:
     from zen_dev.local.stack import down
 
-    Parser(prog="zen local down", description="Stop the local stack running from this directory or the "
-                            "nearest above it (.zen/stack.json), as the other commands find it, and its Postgres; the "
-                            "data stays in .zen/pgdata.").parse_args(argv)
-    stopped = down()
+    parser = Parser(prog="zen local down", description="Stop the local stack running from this directory or the "
+                    "nearest above it (.zen/stack.json), as the other commands find it, else a demo's left running "
+                    "here (.zen/demo), and its Postgres; the data stays in .zen/pgdata.")
+    parser.add_argument("--home", type=Path, help="the stack's folder (.zen, or the demo's .zen/demo)")
+    stopped = down(parser.parse_args(argv).home)
     print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")
     return 0
 

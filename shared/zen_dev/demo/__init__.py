@@ -388,7 +388,7 @@ def print_summary(result: DemoResult) -> None:
               "data; idle VMs were scaled away.")
 
 
-def main() -> int:
+def main(base_port: int = 8185) -> int:
     started = datetime.now(timezone.utc)
     print(f"Zen demo: the whole system on this machine ({started:%H:%M:%S} UTC). Logs: .zen/demo/logs/")
     if sys.stdout.isatty():
@@ -398,8 +398,8 @@ def main() -> int:
         from zen.cli.watch import frame as watch_frame
 
         with Live(refresh_per_second=2) as live:
-            result = run(progress=live.console.print, view=lambda db: live.update(watch_frame(db)))
+            result = run(base_port=base_port, progress=live.console.print, view=lambda db: live.update(watch_frame(db)))
     else:
-        result = run()
+        result = run(base_port=base_port)
     print_summary(result)
     return 1 if result.problems else 0

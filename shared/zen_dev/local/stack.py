@@ -166,7 +166,8 @@ class LocalStack:
         previous = read_stack(self.home)
         if previous:
             pids = ", ".join(str(p["pid"]) for p in previous["processes"])
-            raise StackError(f"a stack is already running (pids {pids}); stop it with `zen local down`")
+            raise StackError(f"a stack is already running (pids {pids}); stop it with `zen local down"
+                             + ("`" if self.home.name == ".zen" else f" --home {self.home}`"))  # the demo's: .zen/demo
         ephemeral = ephemeral_ports()
         if clashing := sorted(port for port in self.ports.all().values() if port in ephemeral):
             raise StackError(f"port(s) {', '.join(map(str, clashing))} lie in the range the kernel gives connections "
@@ -465,9 +466,11 @@ def _stop_database(home: Path) -> list[str]:
 
 def down(home: Path | None = None) -> list[str]:
     """``zen local down``: stop a stack left behind, from its record, and its Postgres. ``home`` (None): the stack
-    running in this folder or the nearest above it, as the other commands find it (``running_home``), else
-    this folder's ``.zen`` (a Postgres left running without a record)."""
-    home = home or running_home() or Path(".zen")
+    running in this folder or the nearest above it, as the other commands find it (``running_home``), else the
+    demo's left running here (``.zen/demo``: no command stopped it, and ``make demo`` refused to start while it
+    ran), else this folder's ``.zen`` (a Postgres left running without a record)."""
+    demo = Path(".zen") / "demo"
+    home = home or running_home() or (demo if read_stack(demo.resolve()) else Path(".zen"))
     record = read_stack(home.resolve())
     if record:
         hand_back(record["processes"], record["env"])
