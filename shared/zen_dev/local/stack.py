@@ -215,7 +215,7 @@ class LocalStack:
             "ZEN_IDENTITY_ENDPOINT": f"http://{compute}/zen-local/identity",
         }
         self._spawn("pubsub", [sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(self.ports.pubsub)])
-        wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))
+        self._listening("pubsub", self.ports.pubsub)
         self._topology()
         # The functions' trigger subscriptions exist with their topics (terraform creates them together in
         # production): a message published while `up` still starts the rest is kept for the functions (the
@@ -228,16 +228,16 @@ class LocalStack:
         self._with_pubsub(lambda: keep_dead_letters(project, routes_made))
         self._spawn("storage", [sys.executable, "-m", "zen_dev.local.storage", "--port", str(self.ports.storage),
                                 *(arg for name, where in self.buckets.items() for arg in ("--bucket", f"{name}={where}"))])
-        wait_for_port(self.ports.storage, 30, self._popen("storage"))
+        self._listening("storage", self.ports.storage)
         self._spawn("billing", [sys.executable, "-m", "zen_dev.local.billing", "--port", str(self.ports.billing)])
-        wait_for_port(self.ports.billing, 30, self._popen("billing"))
+        self._listening("billing", self.ports.billing)
         self._spawn("sink", [sys.executable, "-m", "zen_dev.local.webhook_sink", "--port", str(self.ports.sink),
                              "--out", str(self.home / "notifications.jsonl")])
-        wait_for_port(self.ports.sink, 30, self._popen("sink"))
+        self._listening("sink", self.ports.sink)
         sinks = [arg for name, url in sink_secrets(project, self.ports.sink).items() for arg in ("--secret", f"{name}={url}")]
         self._spawn("secrets", [sys.executable, "-m", "zen_dev.local.secret_manager", "--port", str(self.ports.secrets),
                                 "--secret", f"{demo_secret(project)}={DEMO_SECRET_VALUE}", *sinks])
-        wait_for_port(self.ports.secrets, 30, self._popen("secrets"))
+        self._listening("secrets", self.ports.secrets)
         compute_cmd = [sys.executable, "-m", "zen_dev.local.compute", "--port", str(self.ports.compute),
                        "--scenario", str(self.scenario), "--config", str(self.config_path),
                        "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]),
@@ -245,7 +245,7 @@ class LocalStack:
         if self.time_scale:
             compute_cmd += ["--time-scale", str(self.time_scale)]
         self._spawn("compute", compute_cmd, extra_env=self.agent_env)
-        wait_for_port(self.ports.compute, 30, self._popen("compute"))
+        self._listening("compute", self.ports.compute)
         # Heartbeats must carry their VM's identity token (zen.adapters.vm_proof), which the Compute stand-in issues
         # and whose certificates it serves; ZEN_VM_PROOF=off in the environment turns the check off. A
         # secret of this stack's own derives the VMs' MAC keys (ZEN_PROOF_SECRET: zen.adapters.message_key).
@@ -268,7 +268,7 @@ class LocalStack:
         self._record("functions", group.start(timeout_s=60).process)
         # The web console, reading the stack's database and job output; viewers are $ZEN_AS or $USER.
         self._spawn("console", [sys.executable, "-m", "zen.console", "--port", str(self.ports.console)])
-        wait_for_port(self.ports.console, 30, self._popen("console"))
+        self._listening("console", self.ports.console)
         bridge_log = self.logs / "bridge.log"
         said_before = bridge_log.stat().st_size if bridge_log.exists() else 0  # a previous `up`'s words
         self._spawn("bridge", [sys.executable, "-m", "zen_dev.local.bridge", "--project", project, *routes,
@@ -350,6 +350,17 @@ class LocalStack:
         assert process is not None
         self.processes.append({"name": name, "pid": process.pid, "argv": process.args, "_popen": process})
         self._save()
+
+    def _listening(self, name: str, port: int, timeout_s: float = 30.0) -> None:
+        """Return once ``name`` listens on ``port``; else a StackError naming it, its last word and its log (a
+        mistyped --scenario was "RuntimeError: process exited with 2 before listening on 28701")."""
+        try:
+            wait_for_port(port, timeout_s, self._popen(name))
+        except (RuntimeError, TimeoutError) as exc:
+            log = self.logs / f"{name}.log"
+            said = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            raise StackError(f"the {name} stand-in did not start ({exc})" + (f": {said[0].strip()}" if said else "")
+                             + f"; see {log}") from None
 
     def _popen(self, name: str) -> subprocess.Popen:
         return next(p["_popen"] for p in self.processes if p["name"] == name)
