@@ -9,6 +9,9 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
+
+import pytest
 
 from tests.agent.fakes import FakeTransport, confirm_claims
 from zen.agent.agent import Agent
@@ -24,7 +27,8 @@ SETTINGS = AgentSettings(heartbeat_s=0.2, stop_grace_s=2, poll_s=0.05, claim_tim
 SECRET = "projects/my-project/secrets/token/versions/1"
 
 
-def test_a_stop_received_before_the_job_started_does_not_run_its_command(tmp_path):
+def _run_with(tmp_path, arrive) -> tuple[Path, list[Heartbeat]]:
+    """One agent taking job j1, whose secret read sees ``arrive(transport)`` happen; (its marker, j1's finals)."""
     ran, termed = tmp_path / "ran", tmp_path / "got-sigterm"
     script = (f"import signal, sys, time, pathlib\n"
               f"signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path({str(termed)!r}).write_text('x'), sys.exit(0)))\n"
@@ -43,18 +47,39 @@ def test_a_stop_received_before_the_job_started_does_not_run_its_command(tmp_pat
     transport.answer = zen
 
     def read_secret(reference: str) -> bytes:  # the user's stop comes while the agent reads the secret
-        transport.controls.append(ControlMessage(vm=VM, job_id="j1", attempt=1, action=ControlAction.STOP,
-                                                 reason="user stop"))
+        arrive(transport)
         return b"value"
 
     agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(tmp_path / "work")), transport, local=True,
                   clock=transport.clock, read_secret=read_secret)
     transport.when_idle = lambda: agent.request_shutdown("test over")
-
     agent.run()
+    return ran, [m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "j1"
+                 and m.status.value not in ("CLAIMED", "RUNNING")]
 
-    finals = [r for r in transport.job_reports() if r[2] not in ("CLAIMED", "RUNNING")]
-    assert [r[2] for r in finals] == ["STOPPED"]
-    [final] = [m for m in transport.published if isinstance(m, Heartbeat) and m.status.value == "STOPPED"]
-    assert "stopped before it started (user stop)" in (final.message or ""), final.message
+
+def _stop(transport, job_id="j1", reason="user stop") -> None:
+    transport.controls.append(ControlMessage(vm=VM, job_id=job_id, attempt=1, action=ControlAction.STOP, reason=reason))
+
+
+def test_a_stop_received_before_the_job_started_does_not_run_its_command(tmp_path):
+    ran, [final] = _run_with(tmp_path, _stop)
+    assert final.status.value == "STOPPED" and "stopped before it started (user stop)" in (final.message or ""), final
     assert not ran.exists(), "the job's command ran although its STOP had reached the agent before it started"
+
+
+@pytest.mark.parametrize("before", ["offer", "other-attempt"])
+def test_a_stop_behind_another_message_still_keeps_the_command_from_running(tmp_path, before):
+    """The look for a STOP gave up at the first message not about its attempt (a start offered to the VM, an order
+    about an attempt it does not hold): the STOP behind it was read once the command ran."""
+    def arrive(transport) -> None:
+        if before == "offer":  # a start Zen offered this VM as it was taking j1 (it looked idle)
+            transport.offer(StartMessage(job_id="other", attempt=1, cluster="4xa100-40gb", user_id="bob",
+                                         command=["true"], regions=["us-central1"]))
+        else:  # an order about an attempt this VM does not hold (e.g. one it ran before)
+            _stop(transport, "old", "attempt 1 was lost")
+        _stop(transport)
+
+    ran, [final] = _run_with(tmp_path, arrive)
+    assert final.status.value == "STOPPED", final
+    assert not ran.exists(), f"the command ran although its STOP came before its start (behind {before})"

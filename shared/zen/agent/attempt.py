@@ -88,7 +88,8 @@ class AttemptRunner:
             return None
         data, limit = self._attempt_data(start, attempt.gang.rank if attempt.gang else None), start.max_runtime_s
         checkpoint = self._checkpoint(start, data, output, attempt.gang.rank if attempt.gang else None)
-        runtime, over = limit, f"zen: killed after exceeding max_runtime_s={limit}"
+        runtime: float | None = limit
+        over = f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
             began = time.monotonic()
 
@@ -182,19 +183,18 @@ class AttemptRunner:
         """Upload the outputs, close the output, send the final report; the attempt's directories are
         removed and its end counted whatever happens meanwhile.
 
-        The status reported is the job's own (``final``: its exit code, or how the agent ended it), never
-        the upload's: a STOP during the upload is ignored (the job has ended or was stopped already; Zen
-        repeats STOP to every RUNNING heartbeat of a stopping job, and a STOP that cut the upload lost a
-        stopped job's checkpoint); only the VM's shutdown or the fence cut it, or its budget: ``limit_s`` (the job's
-        ``max_runtime_s``) from the job's end. A job may run that long; its outputs get as long again, so an
-        attempt holds its VM about twice ``max_runtime_s`` at most, however its upload goes (a constant
-        would be too short for a long job's checkpoints, and no bound for a short one's). An upload that
-        failed or was cut fails a job that exited 0 (its outputs are incomplete) and leaves any other
-        status as it was, with a note. The exception: a job that exited 0 whose upload the VM's shutdown
-        cut is PREEMPTED, so Zen requeues it (a preemption spends no attempt), as it would had the VM died
-        without a word (the sweep's LOST): its outputs are not all saved, and an infrastructure event must
-        not fail it for good. A job that failed on its own stays FAILED with its exit code (requeued it
-        would run its failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
+        The status reported is the job's own (``final``: its exit code, or how the agent ended it), never the
+        upload's: a STOP during the upload is ignored (the job has ended or was stopped already; Zen repeats STOP to
+        every RUNNING heartbeat of a stopping job, and a STOP that cut the upload lost a stopped job's checkpoint);
+        only the VM's shutdown or the fence cut it, or its budget: ``limit_s`` (the job's ``max_runtime_s``) from the
+        job's end. A job may run that long; its outputs get as long again, so an attempt holds its VM about twice
+        ``max_runtime_s`` at most, however its upload goes (not a constant: too short for a long job's checkpoints, no
+        bound for a short one's). An upload that failed or was cut fails a job that exited 0 (its outputs are
+        incomplete) and leaves any other status as it was, with a note. The exception: a job that exited 0 whose
+        upload the VM's shutdown cut is PREEMPTED, so Zen requeues it (a preemption spends no attempt), as it would
+        had the VM died without a word (the sweep's LOST): its outputs are not all saved, and an infrastructure event
+        must not fail it for good. A job that failed on its own stays FAILED with its exit code (requeued it would run
+        its failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
         try:
             if self._disk is not None and data is not None and upload:  # its directory is only read from now
                 self._disk.ended((attempt.job_id, attempt.attempt))

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from zen.agent.limits import given_or_attribute
 from zen.agent.removal import remove_container
 from zen.agent.runner import container_name
+from zen.agent.shutdown import SLICE_S
 from zen.agent.transport import StartDelivery
 from zen.core.config import ClusterConfig
 from zen.core.errors import ConfigError, describe_validation_error
@@ -242,8 +243,11 @@ class ControlRouter:
                 return inbox.popleft() if inbox else None
             self._reading = True
         control = self._read(timeout_s)
-        if control is None:
-            return None
+        return None if control is None else self._route(control, key)
+
+    def _route(self, control: ControlDelivery, key: Key | None) -> tuple[ControlDelivery, ControlMessage] | None:
+        """``control``, just read: returned if it is about ``key``, else handed to its attempt's inbox, queued as
+        an offer, or ignored."""
         if control.attributes.get("kind") == START_OFFER:  # a start offered to this VM: never an order
             self._offered(control)
             return None
@@ -311,11 +315,25 @@ class ControlRouter:
             control.ack()
             return None
 
-    def stop_waiting(self, key: Key) -> str | None:
-        """The reason of a STOP about ``key`` that came already (acked), else None; other orders about it that came
-        are ignored, as a running attempt's are. A STOP that came between the CONFIRM and the job's start (while
-        its secrets were read) was read only once the job ran: a job stopped before it started ran all the same."""
-        while (received := self.next(key, 0.0)) is not None:
+    def stop_waiting(self, key: Key, most: int = 64) -> str | None:
+        """The reason of a STOP about ``key`` that came already (acked), else None: every message waiting is read
+        (others' go to their inboxes, offers are queued), and other orders about ``key`` are ignored, as a running
+        attempt's are. A STOP that came between the CONFIRM and the job's start (while its secrets were read) was
+        read only once the job ran, and one behind another message (an offer, another attempt's order) not at
+        all before it: a job stopped before it started ran all the same."""
+        for _ in range(most):
+            with self._ready:
+                inbox = self._inboxes.get(key)
+                received = inbox.popleft() if inbox else None
+                if received is None and self._reading:  # another attempt reads: it hands this one its messages
+                    self._ready.wait(SLICE_S)
+                    continue
+                self._reading = self._reading or received is None
+            if received is None:
+                if (control := self._read(0.0)) is None:
+                    return None  # nothing more waiting
+                if (received := self._route(control, key)) is None:
+                    continue  # another's, or an offer
             if received[1].action is ControlAction.STOP:
                 received[0].ack()
                 return received[1].reason or "stop requested"
