@@ -32,6 +32,10 @@ _TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
 _DATA_SQLSTATE = re.compile(r"^(22|23|54)")
 
 
+# Every session's times in UTC, Cloud SQL's default (a Postgres set to another zone, as the embedded one may be).
+SESSION = {"TimeZone": "UTC"}
+
+
 @dataclass(frozen=True)
 class ConnectionTarget:
     """Where pg8000 connects: a TCP host/port or a unix socket."""
@@ -44,15 +48,11 @@ class ConnectionTarget:
     unix_sock: str | None = None
 
     def connect(self) -> pg8000.native.Connection:
-        if self.unix_sock:  # no TLS on a local socket (Postgres offers none there): pg8000 would build a
-            # TLS context (~16 ms of CPU) for every connection only to be told no
-            return pg8000.native.Connection(
-                user=self.user, password=self.password, database=self.database, unix_sock=self.unix_sock,
-                ssl_context=False,
-            )
-        return pg8000.native.Connection(
-            user=self.user, password=self.password, database=self.database, host=self.host, port=self.port
-        )
+        # No TLS on a local socket (Postgres offers none there): pg8000 would build a TLS context (~16 ms of CPU)
+        # for every connection only to be told no.
+        where = {"unix_sock": self.unix_sock, "ssl_context": False} if self.unix_sock else {"host": self.host, "port": self.port}
+        return pg8000.native.Connection(user=self.user, password=self.password, database=self.database,
+                                        startup_params=SESSION, **where)
 
     def with_database(self, database: str) -> "ConnectionTarget":
         return ConnectionTarget(self.user, database, self.password, self.host, self.port, self.unix_sock)
@@ -117,7 +117,7 @@ def _cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
                           f"ZEN_CLOUDSQL_IP_TYPE {named!r}: not one of {', '.join(IPTypes.__members__)}")
     connector, ip_type, database = Connector(refresh_strategy="lazy"), IPTypes[named], os.environ.get("ZEN_DB_NAME", "zen")
     return lambda: _NativeOverDbApi(connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True,
-                                                      ip_type=ip_type))
+                                                      ip_type=ip_type, startup_params=SESSION))
 
 
 def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
