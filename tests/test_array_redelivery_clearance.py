@@ -11,6 +11,7 @@ import pytest
 
 from tests.messages import job_request
 from tests.test_data_clearance import INPUT, configured, functions_with, reasons
+from zen.core.models import request_fingerprint
 
 
 @pytest.mark.parametrize("array", [None, {"count": 2}], ids=["job", "array"])
@@ -37,3 +38,19 @@ def test_an_array_under_a_clearance_keeps_its_tasks_widened(config, db, publishe
     assert tags == [["hipaa"], ["hipaa"]], tags
     fn.submit(job_request("sweep", inputs=INPUT, array={"count": 2}), message_id="m-sweep")  # a redelivery
     assert reasons(zen) == []
+
+
+def test_a_redelivery_of_an_array_stored_by_the_previous_version_is_a_duplicate(config, db, publisher, clock):
+    """Tasks an earlier version stored were fingerprinted as stored (widened): the redelivery of that very message,
+    handled by an upgraded instance (or beside an old one during the rollout), is still a duplicate."""
+    zen, fn = functions_with(configured(config), db, publisher, clock)  # the prefix bound: tasks widened to hipaa
+    request = job_request("sweep", inputs=INPUT, array={"count": 2})
+    fn.submit(request, message_id="m-sweep")
+    with zen.db.transaction() as session:  # as the earlier version stored them: fingerprinted as stored
+        rows = session.sql("SELECT job_id, request FROM jobs WHERE job_id LIKE 'sweep-%'")
+        assert len(rows) == 2 and all(r["request"]["requires_tags"] == ["hipaa"] for r in rows)
+        for row in rows:
+            session.sql("UPDATE jobs SET request_hash = :h WHERE job_id = :j",
+                        h=request_fingerprint(row["request"]), j=row["job_id"])
+    fn.submit(request, message_id="m-sweep")  # Pub/Sub delivers the accepted message again
+    assert reasons(zen) == [], reasons(zen)

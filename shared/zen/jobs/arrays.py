@@ -58,7 +58,7 @@ class ArrayJobs:
                                      dict(request.secrets or {}))
         if problem:  # a redelivery of an array accepted before limits.max_array_tasks was lowered is not refused
             with self._store.transaction() as tx:
-                redelivered = len(tx.array_tasks(array_id)) == spec.size and made_by(tx, canonical, array_id, spec)
+                redelivered = len(tx.array_tasks(array_id)) == spec.size and made_by(tx, canonical, array_id, spec, resolved)
             return (None if redelivered else problem), []
         created: list[Job] = []
         ids: list[Enqueued] = []
@@ -82,8 +82,9 @@ class ArrayJobs:
                         "hold": template.hold or (arrays.hold_reason(array_id, spec.max_parallel or 0) if held else None)})
                     if not tx.insert_job(task):
                         existing = tx.get_job(task_id)
-                        if index == 0 and existing is not None and existing.request_hash == task.request_hash:
-                            if made_by(tx, canonical, array_id, spec):
+                        if index == 0 and existing is not None and existing.request_hash in (
+                                task.request_hash, request_fingerprint(task.request)):  # as sent; as an earlier version
+                            if made_by(tx, canonical, array_id, spec, resolved):
                                 return None, []  # a redelivery: every task is this array's
                             raise _Refused(f"job_id {array_id} is already an array's of other tasks (its tasks' "
                                            "requests differ): reusing it for a different array is refused")
@@ -207,9 +208,12 @@ _AN_ARRAYS = ("job_id {}, a task's id of array {}, is already an array's id: its
               "(choose another job_id)")
 
 
-def made_by(tx: JobTx, canonical: dict[str, Any], array_id: str, spec: arrays.ArraySpec) -> bool:
+def made_by(tx: JobTx, canonical: dict[str, Any], array_id: str, spec: arrays.ArraySpec, resolved: Any = None) -> bool:
     """Whether the array ``array_id``'s tasks are those this request (``canonical``, as sent) makes (a redelivery), each
     by its request's fingerprint. (Taken as stored, with the tags ``data_clearance`` widened it to, a redelivery after
-    the clearance changed was refused as another array's; a job's was the request as sent already.)"""
-    made = {task_id: request_fingerprint(request) for task_id, request in arrays.tasks(canonical, array_id, spec)}
-    return {task.job_id: task.request_hash for task in tx.array_tasks(array_id)} == made
+    the clearance changed was refused as another array's; a job's was the request as sent already.) Tasks stored so
+    by an earlier version are this request's too when ``resolved`` (its placement now) widens it as they were."""
+    made = arrays.tasks(canonical, array_id, spec)
+    have = {task.job_id: task.request_hash for task in tx.array_tasks(array_id)}
+    return have == {task_id: request_fingerprint(request) for task_id, request in made} or (
+        resolved is not None and have == {task_id: request_fingerprint(resolved.stored(r)[0]) for task_id, r in made})

@@ -118,7 +118,7 @@ class JobService:
             with self._store.transaction() as tx:  # configuration, or how what it waits for ended)
                 existing = tx.get_job(job_id)
                 again = existing.request_hash == request_hash if existing else request.array is not None and (
-                    made_by(tx, canonical, job_id, request.array))  # each task by its request as sent, as a job
+                    made_by(tx, canonical, job_id, request.array, resolved))  # each task's request as sent, as a job's
             if not again:
                 return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
                                    principal=sender)
