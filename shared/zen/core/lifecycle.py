@@ -287,6 +287,7 @@ _TARGET = {
     AgentStatus.SUCCEEDED: JobStatus.SUCCEEDED, AgentStatus.FAILED: JobStatus.FAILED,
     AgentStatus.STOPPED: JobStatus.CANCELLED, AgentStatus.PREEMPTED: JobStatus.LOST,
 }
+_LATE = {JobStatus.CANCELLED: ("STOPPED", "PREEMPTED"), JobStatus.LOST: ("PREEMPTED",)}  # a final word agreeing
 
 
 def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
@@ -294,16 +295,18 @@ def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
     told RELEASE whatever its ``seq``: the VM that ran the attempt may pull another copy of its start (a
     redelivery, the narrowed and the widened copy, a republish), and an agent whose ``seq`` starts again at 1
     for each claim (an older one) would otherwise wait for an answer, give the copy back, and get it again."""
-    if (hb.vm == job.vm and (hb.seq <= job.last_seq or _TARGET[hb.status] is job.status)) or hb.status is AgentStatus.CLAIMED:
-        # A redelivery, a report overtaken by the final one, or the VM's late word agreeing with the end (STOPPED after
-        # the sweep cancelled a stop it left unanswered: it was refused, "CANCELLED -> CANCELLED is not allowed"); or a
-        # copy of the start claimed after the end, an ordinary race (no rejection row or user event): it gets its answer.
+    if hb.vm == job.vm and hb.seq > job.last_seq and hb.status.value in _LATE.get(job.status, ()):
+        # The VM's late word agreeing with the end (after the sweep cancelled a stop it left unanswered): kept, as a
+        # gang node's is. (It was refused, "CANCELLED -> CANCELLED is not allowed", and PREEMPTED "-> LOST".)
+        return Decision(fields=dict(exit_code=hb.exit_code, message=hb.message or job.message), duplicate=True)
+    if (hb.vm == job.vm and hb.seq <= job.last_seq) or hb.status is AgentStatus.CLAIMED:
+        # A redelivery or a report overtaken by the final one; or a copy of the start claimed after the end, an
+        # ordinary race (no rejection row or user event): a claim still gets its answer.
         decision = Decision(duplicate=True)
         if hb.status is AgentStatus.CLAIMED:
             decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
         return decision
-    target = _TARGET[hb.status]
-    decision = Decision(ignored=f"transition {job.status.value} -> {target.value} is not allowed "
+    decision = Decision(ignored=f"transition {job.status.value} -> {_TARGET[hb.status].value} is not allowed "
                                 f"({hb.status.value} from {hb.vm}; the job is over)")
     if hb.status is AgentStatus.RUNNING:
         # Someone still runs an attempt that is over (e.g. cancelled after a silent stop): stop it.
@@ -318,8 +321,7 @@ def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
     elif hb.status is AgentStatus.RUNNING:
         decision.controls.append(_control(job, hb, ControlAction.STOP, stale))
     else:
-        decision.duplicate = True  # a late report of an attempt given up (a lost one's final: zen.jobs.late_final)
-        decision.ignored = None
+        decision.duplicate, decision.ignored = True, None  # a late report of an attempt given up (zen.jobs.late_final)
     return decision
 
 
@@ -378,23 +380,3 @@ def stop_left_s(job: Job, now: datetime, deadlines: Deadlines, losing: bool = Fa
         return None
     wait_s = deadlines.preempted_stop_s if job.preempted_by or losing else deadlines.stop_timeout_s
     return max(0.0, wait_s - (now - job.last_heartbeat_at).total_seconds())
-
-
-def attempt_outcome(job: Job, after: Job, changes: list[Change]) -> str | None:
-    """How the attempt ``job`` is at ended, when this change ends one that held a VM (its usage is then
-    recorded: ``zen.store.usage``); None when no VM-held attempt ends. SUCCEEDED and FAILED: the job's
-    own exit; STOPPED: stopped on request (or its VM went away while stopping); LOST: its VM went
-    silent or was preempted by the cloud (requeued, or FAILED once the budget is spent); PREEMPTED:
-    admission took it back (``decide_preempt``). An attempt never claimed by a VM used nothing."""
-    if not job.status.holds_vm or not job.vm:
-        return None
-    if not after.status.terminal and after.attempt == job.attempt:
-        return None
-    steps = {change.to for change in changes}
-    if JobStatus.LOST in steps:
-        return "LOST"
-    if JobStatus.PENDING in steps:  # taken back by admission (preempted_by), else a failure to retry
-        return "PREEMPTED" if job.preempted_by else "FAILED"
-    if after.status is JobStatus.CANCELLED:
-        return "STOPPED"
-    return str(after.status.value)  # a narrowed enum's value reads as Any to mypy; it is the str

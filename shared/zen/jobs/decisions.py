@@ -206,7 +206,7 @@ class DecisionWriter:
 
     def _record_usage(self, tx: JobTx, job: Job, after: Job, decision: Decision, now: datetime) -> None:
         """The usage of the attempt this change ends, in its transaction (after its history rows: the claim)."""
-        outcome = lifecycle.attempt_outcome(job, after, decision.changes)
+        outcome = attempt_outcome(job, after, decision.changes)
         if outcome is None:
             if after.attempt < job.attempt and after.status.terminal:  # a lost attempt's late end (zen.jobs.late_final)
                 tx.record_late_outcome(job.job_id, after.attempt, after.status.value)
@@ -266,3 +266,23 @@ def _vms_held(job: Job, now: datetime) -> tuple[float, list[tuple[str | None, fl
             for n in nodes]
     total = sum(held)
     return total, [(n.vm, share / total if total else 1 / len(nodes)) for n, share in zip(nodes, held)]
+
+
+def attempt_outcome(job: Job, after: Job, changes: list[lifecycle.Change]) -> str | None:
+    """How the attempt ``job`` is at ended, when this change ends one that held a VM (its usage is then
+    recorded: ``zen.store.usage``); None when no VM-held attempt ends. SUCCEEDED and FAILED: the job's
+    own exit; STOPPED: stopped on request (or its VM went away while stopping); LOST: its VM went
+    silent or was preempted by the cloud (requeued, or FAILED once the budget is spent); PREEMPTED:
+    admission took it back (``decide_preempt``). An attempt never claimed by a VM used nothing."""
+    if not job.status.holds_vm or not job.vm:
+        return None
+    if not after.status.terminal and after.attempt == job.attempt:
+        return None
+    steps = {change.to for change in changes}
+    if JobStatus.LOST in steps:
+        return "LOST"
+    if JobStatus.PENDING in steps:  # taken back by admission (preempted_by), else a failure to retry
+        return "PREEMPTED" if job.preempted_by else "FAILED"
+    if after.status is JobStatus.CANCELLED:
+        return "STOPPED"
+    return str(after.status.value)  # a narrowed enum's value reads as Any to mypy; it is the str
