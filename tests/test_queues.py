@@ -194,7 +194,7 @@ def test_the_tick_admits_what_a_raised_quota_allows(queued_zen, config, db, publ
     assert started(publisher) == ["j0", "j1", "j2", "j3"]
 
 
-def test_queue_configuration_errors_name_the_field(config):
+def test_queue_configuration_errors_name_the_field(config, tmp_path):
     bad = {
         "unknown cluster": ([{"name": "q", "quota": {"nope": 4}}], "quota names unknown clusters: nope"),
         "user twice": ([{"name": "q", "quota": {CLUSTER: 4}, "users": ["al"]},
@@ -210,7 +210,7 @@ def test_queue_configuration_errors_name_the_field(config):
     from zen.core.config import load_config
 
     for case, (queues, expected) in bad.items():
-        path = f"/tmp/zen-queues-{case.replace(' ', '-')}.yaml"
+        path = tmp_path / f"zen-queues-{case.replace(' ', '-')}.yaml"  # its own: /tmp's were shared by every run
         with open(path, "w") as f:
             yaml.safe_dump({**json.loads(config.model_dump_json()), "queues": queues}, f)
         with pytest.raises(ConfigError) as raised:

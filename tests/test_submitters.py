@@ -12,6 +12,7 @@ import pytest
 
 from tests.messages import job_request
 from tests.test_queues import CLUSTER, statuses, with_queues
+from tests.test_explain_times_zone import new_york  # noqa: F401 - the fixture
 from tests.token_support import certs, issuer  # noqa: F401  (fixtures)
 from zen.adapters.submitters import auth_attributes
 from zen.core.config import GCLOUD_CLIENT_IDS
@@ -283,3 +284,20 @@ def test_terraforms_submit_command_proves_a_service_account_and_a_person(functio
     assert send(functions, "on_job_submitted", a100s("tf1", account, queue=queue), attributes) == 200
     with zen.db.transaction() as session:
         assert repository.get_job(session, "tf1") is not None, refusals(zen)
+
+
+def test_an_expired_tokens_refusal_names_the_time_in_utc_whatever_the_machines_zone(new_york):
+    """It said when the token expired as a naive time in the machine's zone (19:00 the day before in New York for
+    00:00 UTC), unlabelled: `zen rejected` showed an hour that could not be placed."""
+    from datetime import datetime, timezone
+
+    from zen.adapters.google_tokens import GoogleTokens
+    from zen.core.errors import Rejected
+
+    expired = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()
+    minted = TokenIssuer()
+    tokens = GoogleTokens("http://certs.invalid", fetch=lambda url: (minted.certs(), 3600))
+    token = minted.user_token(email="alice@example.com", audience="zen", now=expired - 3600)
+    with pytest.raises(Rejected) as refused:
+        tokens.verify(token, expired + 600, "the zen_auth token", "zen submit")
+    assert "expired at 2026-01-01T00:00:00+00:00" in str(refused.value), str(refused.value)

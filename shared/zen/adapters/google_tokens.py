@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from zen.adapters.message_key import b64decode
@@ -124,7 +124,7 @@ class GoogleTokens:
         if not isinstance(exp, (int, float)) or not isinstance(iat, (int, float)):
             raise Rejected(f"{what} has no numeric exp and iat")
         if exp <= now - CLOCK_SKEW_S:
-            raise Rejected(f"{what} expired at {datetime.fromtimestamp(exp).isoformat()} ({now - exp:.0f} s ago): "
+            raise Rejected(f"{what} expired at {datetime.fromtimestamp(exp, timezone.utc).isoformat()} ({now - exp:.0f} s ago): "
                            f"{renew} must fetch a new one")
         if iat > now + CLOCK_SKEW_S:
             raise Rejected(f"{what} was issued {iat - now:.0f} s in the future")
