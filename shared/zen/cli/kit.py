@@ -236,7 +236,11 @@ def no_job(session, job_id: str, otherwise: str, what: str = "job") -> str:
     """What to say of a job id that has no row: Zen's latest refusal of a message naming it when one is kept (a
     refused submission never makes a row, and "no job" alone sent its sender looking elsewhere), else ``otherwise``."""
     from zen.store import repository
+    from zen.store.jobstore import PostgresJobTx
 
+    if what == "job" and (tasks := PostgresJobTx(session).array_tasks(job_id)):  # "no job" sent its owner looking
+        return (f"{job_id} is an array of {len(tasks)} tasks, not a job: `zen jobs list --array {job_id}` lists them "
+                f"({job_id}-0 ..., each a job), `zen explain {job_id}` says how it goes")
     row = repository.latest_rejection(session, job_id)
     if row is None:
         return f"no {what} {job_id} ({otherwise})"
