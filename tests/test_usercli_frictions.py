@@ -486,3 +486,16 @@ def test_a_mistyped_command_field_is_named_not_called_nothing_to_run(zen_cli, pu
     assert publisher.on("zen-job-submitted") == []
     assert "nothing to run: give a job file" not in line, line  # a job file was given
     assert typo in line and "job.yaml" in line, line  # the field that is wrong, in the file that has it
+
+
+def test_a_submit_while_the_local_stack_starts_says_to_wait(zen_cli, publisher):
+    """A stack's record names its identity endpoint (its Compute stand-in) before it listens: `zen submit` then
+    said `zen: URLError: <urlopen error [Errno 111] Connection refused>`."""
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    said = zen_cli("submit", "--cluster", "1xl4", "--", "true",
+                   ZEN_IDENTITY_ENDPOINT=f"http://127.0.0.1:{port}/zen-local/identity")
+    assert said.returncode == 1 and "still starting" in one_line(said) and "URLError" not in said.stderr, said.stderr

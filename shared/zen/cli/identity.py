@@ -65,9 +65,16 @@ def from_local_stack(endpoint: str, who: str, config: ZenConfig) -> Identity:
     signs a person's: audience gcloud's client; a service account's: Zen's), which the stack's functions verify."""
     own = config.auth.audience_of(config.project)
     audience = own if is_service_account(who) or not config.auth.client_ids else config.auth.client_ids[0]
-    with urllib.request.urlopen(f"{endpoint}?{urllib.parse.urlencode({'email': who, 'audience': audience})}",
-                                timeout=10) as answer:
-        return Identity(answer.read().decode(), who, "the local stack")
+    try:
+        with urllib.request.urlopen(f"{endpoint}?{urllib.parse.urlencode({'email': who, 'audience': audience})}",
+                                    timeout=10) as answer:
+            return Identity(answer.read().decode(), who, "the local stack")
+    except OSError as exc:  # a URLError: its Compute stand-in not listening yet, or gone (a raw URLError before)
+        from zen.cli.kit import CliError
+
+        raise CliError(f"the local stack does not answer ({endpoint}: {getattr(exc, 'reason', exc)}): still starting? "
+                       "wait until `zen local up` says \"Zen is running locally\" (`zen local down` stops one left "
+                       "half-started)", 1) from None
 
 
 def _application_default(config: ZenConfig, publishing: bool) -> Identity | None:
