@@ -21,12 +21,6 @@ PENDING_SEP = "+"  # in the names flex-start VMs go by while their resize reques
 MIG_SUFFIX = {"spot": "spot", "standard": "std", "flex-start": "flex"}  # a secondary pool's MIG: <primary MIG>-<suffix>
 
 
-def request_name(vm: str) -> str:
-    """The flex-start request a VM waiting for its grant stands for (``<MIG>+<request>``); a VM's own name when it
-    names none (one VM, one request: as the simulator's flex-start VMs are named)."""
-    return vm.rpartition(PENDING_SEP)[0] if PENDING_SEP in vm else vm
-
-
 def check_model(model: str, field: str = "provisioning") -> str:
     """``model`` when GCE has it, else a ValueError naming ``field`` and the known models."""
     if model not in MODELS:

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, Mapping
 
-from zen.core.provisioning import PENDING_SEP, flex_run_left_s, request_name
+from zen.core.provisioning import PENDING_SEP, flex_run_left_s
 from zen.scaling.model import Action, ClusterLimits, Decision, DemandGroup, Plan, Timing, Vm, VmIndex
 
 
@@ -123,64 +122,6 @@ def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], boot
     pending[pool] -= take
     booting_left[pool] -= take
     return take
-
-
-def queue_kept(uncovered: Iterable[tuple[DemandGroup, int]], blocked: Callable[[str], bool],
-               stuck: Mapping[str, list[Vm]], flex: Callable[[str], bool], room: float = float("inf")
-               ) -> dict[str, set[str]]:
-    """Per blocked flex-start pool, its requests still queued past its deadline (not granted) to keep, by name: whole
-    requests, the oldest first, for the jobs that can go nowhere else (every pool of theirs blocked: ``uncovered``'s
-    groups, each counted in one pool, those with the fewest pools first; a gang's, a request that holds all it
-    lacks, as ``Queued.for_gang`` counts it). A queue is no stockout, and each request is a place in Compute's
-    queue: cancelled but the pool's probe, each job waited for another's grant, then queued again from the back.
-    The others are cancelled: requests are no job's own, so those beyond what such jobs need go (the jobs that may
-    take another pool go there, and those gone want none). None is kept beyond the probe while demand that may go
-    elsewhere waits for more places than ``max_vms`` leaves (``room``, before this pass's asks): kept, they held its
-    places (a gang's for hours)."""
-    if sum(n for group, n in uncovered if not all(map(blocked, group.regions))) > room:
-        return {}
-    queued: dict[str, list[tuple[str, int]]] = {}  # pool -> its requests still queued (name, VMs), oldest first
-    for pool, vms in stuck.items():
-        if flex(pool) and blocked(pool):
-            names = Counter(request_name(vm.name) for vm in sorted(vms, key=lambda vm: vm.since)
-                            if not vm.started and vm.creation_error is None)
-            queued[pool] = list(names.items())
-    kept: dict[str, set[str]] = {}
-    nowhere = [(g, n) for g, n in uncovered if all(map(blocked, g.regions))]
-    for group, count in sorted(nowhere, key=lambda gn: sum(bool(queued.get(p)) for p in gn[0].regions)):
-        for need in replace(group, count=count).chunks() if group.gang > 1 else [count]:  # a gang's part each
-            for pool in (p for p in group.regions if queued.get(p)):
-                take = _taken(queued[pool], need, whole=group.gang > 1)
-                kept.setdefault(pool, set()).update(name for name, _ in take)
-                queued[pool] = [r for r in queued[pool] if r not in take]
-                need -= sum(size for _, size in take)
-                if need <= 0:
-                    break
-    return kept
-
-
-def _taken(requests: list[tuple[str, int]], need: int, whole: bool) -> list[tuple[str, int]]:
-    """Of ``requests`` (name, VMs; oldest first), those kept for ``need`` VMs: the first that holds them all for a gang
-    (``whole``; none if none does), else the oldest until they hold ``need``."""
-    if whole:
-        return next(([r] for r in requests if r[1] >= need), [])
-    taken: list[tuple[str, int]] = []
-    for request in requests:
-        if sum(size for _, size in taken) >= need:
-            break
-        taken.append(request)
-    return taken
-
-
-def granting(stuck: dict[str, list[Vm]], healthy: dict[str, list[Vm]], pools: Iterable[str]) -> None:
-    """A flex-start pool that delivered again this pass (unblocked): its requests still queued are supply again
-    (moved from ``stuck`` to ``healthy``), where the next grant comes from. Counted as none, the pool was asked for
-    as many new requests as jobs they were kept for: more VMs than jobs once the queue moved; and those no job
-    wants any more are cancelled as any unneeded boot is (``cancel_losers``)."""
-    for pool in pools:
-        if queued := [vm for vm in stuck.get(pool, ()) if not vm.started and vm.creation_error is None]:
-            healthy[pool] = [*healthy.get(pool, ()), *queued]
-            stuck[pool] = [vm for vm in stuck[pool] if vm not in queued]
 
 
 def kept_whole(plan: Plan, index: VmIndex) -> set[str]:

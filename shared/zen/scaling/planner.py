@@ -4,9 +4,9 @@ A pass works on demand aggregated by (priority, allowed regions), never on singl
 O(groups x regions) however long the queue is. Per cluster it learns from what happened since the last
 plan (boots, stockouts, stuck boots), ranks the unblocked regions, matches demand to idle and healthy
 booting VMs, asks for VMs (spare boots in priced pools, hedges in uncertain ones), cancels the boots that
-lost their race, keeps one free probe per blocked pool (``zen.scaling.probes``; at ``max_vms``, probes give their
-places to pools not stocked out; flex-start keeps the requests of jobs that can go nowhere else: ``flexrun``), keeps
-idle VMs like ski rental; each decision carries a reason. Why, the formulas and defaults: docs/explanations/scaling.md; measured: docs/benchmarks/simulator.md."""
+lost their race, keeps one free probe per blocked pool (``zen.scaling.probes``; at ``max_vms``, probes give
+their places to pools not stocked out), keeps idle VMs like ski rental; each decision carries a reason.
+Why, the formulas and defaults: docs/explanations/scaling.md; measured: docs/benchmarks/simulator.md."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ class _Planning:
 
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
-        counts = self.counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
+        counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
         total, limits = sum(counts.values()), self.s.cluster
         add, hedge = self.plan.add, defaultdict[str, int](int)
         held: dict[str, int] = defaultdict(int)
@@ -244,7 +244,8 @@ class _Planning:
             return
         left = [vm for r in self.regions if self._blocked(r) for vm in probes.waiting(self.stuck[r])
                 if vm.name not in deleted]
-        for vm in probes.giving_way(left, wanted, lambda vm: self.memory[vm.region].blocked_until):
+        until = {region: memory.blocked_until for region, memory in self.memory.items()}
+        for vm in probes.giving_way(left, wanted, lambda vm: until[vm.region]):
             self.places_wanted -= 1
             self.plan.delete.append((vm.region, vm.name))
             self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
@@ -287,12 +288,12 @@ class _Planning:
                 self._decide(Action.DELETE, region, f"its agent ({vm.phase.value.lower()}, no job) was not heard "
                              f"for {vm.silent_s(self.now):.0f}s", vm=vm.name)
 
-    def prune_stuck(self, uncovered: list[tuple[DemandGroup, int]]) -> None:  # a probe per blocked pool wanted, a
-        queued = flexrun.queue_kept(uncovered, self._blocked, self.stuck, self.ranking.flex,  # queue's places kept
-                                    self.s.cluster.max_vms - sum(self.counts.values()))
-        for region in (r for r in self.regions if self.stuck[r]):
-            kept, deleted = probes.pruned(self.stuck[region], any(region in g.regions for g in self.groups), self._got_s,
-                                          self.timing, queued.get(region, ()))
+    def prune_stuck(self) -> None:  # one probe per blocked pool wanted (zen.scaling.probes)
+        wanted = {r for group in self.groups for r in group.regions}
+        for region in self.regions:
+            if not self.stuck[region]:
+                continue
+            kept, deleted = probes.pruned(self.stuck[region], region in wanted, self._got_s, self.timing)
             for vm in deleted:
                 self.plan.delete.append((region, vm.name))
                 self._decide(Action.DELETE, region, probes.why_pruned(vm, self._age(vm), self._got_s, self.timing),
@@ -378,12 +379,11 @@ class _Planning:
 
     def run(self) -> Plan:
         self.learn()
-        self._blocked_after_learn = blocked = {r for r in self.regions if self._blocked(r)}
-        flexrun.granting(self.stuck, self.healthy, [r for r in self.regions if self.ranking.flex(r) and r not in blocked])
+        self._blocked_after_learn = {r for r in self.regions if self._blocked(r)}
         self.prune_silent()
         uncovered = self.match()
         self.ask(uncovered)
-        self.prune_stuck(uncovered)
+        self.prune_stuck()
         self.yield_probes()
         self.cancel_losers()
         flexrun.keep_requests_whole(self.plan, self.index)

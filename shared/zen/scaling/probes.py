@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from zen.core.provisioning import PENDING_SEP, region_of, request_name
+from zen.core.provisioning import PENDING_SEP, region_of
 from zen.scaling.model import Action, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
 
 if TYPE_CHECKING:
@@ -146,17 +146,14 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
     return stuck, healthy, got
 
 
-def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing,
-           requests: Collection[str] = ()) -> tuple[list[Vm], list[Vm]]:
+def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing) -> tuple[list[Vm], list[Vm]]:
     """(kept, deleted) of a pool's stuck instances: the oldest still waiting for capacity is kept as the
     pool's probe while demand wants the pool (else the oldest that got capacity, for at most
-    ``boot_timeout_s``); the others are deleted. A flex-start pool keeps the VMs of its ``requests`` still waiting
-    (``zen.scaling.flexrun.queue_kept``), one of them its probe."""
+    ``boot_timeout_s``); the others are deleted."""
     ordered = sorted(stuck, key=lambda vm: (vm.started, vm.since))
     probe = bool(ordered) and (not ordered[0].started or got_s(ordered[0]) < timing.boot_timeout_s)
-    named = [vm for vm in ordered if wanted and not vm.started and request_name(vm.name) in requests]
-    keep = named or ordered[:int(wanted and probe)]
-    return keep, [vm for vm in ordered if vm not in keep]
+    keep = int(wanted and probe)
+    return ordered[:keep], ordered[keep:]
 
 
 def why_pruned(vm: Vm, age_s: float, got_s: Callable[[Vm], float], timing: Timing) -> str:
@@ -191,13 +188,16 @@ def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], date
         until = blocked_until(vm)
         return until.timestamp() if until is not None else 0.0
 
+    def request(vm: Vm) -> str:
+        return vm.name.rpartition(PENDING_SEP)[0] if PENDING_SEP in vm.name else vm.name
+
     ordered = sorted(probes, key=lambda vm: (ends(vm), vm.name), reverse=True)
     chosen: list[Vm] = []
     for vm in ordered:
         if len(chosen) >= wanted:
             break
         if vm not in chosen:
-            chosen += [other for other in ordered if request_name(other.name) == request_name(vm.name)]
+            chosen += [other for other in ordered if request(other) == request(vm)]
     return chosen
 
 
