@@ -4,6 +4,7 @@ the migrations put there."""
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import shutil
@@ -20,6 +21,11 @@ from zen.store.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = "zen_template"
+# This process's temporary files in a folder of its own (removed at exit): the agents' default work_dir is
+# ``<tmp>/zen-agent``, and a run interrupted while an agent kept a final report (zen.agent.journal) left it there
+# for the next runs' test agents (all "vm-test") to publish first, for a day.
+tempfile.tempdir = tempfile.mkdtemp(prefix="zen-tests-")
+atexit.register(shutil.rmtree, tempfile.tempdir, True)
 _counter = itertools.count()
 _relays: weakref.WeakSet = weakref.WeakSet()  # every OutboxRelay a test built (its own Zen(...)s too)
 
