@@ -1,7 +1,9 @@
 """``zen local up`` takes SIGTERM as Ctrl-C; once it stops the stack (the hand-back of the VMs' jobs, up to 30 s,
 then SIGTERM/SIGKILL of every stand-in and Postgres' stop, up to 10 s more), a second SIGTERM (a supervisor or a
 user repeating ``kill``) changes nothing: it raised KeyboardInterrupt in the middle of the stop, and the
-stand-ins (own sessions) and Postgres were left running."""
+stand-ins (own sessions) and Postgres were left running. A second Ctrl-C likewise (``zen local up`` says "Stop
+everything: Ctrl-C here", and an impatient user sends another): it ended ``zen`` with no word, exit 130.
+``LocalStack.down`` itself ignores both meanwhile (the demo stops its stack in a ``finally``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,18 +54,40 @@ def _wait_line(process, text, timeout_s=20.0):
     raise AssertionError(f"{text!r} never came: {seen}")
 
 
-def test_a_second_sigterm_while_the_stack_stops_does_not_abort_the_stop(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_second_signal_while_the_stack_stops_does_not_abort_the_stop(tmp_path, sig):
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}:{ROOT}"}
     process = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
         _wait_line(process, "Watch:")
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(sig)
         _wait_line(process, "down started")
-        process.send_signal(signal.SIGTERM)  # e.g. the user's `kill` again, the stop being slow
+        process.send_signal(sig)  # e.g. the user's `kill` or Ctrl-C again, the stop being slow
         out, err = process.communicate(timeout=20)
         assert "down finished" in out and process.returncode == 0, (process.returncode, out, err[-800:])
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(5)
+
+
+def test_the_stacks_own_stop_is_not_cut_by_a_ctrl_c(tmp_path, monkeypatch):
+    """The demo's ``finally: stack.down()`` (and any caller): a Ctrl-C during the hand-back is ignored."""
+    from zen_dev.local import stack as stack_module
+
+    said = []
+
+    def hand_back(processes, env):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the signal is delivered by now: a KeyboardInterrupt would have been raised
+        said.append("handed back")
+
+    monkeypatch.setattr(stack_module, "hand_back", hand_back)
+    monkeypatch.setattr(stack_module, "stop_processes", lambda processes, grace_s, record: ["pubsub"])
+    monkeypatch.setattr(stack_module, "_stop_database", lambda home: ["postgres"])
+    stack = stack_module.LocalStack.__new__(stack_module.LocalStack)
+    stack.processes, stack.env, stack.home = {}, {}, tmp_path
+    before = signal.getsignal(signal.SIGINT)
+    assert stack.down() == ["pubsub", "postgres"] and said == ["handed back"]
+    assert signal.getsignal(signal.SIGINT) is before  # given back after
