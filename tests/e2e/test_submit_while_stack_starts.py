@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_stack_restart import CONFIG as RESTART_CONFIG, SCENARIO as RESTART_SCENARIO
 from tests.stack_support import ended, free_base_port, home, log_tails  # noqa: F401 - home: the fixture
 from zen_dev.local import stack as stack_module
 from zen_dev.local.environment import overridden_environ
@@ -24,34 +25,8 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(stack_module.__file__).resolve().parents[3]
 
-CONFIG = """
-project: zen-early
-clusters:
-  - name: 1xl4
-    gpu_type: nvidia-l4
-    gpu_count: 1
-    machine_type: g2-standard-8
-    regions: [us-central1]
-    max_vms_per_region: 1
-    max_vms: 1
-deadlines:
-  idle_timeout_s: 10
-  agent_heartbeat_s: 2
-scaling:
-  boot_estimate_s: 5
-"""
-
-SCENARIO = """
-project: zen-early
-seed: 3
-time_scale: 10
-capacity:
-  default: 2
-timings:
-  boot: {dist: fixed, s: 20}
-  retry_interval_s: 30
-  delete_s: 10
-"""
+# The restart test's stack, a project of its own.
+CONFIG, SCENARIO = (text.replace("zen-restart", "zen-early") for text in (RESTART_CONFIG, RESTART_SCENARIO))
 
 STACK_ONLY = ("ZEN_DATABASE_URL", "ZEN_CLOUDSQL_INSTANCE", "PUBSUB_EMULATOR_HOST", "ZEN_CONFIG", "ZEN_PROJECT",
               "ZEN_IDENTITY_ENDPOINT", "ZEN_JOB_LOGS_DIR")
