@@ -83,3 +83,36 @@ def test_a_stop_behind_another_message_still_keeps_the_command_from_running(tmp_
     ran, [final] = _run_with(tmp_path, arrive)
     assert final.status.value == "STOPPED", final
     assert not ran.exists(), f"the command ran although its STOP came before its start (behind {before})"
+
+
+def test_the_look_for_a_stop_does_not_hold_a_start_behind_a_running_attempts_reads():
+    """On a VM running several jobs, another attempt's supervision reads the control subscription nearly always
+    (a 0.2 s wait each time): the look waited for the role again and again, up to 64 times (12.8 s) per start."""
+    import logging
+    import threading
+
+    from zen.agent.slots import ControlRouter
+
+    class Quiet:  # a subscription with nothing in it: a read waits its whole timeout, as a streaming pull does
+        def next_control(self, timeout_s):
+            time.sleep(timeout_s)
+
+    router = ControlRouter(Quiet(), VM, logging.LoggerAdapter(logging.getLogger("test"), {}))
+    router.open(("j1", 1))
+    running, done = ("other", 1), threading.Event()
+    router.open(running)
+
+    def supervise():
+        while not done.is_set():
+            router.next(running, 0.2)
+
+    reader = threading.Thread(target=supervise)
+    reader.start()
+    try:
+        time.sleep(0.1)
+        began = time.monotonic()
+        assert router.stop_waiting(("j1", 1)) is None
+        assert time.monotonic() - began < 1.5, f"the start waited {time.monotonic() - began:.1f} s"
+    finally:
+        done.set()
+        reader.join(5)

@@ -320,13 +320,18 @@ class ControlRouter:
         (others' go to their inboxes, offers are queued), and other orders about ``key`` are ignored, as a running
         attempt's are. A STOP that came between the CONFIRM and the job's start (while its secrets were read) was
         read only once the job ran, and one behind another message (an offer, another attempt's order) not at
-        all before it: a job stopped before it started ran all the same."""
+        all before it: a job stopped before it started ran all the same. While another attempt reads, this waits
+        for it once (it hands this attempt what it reads), no more: a start is never held behind its reads."""
+        waited = False
         for _ in range(most):
             with self._ready:
                 inbox = self._inboxes.get(key)
                 received = inbox.popleft() if inbox else None
                 if received is None and self._reading:  # another attempt reads: it hands this one its messages
+                    if waited:  # once (a running attempt reads nearly always: a start waited up to 64 of these)
+                        return None
                     self._ready.wait(SLICE_S)
+                    waited = True
                     continue
                 self._reading = self._reading or received is None
             if received is None:
