@@ -95,8 +95,10 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
     stocked, queued = [p for p in blocked if not flex(p)], [p for p in blocked if flex(p)]
     if not queued and not full:
         return f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity"
-    waiting = f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"
-    return lead + "; ".join([f"stocked out: {', '.join(stocked)}"] * bool(stocked) + [waiting] * bool(queued))
+    parts = ([f"stocked out: {', '.join(stocked)}"] if stocked else []) + (
+        [f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"]
+        if queued else [])
+    return lead + "; ".join(parts)
 
 
 def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:

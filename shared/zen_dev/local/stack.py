@@ -214,8 +214,7 @@ class LocalStack:
             # (else $USER), which the functions verify as a deployed Zen verifies Google's (ZEN_AUTH).
             "ZEN_IDENTITY_ENDPOINT": f"http://{compute}/zen-local/identity",
         }
-        self._spawn("pubsub", [sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(self.ports.pubsub)])
-        self._listening("pubsub", self.ports.pubsub)
+        self._serve("pubsub", "zen_dev.local.pubsub", self.ports.pubsub)
         self._topology()
         # The functions' trigger subscriptions exist with their topics (terraform creates them together in
         # production): a message published while `up` still starts the rest is kept for the functions (the
@@ -226,26 +225,17 @@ class LocalStack:
                              NOTICE_FILTER if field == "job_events" else "") for field in FUNCTIONS.values()]
         self._with_pubsub(lambda: EventBridge(project, routes_made, BRIDGE_POLICY).ensure_subscriptions())
         self._with_pubsub(lambda: keep_dead_letters(project, routes_made))
-        self._spawn("storage", [sys.executable, "-m", "zen_dev.local.storage", "--port", str(self.ports.storage),
-                                *(arg for name, where in self.buckets.items() for arg in ("--bucket", f"{name}={where}"))])
-        self._listening("storage", self.ports.storage)
-        self._spawn("billing", [sys.executable, "-m", "zen_dev.local.billing", "--port", str(self.ports.billing)])
-        self._listening("billing", self.ports.billing)
-        self._spawn("sink", [sys.executable, "-m", "zen_dev.local.webhook_sink", "--port", str(self.ports.sink),
-                             "--out", str(self.home / "notifications.jsonl")])
-        self._listening("sink", self.ports.sink)
+        self._serve("storage", "zen_dev.local.storage", self.ports.storage,
+                    *(arg for name, where in self.buckets.items() for arg in ("--bucket", f"{name}={where}")))
+        self._serve("billing", "zen_dev.local.billing", self.ports.billing)
+        self._serve("sink", "zen_dev.local.webhook_sink", self.ports.sink, "--out", str(self.home / "notifications.jsonl"))
         sinks = [arg for name, url in sink_secrets(project, self.ports.sink).items() for arg in ("--secret", f"{name}={url}")]
-        self._spawn("secrets", [sys.executable, "-m", "zen_dev.local.secret_manager", "--port", str(self.ports.secrets),
-                                "--secret", f"{demo_secret(project)}={DEMO_SECRET_VALUE}", *sinks])
-        self._listening("secrets", self.ports.secrets)
-        compute_cmd = [sys.executable, "-m", "zen_dev.local.compute", "--port", str(self.ports.compute),
-                       "--scenario", str(self.scenario), "--config", str(self.config_path),
-                       "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]),
-                       "--log-dir", str(self.logs / "vms")]
-        if self.time_scale:
-            compute_cmd += ["--time-scale", str(self.time_scale)]
-        self._spawn("compute", compute_cmd, extra_env=self.agent_env)
-        self._listening("compute", self.ports.compute)
+        self._serve("secrets", "zen_dev.local.secret_manager", self.ports.secrets,
+                    "--secret", f"{demo_secret(project)}={DEMO_SECRET_VALUE}", *sinks)
+        self._serve("compute", "zen_dev.local.compute", self.ports.compute,
+                    "--scenario", str(self.scenario), "--config", str(self.config_path),
+                    "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]), "--log-dir", str(self.logs / "vms"),
+                    *(["--time-scale", str(self.time_scale)] if self.time_scale else []), extra_env=self.agent_env)
         # Heartbeats must carry their VM's identity token (zen.adapters.vm_proof), which the Compute stand-in issues
         # and whose certificates it serves; ZEN_VM_PROOF=off in the environment turns the check off. A
         # secret of this stack's own derives the VMs' MAC keys (ZEN_PROOF_SECRET: zen.adapters.message_key).
@@ -267,8 +257,7 @@ class LocalStack:
         group = FunctionGroup(functions, {**self.env, **proof, "PYTHONUNBUFFERED": "1"}, self.logs / "functions.log")
         self._record("functions", group.start(timeout_s=60).process)
         # The web console, reading the stack's database and job output; viewers are $ZEN_AS or $USER.
-        self._spawn("console", [sys.executable, "-m", "zen.console", "--port", str(self.ports.console)])
-        self._listening("console", self.ports.console)
+        self._serve("console", "zen.console", self.ports.console)
         bridge_log = self.logs / "bridge.log"
         said_before = bridge_log.stat().st_size if bridge_log.exists() else 0  # a previous `up`'s words
         self._spawn("bridge", [sys.executable, "-m", "zen_dev.local.bridge", "--project", project, *routes,
@@ -351,9 +340,12 @@ class LocalStack:
         self.processes.append({"name": name, "pid": process.pid, "argv": process.args, "_popen": process})
         self._save()
 
-    def _listening(self, name: str, port: int, timeout_s: float = 30.0) -> None:
-        """Return once ``name`` listens on ``port``; else a StackError naming it, its last word and its log (a
-        mistyped --scenario was "RuntimeError: process exited with 2 before listening on 28701")."""
+    def _serve(self, name: str, module: str, port: int, *args: str, extra_env: dict[str, str] | None = None,
+               timeout_s: float = 30.0) -> None:
+        """``python -m module --port port *args`` as :meth:`_spawn` starts it, returned once it listens there; else a
+        StackError naming it, its last word and its log (a mistyped --scenario was "RuntimeError: process exited with
+        2 before listening on 28701")."""
+        self._spawn(name, [sys.executable, "-m", module, "--port", str(port), *args], extra_env=extra_env)
         try:
             wait_for_port(port, timeout_s, self._popen(name))
         except (RuntimeError, TimeoutError) as exc:
