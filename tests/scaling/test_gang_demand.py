@@ -23,8 +23,16 @@ def test_a_gang_is_asked_for_whole_in_one_region_with_one_spare_boot():
     plan = plan_for(gangs(1, 3))
     assert plan.add == {"us-central1": 4} and plan.together == {"us-central1": [3]}  # the spare is no part of the unit
     assert [(d.region, d.count, d.reason) for d in plan.decisions if d.action is Action.ADD] == [
-        ("us-central1", 3, "3 queued job(s) without a VM"),
+        ("us-central1", 3, "3 VM(s) for 1 queued gang(s)"),
         ("us-central1", 1, "1 spare boot(s): a job starts at the first of its two boots, a gang at its N-th of N+1")]
+
+
+def test_an_ask_for_jobs_and_gangs_counts_each_gang_once():
+    """The ADD's reason counted a gang's VMs as that many "queued job(s)": jobs and gangs are told apart."""
+    one = DemandGroup(("us-central1",), 1, at(0))
+    plan = plan_for(one, gangs(1, 2, regions=("us-central1",)), limits=replace(LIMITS, max_vms_per_region=3))
+    assert [(d.count, d.reason) for d in plan.decisions if d.action is Action.ADD] == [
+        (3, "1 queued job(s) without a VM, 2 VM(s) for 1 queued gang(s)")]
 
 
 def test_a_region_that_can_give_only_part_of_a_gang_is_out_for_it():

@@ -22,7 +22,7 @@ Measured: docs/benchmarks/simulator.md#gangs."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, MutableMapping
+from typing import Callable, MutableMapping, Sequence
 
 from zen.scaling.flexrun import Queued
 from zen.scaling.model import DemandGroup
@@ -143,6 +143,17 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
             if together is not None:
                 together.setdefault(region, []).append(need)
     return asked
+
+
+def wanted(vms: int, gangs: Sequence[int]) -> str:
+    """Why a pool is asked for ``vms`` VMs, ``gangs`` of them (each gang's VMs) for gangs: jobs and gangs each
+    counted as one (a gang's VMs were counted as that many jobs)."""
+    jobs, parts = vms - sum(gangs), []
+    if jobs:
+        parts.append(f"{jobs} queued job(s) without a VM")
+    if gangs:
+        parts.append(f"{sum(gangs)} VM(s) for {len(gangs)} queued gang(s)")
+    return ", ".join(parts)
 
 
 def _counted(pools: tuple[dict[str, int], ...], index: int, region: str, rest: int, queued: Queued | None,

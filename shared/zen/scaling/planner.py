@@ -154,8 +154,7 @@ class _Planning:
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
         total, limits = sum(counts.values()), self.s.cluster
         add, hedge = self.plan.add, defaultdict[str, int](int)
-        held: dict[str, int] = defaultdict(int)
-        hedgeable: list[tuple[list[str], int]] = []
+        held, hedgeable = defaultdict[str, int](int), list[tuple[list[str], int]]()
 
         def room(region: str) -> int:  # under the limits and the last GPU quota read
             held = counts[region] + add.get(region, 0)
@@ -203,6 +202,7 @@ class _Planning:
                 if total + sum(add.values()) >= limits.max_vms and any(  # max_vms alone keeps a pool of theirs
                         limits.max_vms_per_region - counts[r] - add.get(r, 0) > 0 for r in ranked):
                     self.at_limit += left
+        firsts = {region: list(units) for region, units in self.plan.together.items()}  # gangs' first asks
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
             if count < 0:  # a gang's hedge: whole, in the first pool with room for it
                 gangs.hedge(others, -count, room, add, hedge, self.plan.together, self.spares)
@@ -221,7 +221,7 @@ class _Planning:
         for region, count in add.items():
             hedged, spared = hedge.get(region, 0), self.spares.asked.get(region, 0)
             if count - hedged - spared:
-                self._decide(Action.ADD, region, f"{count - hedged - spared} queued job(s) without a VM"
+                self._decide(Action.ADD, region, gangs.wanted(count - hedged - spared, firsts.get(region, ()))
                              + self.ranking.prices_compared(region, *compared.get(region, ((), None))), count - hedged - spared)
             price = self.ranking.prices_compared(region, ())  # its own; a hedge's at most hedge_price_ratio x its first's
             for n, why in ((hedged, f"hedge(s): the first choice's delivery is uncertain{price}" + (
