@@ -220,3 +220,17 @@ def test_an_unclaimed_gangs_hedge_copy_races_on_while_no_demand_waits_for_a_plac
     # A node claimed in us-central1 (the gang's region fixed): the copy lost.
     claimed = plan(gangs(1, 3, regions=("us-central1",), claimed=1))
     assert sorted(name for _, name in claimed.delete) == ["w0", "w1", "w2", "w3"]
+
+
+def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_gang_only_max_vms_holds():
+    """A gang whose pool has room but for ``max_vms``, which a probe waiting on a stocked-out pool holds: the
+    probe gives way, as for a job (it did not: the gang waited as long as the stockout lasted)."""
+    from tests.scaling.test_planner import _at_the_limit
+
+    snapshot = _at_the_limit(blocked=("us-central1",))  # 6 VMs: the probe, 3 busy in us-west1, 2 in europe-west4
+    gang = DemandGroup(("us-central1", "europe-west4"), 2, at(990), gang=2)
+    plan = ZenPlanner().plan(replace(snapshot, cluster=replace(LIMITS, max_vms=7), demand=(gang,), queued=()))
+    assert plan.add == {} and plan.delete == [("us-central1", "probe")]
+    held = ZenPlanner().plan(replace(snapshot, cluster=replace(LIMITS, max_vms=7, max_vms_per_region=3),
+                                     demand=(gang,), queued=()))
+    assert held.delete == []  # its pool has room for 1 more: a place freed under max_vms would not serve it

@@ -97,11 +97,11 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
     return left
 
 
-def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], int],
+def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[..., int],
         add: dict[str, int], held: MutableMapping[str, int], spare: tuple[dict[str, int], ...] = (),
         idle_needed: MutableMapping[str, int] | None = None, booting_left: MutableMapping[str, int] | None = None,
         together: dict[str, list[int]] | None = None, spares: SpareBoots | None = None,
-        queued: Queued | None = None) -> list[tuple[str, int]]:
+        queued: Queued | None = None, at_limit: list[int] | None = None) -> list[tuple[str, int]]:
     """Ask for each uncovered gang (``left`` VMs of ``group``) in one pool that can hold all of it: its
     spare VMs (``spare``: idle, running, pending that no job took, as ``match`` left them) plus the room
     left. The pool with the most spare VMs goes first (an idle VM there claims a part as soon as the start
@@ -112,7 +112,9 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
     (``Plan.together``: its VMs come whole or not at all; a spare is none). A flex-start pool's requests still
     queued (``queued``) count for no pool's choice (``match`` found none that holds the gang, or the gang is past
     its bound), but a gang that asks in that pool all the same takes one that holds all it lacks (its own, left
-    by ``match`` for being late: asked again, a request of the whole gang was added every pass)."""
+    by ``match`` for being late: asked again, a request of the whole gang was added every pass). A gang held
+    only by ``max_vms`` (``room(pool, capped=False)`` has room for it) adds the VMs it needs to ``at_limit``:
+    places probes of stocked-out pools give it (none did: it waited as long as their stockouts lasted)."""
     asked = []
     for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang, part=group.part).chunks():
         def supply(region: str) -> int:
@@ -123,6 +125,8 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
         if region is None:
             held[f"no allowed pool has room for the {need} VM(s) a gang of {group.gang} needs (max_vms_per_region, "
                  f"max_vms, the last GPU quota read)"] += 1  # one job (a HOLD counts jobs; it counted VMs)
+            if at_limit is not None and any(supply(r) + room(r, capped=False) >= need for r in ranked):
+                at_limit.append(need)
             continue
         whole, boots = need, need - min(need, spare[0].get(region, 0)) if spare else need
         for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting

@@ -53,9 +53,9 @@ class _Planning:
                                                             self.boot_s, ranking.flex)
         self._blocked_after_learn: set[str] | None = None  # blocked regions, fixed once ``learn`` is done
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
-        self.idle_needed: dict[str, int] = defaultdict(int)
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
-        self.at_limit, self.places_wanted = 0, 0  # jobs held for max_vms (a pool of theirs unblocked); places left
+        self.at_limit, self.places_wanted = 0, 0  # VMs jobs and gangs held for max_vms alone need; places left
+        self.idle_needed = defaultdict[str, int](int)
         self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing, now=self.now)
 
     def _age(self, vm: Vm) -> float:
@@ -156,9 +156,9 @@ class _Planning:
         add, hedge = self.plan.add, defaultdict[str, int](int)
         held, hedgeable = defaultdict[str, int](int), list[tuple[list[str], int]]()
 
-        def room(region: str) -> int:  # under the limits and the last GPU quota read
-            held = counts[region] + add.get(region, 0)
-            return min(limits.max_vms_per_region - held, limits.max_vms - total - sum(add.values()),
+        def room(region: str, capped: bool = True) -> int:  # under the limits (max_vms if capped), the last quota read
+            held, under = counts[region] + add.get(region, 0), limits.max_vms - total - sum(add.values())
+            return min(limits.max_vms_per_region - held, under if capped else quotas.UNLIMITED,
                        quotas.left(self.memory[region], held))
 
         for region in self.regions:  # before this pass's asks: what the rest of a gang assembling there may get
@@ -174,7 +174,8 @@ class _Planning:
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
                 with self._ending(self.spare[0], group):  # nor as a spare
                     asked = gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
-                                      self.booting_left, self.plan.together, self.spares, self.queued)
+                                      self.booting_left, self.plan.together, self.spares, self.queued, limited := list[int]())
+                self.at_limit += sum(limited)  # gangs max_vms alone holds: probes give way (yield_probes)
                 for region, need in asked:
                     compared.setdefault(region, (ranked, group))
                     if self.uncertain(region):
@@ -370,9 +371,7 @@ class _Planning:
             limit = keep_s if in_pool else self.timing.idle_grace_s
             if self._age(vm) < limit:
                 continue
-            spare[vm.region] -= 1
-            unneeded -= 1
-            alive -= 1
+            spare[vm.region], unneeded, alive = spare[vm.region] - 1, unneeded - 1, alive - 1
             self.plan.delete.append((vm.region, vm.name))
             why = f"kept {keep_s:.0f}s, the price of a cold start" if in_pool else f"beyond the {pool} worth keeping"
             self._decide(Action.DELETE, vm.region, f"idle for {self._age(vm):.0f}s and not needed ({why})", vm=vm.name)
