@@ -34,7 +34,7 @@ BAD_NOTIFY = [
     ([{"slack": SLACK, "webhook": HOOK}], "notify.0: give exactly one of slack, webhook"),
     ([{"on": ["FAILED"]}], "notify.0: give exactly one of slack, webhook"),
     ([{"slack": SLACK, "channel": "#ml"}], "notify.0.channel: Extra inputs are not permitted"),
-    ([{"slack": SLACK}] * 5, "notify: at most 4 targets per job (5 given)"),
+    ([{"slack": SLACK}] * 5, "notify: at most 4 targets (5 given)"),
     ([{"email": "not an address"}], "notify.0.email: 'not an address' is not an email address"),
     ([{"slack": SLACK, "on": []}], "notify.0.on: List should have at least 1 item"),
 ]
@@ -115,8 +115,23 @@ def test_a_queue_notify_is_checked_with_the_configuration(config):
     with pytest.raises((ConfigError, ValueError), match="queue research: notify.0.slack: the notifier reads only "
                                                         "secrets named zen-notify-"):
         with_queues(config, [{**QUEUES[0], "notify": [{"slack": "projects/my-project/secrets/team/versions/1"}]}])
-    queued = with_queues(config, [{**QUEUES[0], "notify": [{"slack": SLACK, "on": ["FAILED"]}]}])
+    queued = with_queues(config, [{**QUEUES[0], "notify": [{"slack": in_project(config, SLACK), "on": ["FAILED"]}]}])
     assert queued.queue("research").notify[0].on == ["FAILED"]
+
+
+def test_a_queue_notify_of_another_projects_secret_is_refused_at_load(config):
+    """As a job's at submission: the notifier reads this project's secrets only (the queue loaded, and every
+    notice to it was then refused at delivery, "permission denied")."""
+    other = "projects/someone-else/secrets/zen-notify-team/versions/latest"
+    with pytest.raises((ConfigError, ValueError), match="queue research: notify.0.slack: the notifier reads only "
+                                                        "secrets of this Zen's project"):
+        with_queues(config, [{**QUEUES[0], "notify": [{"slack": other}]}])
+
+
+def test_too_many_queue_targets_are_refused_naming_no_job(config):
+    slack = in_project(config, SLACK)
+    with pytest.raises((ConfigError, ValueError), match=r"at most 4 targets \(5 given\)"):
+        with_queues(config, [{**QUEUES[0], "notify": [{"slack": slack}] * 5}])
 
 
 def test_zen_submit_refuses_with_the_functions_rule(config):

@@ -271,7 +271,7 @@ class ZenConfig(_Strict):
                     if why := pattern_error(pattern, self.auth.groups):
                         raise ValueError(f"queue {queue.name}: {field}: {why}")
             for index, target in enumerate(queue.notify):
-                if why := refused_target(self.notifications, target, f"notify.{index}"):
+                if why := refused_target(self.notifications, target, f"notify.{index}", self.project):
                     raise ValueError(f"queue {queue.name}: {why}")
         return self
 

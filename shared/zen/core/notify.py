@@ -83,7 +83,7 @@ class NotifyTarget(BaseModel):
 
 def check_targets(value: list[NotifyTarget]) -> list[NotifyTarget]:
     if len(value) > MAX_TARGETS:
-        raise ValueError(f"at most {MAX_TARGETS} targets per job ({len(value)} given)")
+        raise ValueError(f"at most {MAX_TARGETS} targets ({len(value)} given)")
     return value
 
 
