@@ -182,7 +182,7 @@ def test_a_4xx_is_recorded_and_not_retried(notifying, publisher, sink, config):
 
 
 @pytest.mark.parametrize("name, detail", [
-    ("zen-notify-hidden", "its secret: permission denied (the VM's service account needs"),
+    ("zen-notify-hidden", "its secret: permission denied (the notifier's service account (zen-fn-notify) needs"),  # not the VM's
     ("zen-notify-plain", "its secret: its URL is plain http: give an https URL"),
 ])
 def test_a_secret_the_notifier_cannot_use_is_recorded_and_not_retried(notifying, publisher, sink, config, name, detail):

@@ -18,7 +18,7 @@ CALL_TIMEOUT_S = 10.0  # one AccessSecretVersion; the agent retries an unavailab
 
 
 class SecretDenied(Exception):
-    """The VM's service account may not read the version, or it is not there (no retry helps)."""
+    """The reading service account may not read the version, or it is not there (no retry helps)."""
 
 
 class SecretUnavailable(Exception):
@@ -48,7 +48,8 @@ def secret_client(endpoint: str | None = None) -> Any:
         credentials=AnonymousCredentials(), transport=transport, client_options={"api_endpoint": endpoint})
 
 
-def secret_reader(client_factory: Callable[[], Any] = secret_client) -> Callable[[str], bytes]:
+def secret_reader(client_factory: Callable[[], Any] = secret_client,
+                  account: str = "the VM's service account") -> Callable[[str], bytes]:
     """A function reading one secret version's payload; the client is built at the first read (a VM
     whose jobs name no secret never builds one)."""
     clients: list[Any] = []
@@ -59,21 +60,21 @@ def secret_reader(client_factory: Callable[[], Any] = secret_client) -> Callable
                 clients.append(client_factory())
             except Exception as exc:  # noqa: BLE001 - no credentials, no library: the VM's fault, not the job's
                 raise SecretUnavailable(f"no Secret Manager client: {exc}") from None
-        return access(clients[0], name)
+        return access(clients[0], name, account)
 
     return read
 
 
-def access(client: Any, name: str) -> bytes:
-    """The payload of secret version ``name``, checked against its CRC32C when the service sends one."""
+def access(client: Any, name: str, account: str = "the VM's service account") -> bytes:
+    """The payload of secret version ``name``, checked against its CRC32C when the service sends one; a refusal
+    names the ``account`` that needs the grant (the notifier's is not the VM's)."""
     from google.api_core import exceptions
     import google_crc32c
 
     try:
         response = client.access_secret_version(request={"name": name}, timeout=CALL_TIMEOUT_S, retry=None)
     except exceptions.PermissionDenied:
-        raise SecretDenied("permission denied (the VM's service account needs "
-                           "roles/secretmanager.secretAccessor on it)") from None
+        raise SecretDenied(f"permission denied ({account} needs roles/secretmanager.secretAccessor on it)") from None
     except exceptions.NotFound:
         raise SecretDenied("not found (no such secret or version)") from None
     except exceptions.FailedPrecondition as exc:  # a disabled or destroyed version

@@ -204,7 +204,7 @@ def notify_secret_reader(read: Callable[[str], bytes] | None = None) -> Callable
     """Reads a secret version as text through Secret Manager (``zen.adapters.secret_manager``), built at
     the first read: ``DeliveryRefused`` when the notifier may never read it, ``DeliveryFailed`` when the
     service did not answer."""
-    read = read or secret_reader()
+    read = read or secret_reader(account="the notifier's service account (zen-fn-notify)")
 
     def text(reference: str) -> str:
         try:
