@@ -17,7 +17,7 @@ from tests.notify_support import WebhookSink, notifying_config, secret
 from zen.adapters.webhooks import HttpPoster
 from zen.app import Zen
 from zen.core.events import PubSubEnvelope
-from zen.core.notify import DeliveryFailed, url_problem
+from zen.core.notify import DeliveryFailed, DeliveryRefused, url_problem
 from zen.jobs.notifications import Notifier
 from zen.store import notifications, repository
 from zen.store.notifications import PostgresNotifications
@@ -201,6 +201,22 @@ def test_an_operators_email_api_on_a_private_relay_is_not_refused_for_good(monke
         pass  # tried, as before: retried with the event
     except DeliveryRefused as refused:
         pytest.fail(f"the operator's configured email API was refused for good: {refused}")
+
+
+@pytest.mark.parametrize("api_url", ["api.sendgrid.com/v3/mail/send", "htps://api.sendgrid.com/v3/mail/send",
+                                     "https:///v3/mail/send", "https://api.sendgrid.com:mail/v3"])
+def test_an_email_api_url_no_request_can_use_is_refused_when_the_configuration_loads(config, api_url):
+    """It loaded, and every email notice then failed at delivery and was retried to the dead letter, saying "no
+    answer" (or, without a scheme, "the notifier failed while sending")."""
+    from zen.core.config import ZenConfig
+    from zen.core.errors import ConfigError
+
+    email = {"api_url": api_url, "api_key_secret": f"{secret(config, 'zen-notify-sendgrid')}/versions/latest",
+             "sender": "zen@example.com", "recipients": ["*@example.com"]}
+    with pytest.raises((ConfigError, ValueError), match=r"(?s)api_url.*give an http"):
+        ZenConfig.model_validate({**config.model_dump(), "notifications": {"email": email}})
+    with pytest.raises(DeliveryRefused, match="malformed"):  # a poster given one all the same refuses it once
+        HttpPoster(public_only=False).post("api.sendgrid.com/v3/mail/send", {}, {}, 1.0)
 
 
 def test_a_webhook_url_with_an_unusable_port_is_refused_not_retried_forever():

@@ -153,8 +153,11 @@ class HttpPoster:
         """Within ``timeout_s`` in all (``_Deadline``). Once the status came, it is the answer: a body cut
         short (the deadline, a reset) changes nothing."""
         data = json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method="POST", headers={
-            "Content-Type": "application/json", "User-Agent": USER_AGENT, **headers})
+        try:
+            request = urllib.request.Request(url, data=data, method="POST", headers={
+                "Content-Type": "application/json", "User-Agent": USER_AGENT, **headers})
+        except ValueError:  # no scheme: it was raised past the notifier ("the notifier failed while sending")
+            raise DeliveryRefused("its URL is malformed (no http(s) scheme)") from None
         with _Deadline(timeout_s) as deadline:
             try:
                 return self._post(request, timeout_s)

@@ -90,11 +90,24 @@ def check_targets(value: list[NotifyTarget]) -> list[NotifyTarget]:
 NotifyTargets = Annotated[list[NotifyTarget], AfterValidator(check_targets)]
 
 
+def _api_url(value: str) -> str:
+    """An http(s) URL with a host (one loaded without, every email notice failed at delivery, retried to the
+    dead letter, saying "no answer")."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises on a port that is no number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"give an http(s) URL with a host, e.g. https://api.sendgrid.com/v3/mail/send, not {value!r}")
+    return value
+
+
 class EmailConfig(Strict):
     """``notifications.email``: a SendGrid-style HTTP API (``POST api_url`` with ``Authorization: Bearer
     <key>`` and SendGrid's v3 JSON), its key in a secret version, the sender, and who may be mailed."""
 
-    api_url: str = "https://api.sendgrid.com/v3/mail/send"
+    api_url: Annotated[str, AfterValidator(_api_url)] = "https://api.sendgrid.com/v3/mail/send"
     api_key_secret: Annotated[str, AfterValidator(lambda v: check_reference("api_key_secret", v))]
     sender: Annotated[str, AfterValidator(_email)]
     recipients: list[str] = Field(min_length=1, description="Patterns of addresses jobs may mail, e.g. *@example.com")
