@@ -128,6 +128,35 @@ def test_a_preempted_attempt_is_told_with_its_rerun(notifying, publisher, sink, 
     assert "was preempted" in notice["body"]["reason"] and notice["body"]["text"].endswith("rerun as attempt 2")
 
 
+def test_each_preemption_notice_names_its_own_rerun(notifying, publisher, sink, config):
+    """Attempts 1 and 2 preempted, the notices delivered after both (a redelivery's backoff, a notifier down for a
+    minute): both said "rerun as attempt 3", the job's attempt when sent."""
+    zen, functions = notifying
+    functions.submit(job_request("pp-1", notify=[hook(config, on=["PREEMPTED"])]))
+    for attempt in (1, 2):
+        for status, seq in (("CLAIMED", 1), ("RUNNING", 2), ("PREEMPTED", 3)):
+            functions.heartbeat(heartbeat("pp-1", status, seq, attempt=attempt, vm=f"vm-{attempt}"))
+    deliver_all(functions, events(publisher))
+    told = sorted((r["body"]["attempt"], r["body"]["text"].rsplit("; ", 1)[-1]) for r in sink.on("hook"))
+    assert told == [(1, "rerun as attempt 2"), (2, "rerun as attempt 3")]
+
+
+@pytest.mark.parametrize("final_status, exit_code", [("SUCCEEDED", 0), ("FAILED", 3)])
+def test_a_lost_attempt_whose_late_report_ended_the_job_is_told_no_preemption(notifying, publisher, sink, config,
+                                                                            clock, final_status, exit_code):
+    """An attempt lost (no heartbeat), then its late final report ends the job (zen.jobs.late_final): no rerun
+    came, so no PREEMPTED; a late SUCCEEDED was told as a preemption before its SUCCEEDED."""
+    from tests.test_late_final_reports import final, run_then_go_silent
+
+    zen, functions = notifying
+    functions.submit(job_request("lf-1", notify=[hook(config)]))
+    run_then_go_silent(functions, clock, "lf-1")
+    clock.advance(30)
+    functions.heartbeat(final("lf-1", final_status, exit_code))
+    deliver_all(functions, events(publisher))
+    assert [r["body"]["event"] for r in sink.on("hook")] == [final_status]
+
+
 def test_a_cancelled_job_is_told_to_its_queue_targets_too(config, db, publisher, clock, db_url, secret_manager,
                                                           sink, monkeypatch):
     from zen_dev.local.invoke import FunctionsInvoker

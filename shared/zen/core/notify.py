@@ -213,7 +213,7 @@ def summary(notice: str, event: dict[str, Any], job: dict[str, Any]) -> str:
     exit_code = f", exit code {event['exit_code']}" if event.get("exit_code") is not None else ""
     rerun = ""
     if notice == "PREEMPTED" and job.get("attempt", 0) > (event.get("attempt") or 0):
-        rerun = f"; rerun as attempt {job['attempt']}"
+        rerun = f"; rerun as attempt {(event.get('attempt') or 0) + 1}"  # its own rerun (the job's may be later)
     return (f"Zen job {event['job_id']} {_VERB[notice]} (attempt {event.get('attempt')}{exit_code}"
             f"{', ' + where if where else ''}): {event.get('reason', '')}{rerun}")
 

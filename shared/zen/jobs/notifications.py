@@ -91,9 +91,9 @@ class Notifier:
         if job is None:
             log.warning("a job event names no job; no notice", extra={"job_id": event["job_id"], "notice": notice})
             return outcome
-        if event.get("to_status") == JobStatus.LOST.value and job.status is JobStatus.FAILED and (
+        if event.get("to_status") == JobStatus.LOST.value and job.status in (JobStatus.FAILED, JobStatus.SUCCEEDED) and (
                 job.attempt == event.get("attempt")):
-            return outcome  # its attempts were spent: the FAILED notice says so, not a rerun that never came
+            return outcome  # its attempts were spent, or its late report ended it: no rerun came, its end tells
         targets = [t for t in self._targets(job) if notice in t.on]
         if not targets:
             return outcome
