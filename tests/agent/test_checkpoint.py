@@ -372,11 +372,11 @@ def test_a_save_listing_the_folder_as_the_job_swaps_checkpoint_folders_is_droppe
     (folder / "ckpt-100" / "model.pt").write_text("step 100")
     (folder / "config.json").write_text("{}")
     assert first.save("every 600 s") is True
-    walk, swapped = os.walk, []
+    walk, swapped = checkpoint_files.walk, []
 
     def swap_as_listed(top, *args, **kwargs):
         for entry in walk(top, *args, **kwargs):
-            if entry[0] == str(folder / listed).rstrip("/") and not swapped:  # read: the job's next checkpoint lands
+            if entry[0] == listed and not swapped:  # read: the job's next checkpoint lands
                 swapped.append(True)
                 (folder / "ckpt-200.tmp").mkdir()
                 (folder / "ckpt-200.tmp" / "model.pt").write_text("step 200")
@@ -384,11 +384,11 @@ def test_a_save_listing_the_folder_as_the_job_swaps_checkpoint_folders_is_droppe
                 shutil.rmtree(folder / "ckpt-100")
             yield entry
 
-    monkeypatch.setattr(checkpoint_files.os, "walk", swap_as_listed)
+    monkeypatch.setattr(checkpoint_files, "walk", swap_as_listed)
     with pytest.raises(TransferError, match=r"checkpoint not saved \(every 600 s\): " + gone +
                                             r" while ZEN_CHECKPOINT_DIR was listed; the previous one is kept"):
         first.save("every 600 s")
-    monkeypatch.setattr(checkpoint_files.os, "walk", walk)
+    monkeypatch.setattr(checkpoint_files, "walk", walk)
     assert sorted(f["path"] for f in manifest(client)["files"]) == ["ckpt-100/model.pt", "config.json"]
     assert any(name.endswith("/ckpt-100/model.pt") for name in names(client))  # its files kept
     assert first.save("every 600 s") is True  # the next save lists it whole
@@ -449,3 +449,95 @@ def test_an_empty_folder_comes_back_with_the_checkpoint(tmp_path, client):
     blob.upload_from_string(json.dumps({**manifest(client), "folders": ["../escape"]}))
     with pytest.raises(TransferError, match="bad checkpoint path"):
         attempt(tmp_path, client, 3).restore(Progress(), threading.Event())
+
+
+def _host_folder(tmp_path):
+    host = tmp_path / "host-etc"  # stands for a folder of the VM that the agent (root) may read and the job may not
+    host.mkdir()
+    (host / "shadow").write_text("root:$6$secret")
+    return host
+
+
+def restored_files(tmp_path, client, n: int) -> dict[str, str]:
+    rerun = attempt(tmp_path, client, n)
+    rerun.restore(Progress(), threading.Event())
+    return {p.relative_to(rerun.directory).as_posix(): p.read_text() for p in rerun.directory.rglob("*") if p.is_file()}
+
+
+def test_a_folder_swapped_for_a_link_while_the_save_lists_it_is_not_followed(tmp_path, client, monkeypatch):
+    """The job renames logs/ and puts a link to a VM folder in its place between the listing of its parent and
+    its own: the walk (os.walk) followed it, the save landed with the VM's files, and the job's next attempt got
+    them in its ZEN_CHECKPOINT_DIR. Now that save is dropped, and the one before stays."""
+    host, first = _host_folder(tmp_path), attempt(tmp_path, client, 1)
+    (first.directory / "model.pt").write_text("epoch 1")
+    (first.directory / "logs").mkdir()
+    (first.directory / "logs" / "x").write_text("x")
+    assert first.save("every 600 s") is True
+    (first.directory / "model.pt").write_text("epoch 2")
+    opened = checkpoint_files._opened
+
+    def swapped_first(name, parent, shown):
+        if name == "logs" and not (first.directory / "logs").is_symlink():  # the job's rename lands right now
+            os.rename(first.directory / "logs", first.directory / "logs.old")
+            os.symlink(host, first.directory / "logs")
+        return opened(name, parent, shown)
+
+    monkeypatch.setattr(checkpoint_files, "_opened", swapped_first)
+    with pytest.raises(TransferError, match="logs was replaced by a link while ZEN_CHECKPOINT_DIR was listed"):
+        first.save("every 600 s")
+    monkeypatch.setattr(checkpoint_files, "_opened", opened)
+    assert sorted(f["path"] for f in manifest(client)["files"]) == ["logs/x", "model.pt"]  # the save before
+    assert first.save("every 600 s") is True  # listed again: the link is left out, as every link
+    assert restored_files(tmp_path, client, 2) == {"model.pt": "epoch 2", "logs.old/x": "x"}
+
+
+def test_a_folder_swapped_for_a_link_after_the_listing_is_not_uploaded_through_it(tmp_path, client, monkeypatch):
+    """Between the listing and the upload: each file's identity is checked as it is opened (its path's folders are
+    not opened without links), so the VM's file under the same name is not what was listed."""
+    host, first = _host_folder(tmp_path), attempt(tmp_path, client, 1)
+    (first.directory / "logs").mkdir()
+    (first.directory / "logs" / "shadow").write_text("the job's own file")
+    listing = first.files
+
+    def then_swapped():
+        listed = listing()
+        os.rename(first.directory / "logs", first.directory / "logs.old")
+        os.symlink(host, first.directory / "logs")
+        return listed
+
+    monkeypatch.setattr(first, "files", then_swapped)
+    with pytest.raises(TransferError, match="logs/shadow changed while it was saved"):
+        first.save("every 600 s")
+    assert "secret" not in "".join(restored_files(tmp_path, client, 2).values())
+
+
+def test_a_checkpoint_folder_replaced_by_a_link_saves_nothing_of_what_it_points_at(tmp_path, client):
+    host, first = _host_folder(tmp_path), attempt(tmp_path, client, 1)
+    (first.directory / "model.pt").write_text("epoch 1")
+    assert first.save("every 600 s") is True
+    shutil.rmtree(first.directory)
+    first.directory.symlink_to(host)
+    with pytest.raises(TransferError, match="was replaced by a link"):
+        first.save("the attempt ended")
+    assert restored_files(tmp_path, client, 2) == {"model.pt": "epoch 1"}
+
+
+def test_an_empty_folder_made_or_removed_alone_is_saved(tmp_path, client):
+    """Saves compared the files alone: a job's empty phase-2-done/ made after a save was never saved (nothing
+    changed, it said), nor a checkpoint of empty folders alone, which the docs say are kept by name."""
+    first = attempt(tmp_path, client, 1)
+    first.restore(Progress(), threading.Event())
+    (first.directory / "stage-a").mkdir()
+    assert first.save("every 600 s") is True  # empty folders alone
+    assert manifest(client)["folders"] == ["stage-a"] and manifest(client)["files"] == []
+    (first.directory / "state").write_text("1")
+    assert first.save("every 600 s") is True
+    (first.directory / "phase-2-done").mkdir()
+    assert first.save("every 600 s") is True
+    assert first.save("every 600 s") is False  # unchanged since
+    second = attempt(tmp_path, client, 2)
+    second.restore(Progress(), threading.Event())
+    assert (second.directory / "phase-2-done").is_dir() and (second.directory / "stage-a").is_dir()
+    (second.directory / "phase-2-done").rmdir()
+    assert second.save("every 600 s") is True
+    assert manifest(client)["folders"] == ["stage-a"]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent import checkpoint_files
-from zen.agent.checkpoint_files import Files
+from zen.agent.checkpoint_files import Files, Listing
 from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
@@ -67,7 +67,7 @@ class Checkpoint:
         self.latest_why: str | None = None  # why the newest save this attempt wrote was made (None: none yet)
         self._bucket_name, self._prefix = split_uri(spec.uri)
         self._lock = threading.Lock()  # one save at a time
-        self._last: Files | None = None  # the files as last saved or restored: unchanged, not saved again
+        self._last: Listing | None = None  # the files and empty folders as last saved or restored: unchanged, not saved again
         self._current: list[str] = []  # the objects of the save the manifest names
         self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
         self._seq = 0
@@ -207,10 +207,10 @@ class Checkpoint:
         return manifest
 
     # -- save ------------------------------------------------------------------------------------
-    def files(self) -> Files:
-        """Every regular file under the folder that an object may hold (``zen.agent.checkpoint_files``)."""
+    def files(self) -> Listing:
+        """Every regular file under the folder that an object may hold, and its empty folders (``checkpoint_files``)."""
         own = f"{self._prefix}attempt-{10 ** 6}/save-{10 ** 9}/"  # as wide as any save's: every one leaves out the same
-        return checkpoint_files.regular(self.directory, self._left_out, self.note,
+        return checkpoint_files.listing(self.directory, self._left_out, self.note,
                                         checkpoint_files.MAX_OBJECT_NAME - len(own.encode()))
 
     def save(self, why: str, cancel: threading.Event | None = None) -> bool:
@@ -222,11 +222,12 @@ class Checkpoint:
             if self._closed or not self.directory.is_dir():  # the attempt has ended: its report said what was saved
                 return False
             try:
-                files = self.files()
+                listed = self.files()
             except checkpoint_files.Vanished as gone:
                 raise Changed(f"checkpoint not saved ({why}): {gone}; the previous one is kept") from None
-            if files == self._last or (not files and self._last is None):
+            if listed == self._last or (not listed and self._last is None):
                 return False
+            files = listed.files
             total = sum(size for size, _, _ in files.values())
             if total > self.spec.max_bytes:
                 raise TransferError(f"checkpoint not saved ({why}): ZEN_CHECKPOINT_DIR holds {human_bytes(total)}, "
@@ -241,7 +242,7 @@ class Checkpoint:
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
                             "saved_at": time.time(),
                             "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)],
-                            "folders": checkpoint_files.empty_folders(self.directory)}
+                            "folders": list(listed.folders)}
                 written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
@@ -256,7 +257,7 @@ class Checkpoint:
                 raise
             finally:
                 self.saved.ended = time.monotonic()
-            before, self._current, self._last = self._current + overwritten, uploaded, files
+            before, self._current, self._last = self._current + overwritten, uploaded, listed
             self.saves += 1
             self.latest_why = why
             self.notes, self._failed = [n for n in self.notes if n not in self._failed], set()  # no longer the latest word

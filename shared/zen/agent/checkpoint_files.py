@@ -1,14 +1,17 @@
 """What a checkpoint's save takes from ``ZEN_CHECKPOINT_DIR`` (``zen.agent.checkpoint``): its regular files (links and
-special files are never followed nor saved), the empty folders, by name; and the paths a manifest may name. A file
+special files are never followed nor saved, each folder opened from its parent, never through a link), the empty
+folders, by name; and the paths a manifest may name. A file
 whose name Cloud Storage cannot hold (not UTF-8, a carriage return or line feed, too long) is left out and said once: one
 stray cache file sent every save to Cloud Storage, which refused it after the files before it, and no save landed."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from zen.core.text import unstorable_problem
 
@@ -21,23 +24,73 @@ class Vanished(Exception):
     listed is no state the job was ever in."""
 
 
-def _vanished(error: OSError) -> None:
-    if isinstance(error, (FileNotFoundError, NotADirectoryError)):  # gone (or now a file) since its parent's listing
-        raise Vanished(f"folder {error.filename} went while ZEN_CHECKPOINT_DIR was listed") from error
+@dataclass(frozen=True)
+class Listing:
+    """What a save takes: the regular files (``Files``) and the empty folders, by name (a job may expect the layout it
+    left). Equal listings: nothing changed since (a folder made or removed alone is a change: it was not saved)."""
+
+    files: Files
+    folders: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.folders)
 
 
-def regular(directory: Path, left_out: set[str], note: Callable[[str], None], room: int | None = None) -> Files:
-    """Every regular file under ``directory``; one whose name no object may have is left out (``note``d the first
-    time, kept in ``left_out``), as is one whose path is over ``room`` bytes (what an object's name has left after
-    the save's prefix: Cloud Storage refuses a name over 1,024 bytes, and one deep file failed every save). A folder
-    or file that goes while the directory is listed raises ``Vanished``: it was skipped without a word, so a save
-    taken as a job swapped ``ckpt-100/`` for ``ckpt-200/`` held neither model, landed, and deleted the save
-    before it."""
+def _opened(name: str, parent: int | None, shown: Path) -> int | None:
+    """The folder ``name`` (in the folder open as ``parent``) opened, never through a link; None when unreadable."""
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            return None
+        try:  # gone, a file or a link now, since its parent's listing (a link followed: a save took the VM's files)
+            link = stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+        except OSError:
+            link = False
+        raise Vanished(f"folder {shown} {'was replaced by a link' if link else 'went'} while ZEN_CHECKPOINT_DIR was "
+                       f"listed") from exc
+
+
+def walk(directory: Path) -> Iterator[tuple[str, list[str], list[str], int]]:
+    """Each folder under ``directory`` (its path relative to it, "" the top; its folders; its other names; an open
+    descriptor of it), each opened from its parent's descriptor and never through a link: ``os.walk`` checked a
+    folder was no link, then read it by path, so one a job swapped for a link to a folder of the VM in between was
+    followed, and the VM's files saved and restored into the job's next attempt."""
+    top = _opened(str(directory), None, directory)
+    todo = [("", top)] if top is not None else []
+    try:
+        while todo:
+            relative, fd = todo.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+                folders = sorted(name for name, is_folder in found if is_folder)
+                yield relative, folders, sorted(name for name, is_folder in found if not is_folder), fd
+                for name in folders:
+                    inner = f"{relative}/{name}" if relative else name
+                    if (opened := _opened(name, fd, directory / inner)) is not None:
+                        todo.append((inner, opened))
+            finally:
+                os.close(fd)
+    finally:
+        for _, fd in todo:
+            os.close(fd)
+
+
+def listing(directory: Path, left_out: set[str], note: Callable[[str], None], room: int | None = None) -> Listing:
+    """Every regular file under ``directory`` and its empty folders; a file whose name no object may have is left
+    out (``note``d the first time, kept in ``left_out``), as is one whose path is over ``room`` bytes (what an
+    object's name has left after the save's prefix: Cloud Storage refuses a name over 1,024 bytes, and one deep
+    file failed every save). A folder or file that goes while the directory is listed raises ``Vanished``: it was
+    skipped without a word, so a save taken as a job swapped ``ckpt-100/`` for ``ckpt-200/`` held neither model,
+    landed, and deleted the save before it."""
     found: Files = {}
-    for folder, _, names in os.walk(directory, onerror=_vanished):
+    empty: list[str] = []
+    for folder, folders, names, fd in walk(directory):
+        if folder and not folders and not names and not unsaveable(folder):
+            empty.append(folder)
         for name in names:
-            path = Path(folder, name)
-            relative = path.relative_to(directory).as_posix()
+            relative = f"{folder}/{name}" if folder else name
             if why := unsaveable(relative, room):
                 if relative not in left_out:
                     left_out.add(relative)
@@ -46,21 +99,14 @@ def regular(directory: Path, left_out: set[str], note: Callable[[str], None], ro
                     note(f"checkpoint file '{shown}' is left out of the checkpoint: its name {why}")
                 continue
             try:
-                listed = path.lstat()
+                listed = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except (FileNotFoundError, NotADirectoryError) as gone:  # since its folder was listed
                 raise Vanished(f"{relative} went while ZEN_CHECKPOINT_DIR was listed") from gone
             except OSError:
                 continue
             if stat.S_ISREG(listed.st_mode):
                 found[relative] = (listed.st_size, listed.st_mtime_ns, listed.st_ino)
-    return found
-
-
-def empty_folders(directory: Path) -> list[str]:
-    """The empty folders under ``directory`` (a job may expect the layout it left), saved by name in the manifest."""
-    found = (Path(folder).relative_to(directory).as_posix() for folder, dirs, names in os.walk(directory)
-             if not dirs and not names and Path(folder) != directory)
-    return sorted(name for name in found if not unsaveable(name))
+    return Listing(found, tuple(sorted(empty)))
 
 
 def unsaveable(relative: str, room: int | None = None) -> str | None:
