@@ -56,7 +56,9 @@ def test_the_documented_queue_notify_loads(tmp_path):
 
     from zen.core.config import DEFAULT_CONFIG_PATH, load_config
 
-    config = Path(DEFAULT_CONFIG_PATH).read_text()
+    # the example is a deployment in project my-project: the notifier reads only its own project's secrets
+    config = Path(DEFAULT_CONFIG_PATH).read_text().replace("project: zen-local ", "project: my-project ", 1)
+    assert "project: my-project" in config
     queue = yaml.safe_load(_queue_notify_example().replace("on:", "'on':"))["queues"][0]
     text = config + "\n" + _queue_notify_example().replace(
         "  - name: research\n", "  - name: research\n    quota: {4xa100-40gb: 16}\n")
