@@ -320,3 +320,62 @@ def test_a_cut_first_save_does_not_claim_a_previous_checkpoint_is_kept(bucket, s
     assert "saving the checkpoint exceeded its budget" in final.message, final.message
     assert "the previous checkpoint is kept" not in final.message, final.message
     assert "no checkpoint was saved: the next attempt starts afresh" in final.message, final.message
+
+
+def test_a_first_save_over_the_limit_does_not_claim_a_previous_checkpoint_is_kept(bucket, tmp_path):
+    """No checkpoint before: a save over max_bytes (or one whose upload failed) said "the previous one is kept",
+    and the rerun started afresh."""
+    job = "import os, pathlib; pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], 'model.pt').write_bytes(b'x' * 500)\n"
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = _confirm("ck")
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", job],
+                                      checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=100)))
+    make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
+    message = finals(transport)["ck"].message or ""
+    assert bucket.get_blob(PREFIX + "LATEST.json") is None
+    assert "above the limit of 100 B; no checkpoint was saved: the next attempt starts afresh" in message, message
+    assert "kept" not in message, message
+
+
+# Steps, writing its state whole every 0.2 s; at SIGTERM writes its final state in 25 parts for ~2.5 s, then exits.
+NOTICED = ("import os, pathlib, signal, time\n"
+           "d = pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'])\n"
+           "def write(name, text):\n"
+           "    (d / (name + '.tmp')).write_text(text); os.replace(d / (name + '.tmp'), d / name)\n"
+           "stopping = []\n"
+           "signal.signal(signal.SIGTERM, lambda *a: stopping.append(1))\n"
+           "open(os.environ['READY'], 'w').close()\n"
+           "step = 0\n"
+           "while not stopping:\n"
+           "    step += 1; write('step', str(step)); time.sleep(0.2)\n"
+           "for part in range(25):\n"
+           "    write(f'final-{part}', 'x' * 1000); time.sleep(0.1)\n")
+
+
+def test_no_periodic_save_begins_after_the_preemption_notice(bucket, tmp_path, monkeypatch):
+    """Periodic saves went on through the stop grace after ZEN_PREEMPTION_NOTICE appeared, each taking the job's
+    notice-time write half done (5 of its 25 files, then 17) and its time: none begins now; the last save takes it."""
+    began, save = [], Checkpoint.save
+
+    def recorded(self, why, cancel=None):
+        began.append((why, self.notice_path.exists()))
+        return save(self, why, cancel)
+
+    monkeypatch.setattr(Checkpoint, "save", recorded)
+    ready = tmp_path / "ready"
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = _confirm("ck")
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", NOTICED], env={"READY": str(ready)},
+                                      checkpoint=StartCheckpoint(uri=URI, every=1, max_bytes=10**6)))
+    agent = make_agent(transport, settings(tmp_path, stop_grace_s=4))
+
+    def preempt():
+        wait_for(ready.exists, timeout_s=30)
+        time.sleep(1.5)
+        agent.request_shutdown("preempted")
+
+    threading.Thread(target=preempt, daemon=True).start()
+    agent.run()
+    assert [why for why, noticed in began if noticed and why != "the attempt ended"] == []
+    assert ("the attempt ended", True) in began
+    assert len(json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())["files"]) == 26  # step, 25 parts

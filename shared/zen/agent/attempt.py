@@ -17,7 +17,7 @@ from typing import Callable, Mapping
 from zen.adapters.joblogs import Sink
 from zen.agent import fence, leftover
 from zen.agent.cache import InputCache
-from zen.agent.checkpoint import Checkpoint
+from zen.agent.checkpoint import AFRESH, Checkpoint
 from zen.agent.container import Sandbox
 from zen.agent.diskquota import DiskWatch
 from zen.agent.identity import Identity
@@ -247,9 +247,9 @@ class AttemptRunner:
         data.cancel.clear()  # a cut save leaves the outputs their own chance
         lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
         if cut is not None and closed:  # cut while its manifest was written: the save is the latest after all
-            kept = "the previous checkpoint is kept" if checkpoint.kept else "no checkpoint was saved: the next attempt starts afresh"
+            kept = "the previous checkpoint is kept" if checkpoint.kept else AFRESH
             lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest"
-                         if checkpoint.latest_why == END_SAVE else cut[1] if "kept" in cut[1] else f"{cut[1]}; {kept}")
+                         if checkpoint.latest_why == END_SAVE else cut[1] if cut[1].endswith(("kept", AFRESH)) else f"{cut[1]}; {kept}")
         return "\n".join(line for line in (note, *lines) if line) or None
 
     def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | None:

@@ -40,6 +40,7 @@ MANIFEST = "LATEST.json"
 RESTORE_TRIES = 3  # restores begun again after another attempt's save replaced the checkpoint being read
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
+AFRESH = "no checkpoint was saved: the next attempt starts afresh"  # a save not made, where none was before
 
 
 class Changed(TransferError):
@@ -62,22 +63,21 @@ class Checkpoint:
         self.attempt, self._client, self._say = attempt, client, say
         self.notes: list[str] = []
         self._failed: set[str] = set()  # notes of saves that failed: dropped once a later save lands
-        self.saved = Progress()  # the last save's (one object, restarted by each save)
-        self.saves = 0  # saves written (a manifest written)
+        self.saved, self.saves = Progress(), 0  # the last save's (one object, restarted by each save); saves written
         self.latest_why: str | None = None  # why the newest save this attempt wrote was made (None: none yet)
         self._bucket_name, self._prefix = split_uri(spec.uri)
         self._lock = threading.Lock()  # one save at a time
         self._last: Listing | None = None  # the files and empty folders as last saved or restored: unchanged, not saved again
         self._current: list[str] = []  # the objects of the save the manifest names
         self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
-        self._seq = 0
-        self._stop = threading.Event()  # ends the periodic saves, and cuts the one under way
+        self._seq, self._stop = 0, threading.Event()  # _stop: ends the periodic saves, and cuts the one under way
         self._writing = threading.Lock()  # a manifest being written; ``close`` waits for it
         self._closed = False  # the attempt has ended: no manifest is written any more
         self._thread: threading.Thread | None = None
         self._left_out: set[str] = set()  # files whose names no object may have, said once
 
     kept = property(lambda self: self._last is not None, doc="A checkpoint the next attempt restores: one this attempt restored or saved")
+    after = property(lambda self: "the previous one is kept" if self.kept else AFRESH, doc="What a save not made leaves")
 
     def env(self) -> dict[str, str]:
         return {"ZEN_CHECKPOINT_DIR": str(self.directory), "ZEN_PREEMPTION_NOTICE": str(self.notice_path)}
@@ -93,7 +93,9 @@ class Checkpoint:
             raise Unavailable(f"cannot prepare {self.directory}: {exc}") from None
 
     def notice(self) -> None:
-        """The VM is about to go away: ``ZEN_PREEMPTION_NOTICE`` appears (the job should checkpoint now)."""
+        """The VM is about to go away: ``ZEN_PREEMPTION_NOTICE`` appears (the job should checkpoint now), and no
+        periodic save begins (they went on through the stop grace, taking the job's notice-time write half done)."""
+        self._stop.set()
         try:
             self.notice_path.write_text(f"{time.time():.3f}\n")
         except OSError:
@@ -224,18 +226,17 @@ class Checkpoint:
             try:
                 listed = self.files()
             except checkpoint_files.Vanished as gone:
-                raise Changed(f"checkpoint not saved ({why}): {gone}; the previous one is kept") from None
+                raise Changed(f"checkpoint not saved ({why}): {gone}; {self.after}") from None
             if listed == self._last or (not listed and self._last is None):
                 return False
             files = listed.files
             total = sum(size for size, _, _ in files.values())
             if total > self.spec.max_bytes:
                 raise TransferError(f"checkpoint not saved ({why}): ZEN_CHECKPOINT_DIR holds {human_bytes(total)}, "
-                                    f"above the limit of {human_bytes(self.spec.max_bytes)}; the previous one is kept")
+                                    f"above the limit of {human_bytes(self.spec.max_bytes)}; {self.after}")
             self._seq += 1
             generation = f"attempt-{self.attempt}/save-{self._seq}/"
-            uploaded: list[str] = []
-            written = False  # its manifest's write begun: it may have landed, whatever the answer
+            uploaded, written = list[str](), False  # written: its manifest's write begun (it may have landed)
             self.saved.restart()
             try:
                 self._upload(files, generation, uploaded, cancel)
@@ -250,16 +251,15 @@ class Checkpoint:
                 if not (cancel.is_set() or self._closed) and not (written and self._named(generation)):
                     self._delete(uploaded)
                 if isinstance(exc, TransferError):
-                    raise type(exc)(f"checkpoint not saved ({why}): {exc}; the previous one is kept") from None
+                    raise type(exc)(f"checkpoint not saved ({why}): {exc}; {self.after}") from None
                 if isinstance(exc, Exception):
-                    raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; the previous one is kept") \
+                    raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.after}") \
                         from None
                 raise
             finally:
                 self.saved.ended = time.monotonic()
             before, self._current, self._last = self._current + overwritten, uploaded, listed
-            self.saves += 1
-            self.latest_why = why
+            self.saves, self.latest_why = self.saves + 1, why
             self.notes, self._failed = [n for n in self.notes if n not in self._failed], set()  # no longer the latest word
         self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
         self._delete(before)  # the save before: outside the lock, so the next save need not wait for it
@@ -390,7 +390,7 @@ class Checkpoint:
             if not isinstance(exc, Cancelled) and not cancel.is_set():
                 self.note(str(exc), failed=True)
         except Exception as exc:  # noqa: BLE001 - a periodic save never ends the attempt
-            self.note(f"checkpoint not saved ({why}): {exc!r}; the previous one is kept", failed=True)
+            self.note(f"checkpoint not saved ({why}): {exc!r}; {self.after}", failed=True)
 
     def note(self, text: str, failed: bool = False) -> None:
         """Said in the job's output, and kept for the final report (a save's failure, ``failed``, until a save lands)."""
