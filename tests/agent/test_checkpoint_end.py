@@ -22,7 +22,7 @@ from zen.agent.checkpoint import Checkpoint
 from zen.agent.transport import ControlDelivery
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
 from zen.core import lifecycle
-from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, InputSpec, Job, JobStatus, StopRequest
 
 URI = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "ck")
 PREFIX = "checkpoints/4xa100-40gb/ck/"
@@ -379,3 +379,30 @@ def test_no_periodic_save_begins_after_the_preemption_notice(bucket, tmp_path, m
     assert [why for why, noticed in began if noticed and why != "the attempt ended"] == []
     assert ("the attempt ended", True) in began
     assert len(json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())["files"]) == 26  # step, 25 parts
+
+
+def test_the_staged_figure_counts_the_inputs_alone_not_the_restored_checkpoint(bucket, storage, tmp_path):
+    """A rerun with inputs and a checkpoint: its report said "staged 3 files, 1.0 kB" (the 2 checkpoint files
+    counted as inputs read), and its staged_bytes was the inputs' and the checkpoint's together."""
+    gcs.Client().create_bucket("data-bkt").blob("corpus/words.txt").upload_from_string(b"alpha beta\n")
+    first = Checkpoint(StartCheckpoint(uri=URI, every=600, max_bytes=10**6), tmp_path / "first", 1, gcs.Client)
+    first.prepare()
+    (first.directory / "step").write_text("41")
+    (first.directory / "weights.bin").write_bytes(b"\0" * 1000)
+    assert first.save("every 600 s") is True
+
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = lambda message: [ControlMessage(vm=VM, job_id="ck", attempt=2, action=ControlAction.CONFIRM,
+                                                       reason="won")] if isinstance(message, Heartbeat) and \
+        message.status is AgentStatus.CLAIMED else []
+    read = "import os, pathlib; print(sorted(os.listdir(os.environ['ZEN_CHECKPOINT_DIR'])))\n"
+    transport.add_start(start_message("ck", attempt=2, command=[sys.executable, "-c", read],
+                                      inputs=[InputSpec(uri="gs://data-bkt/corpus/words.txt")],
+                                      checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=10**6)))
+    make_agent(transport, settings(tmp_path / "vm", stop_grace_s=0.5)).run()
+
+    final = finals(transport)["ck"]
+    assert final.status is AgentStatus.SUCCEEDED, final.message
+    assert "zen: staged 1 file, 11 B in" in final.message, final.message
+    assert final.staged_bytes == 11
+    assert "zen: checkpoint restored: 2 files, 1.0 kB saved by attempt 1" in final.message, final.message

@@ -91,7 +91,8 @@ class AttemptRunner:
         runtime: float | None = limit
         over = f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
-            began = time.monotonic()
+            began, restored = time.monotonic(), Progress()  # restored: the checkpoint's own count (never ``staged``)
+
 
             def stage() -> None:
                 data.prepare()
@@ -100,10 +101,11 @@ class AttemptRunner:
                 data.stage()
                 if checkpoint is not None:  # restored before the job runs (zen.agent.checkpoint)
                     checkpoint.prepare()
-                    checkpoint.restore(data.staged, data.cancel)
+                    checkpoint.restore(restored, data.cancel)
 
             staged = "inputs" if data.inputs or checkpoint is None else "checkpoint"  # a checkpoint alone: restored
-            cut = self._transfer(attempt, data, f"staging {staged}", data.staged, stage, limit_s=limit,
+            moved = data.staged if staged == "inputs" else restored  # the inputs' count is not the checkpoint's
+            cut = self._transfer(attempt, data, f"staging {staged}", moved, stage, limit_s=limit,
                                  unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
                                  over=f"zen: staging exceeded max_runtime_s={limit}", verdict=lambda: self._disk.verdict(key) if self._disk else None)
             if cut is None or (fault := data.disk_fault or (checkpoint.disk_fault if checkpoint else None)) is not None:
@@ -116,7 +118,7 @@ class AttemptRunner:
                 over += f" (staging its {staged} took {staged_s:.1f} s of it)"
                 if runtime <= 0:  # done just past it, between two looks
                     self._end(attempt, output, None, AgentStatus.FAILED, f"zen: staging exceeded max_runtime_s={limit} "
-                              f"({data.staged.describe()} done)", data=data)
+                              f"({moved.describe()} done)", data=data)
                     return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
@@ -286,13 +288,11 @@ class AttemptRunner:
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self._shutdown.stopping, clock=self._clock, vm=self._identity.vm,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self._settings.stop_grace_s, stops=stops,
-                       unavailable=unavailable, limit_s=limit_s, over=over,
-                       fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
+                       unavailable=unavailable, limit_s=limit_s, over=over, fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
                        shutdown_left=lambda: self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
                        report_left=lambda: attempt.report_by - self._clock(), verdict=verdict)
         if cut is not None:
-            self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                                         "status": cut[0].value, "reason": cut[1]})
+            self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt, "status": cut[0].value, "reason": cut[1]})
         return cut
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport, over: str,

@@ -61,8 +61,7 @@ class Checkpoint:
         self.disk_fault: str | None = None  # why a restore failed by this VM's disk: retires it, as stagings do
         self.directory, self.notice_path = root / "checkpoint", root / "notice" / NOTICE
         self.attempt, self._client, self._say = attempt, client, say
-        self.notes: list[str] = []
-        self._failed: set[str] = set()  # notes of saves that failed: dropped once a later save lands
+        self.notes, self._failed = list[str](), set[str]()  # _failed: notes of saves that failed, dropped once one lands
         self.saved, self.saves = Progress(), 0  # the last save's (one object, restarted by each save); saves written
         self.latest_why: str | None = None  # why the newest save this attempt wrote was made (None: none yet)
         self._bucket_name, self._prefix = split_uri(spec.uri)
@@ -103,8 +102,9 @@ class Checkpoint:
 
     # -- restore ---------------------------------------------------------------------------------
     def restore(self, progress: Progress, cancel: threading.Event) -> None:
-        """Download the latest complete checkpoint into the folder, and make the manifest this attempt's; none
-        yet: the folder stays empty. A save of another attempt landing meanwhile: its checkpoint is restored."""
+        """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none yet: the
+        folder stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs')."""
+        progress.restart()
         try:
             gone: tuple[int | None, str] | None = None  # (the manifest's generation, a file of it not found)
             for _ in range(RESTORE_TRIES):
