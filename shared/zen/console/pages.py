@@ -14,7 +14,7 @@ from typing import Any
 
 from zen.console.viewers import Viewer
 from zen.core.config import ZenConfig
-from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
+from zen.core.models import LOWEST_PRIORITY, Job
 
 PAGE_SIZE = 50
 WAITING_SHOWN = 20  # per queue, the waiting jobs whose reason the queues page gives
@@ -99,13 +99,14 @@ def attempt_costs(session, config: ZenConfig, job_id: str) -> tuple[list[dict[st
     return rows, None if total is None else round(total, 2)
 
 
-def queues(session, config: ZenConfig, viewer: Viewer) -> list[dict[str, Any]]:
-    """``zen queues``' rows, each with whether the viewer may submit to it and, for those whose jobs the
-    viewer sees, the jobs waiting in it (PENDING, then QUEUED) with their ``zen explain`` line."""
+def queues(session, config: ZenConfig, viewer: Viewer, shown: int | None = None) -> list[dict[str, Any]]:
+    """``zen queues``' rows, each with whether the viewer may submit to it, and the first ``shown``
+    (WAITING_SHOWN) jobs waiting in it that the viewer sees (every one of a queue it belongs to, else its own),
+    in the order they are served (``waiting_line``), each with its ``zen explain`` line, and how many more
+    wait (``more``)."""
     from zen.cli.queues import explain_line
     from zen.jobs.authorization import may_submit
     from zen.jobs.queueing import Queueing
-    from zen.store import repository
     from zen.store.jobstore import PostgresJobTx
 
     rows = Queueing(config).summary(PostgresJobTx(session)) if config.queues else []
@@ -113,15 +114,37 @@ def queues(session, config: ZenConfig, viewer: Viewer) -> list[dict[str, Any]]:
         refused = may_submit(config, viewer.principal, row["queue"], LOWEST_PRIORITY)  # membership (max_priority -1)
         row["you_may_submit"] = refused is None
         row["why_not"] = refused
-    waiting: dict[str, list[dict[str, Any]]] = {}
+    out = []
     for queue in config.queues:
-        jobs = [j for status in (JobStatus.PENDING, JobStatus.QUEUED)
-                for j in repository.recent_jobs(session, status=status.value, queue=queue.name, limit=WAITING_SHOWN,
-                                                viewer=viewer.scope)]
-        waiting[queue.name] = [{"job_id": j.job_id, "user": j.user_id, "cluster": j.cluster, "status": j.status.value,
-                                "why": explain_line(session, config, j)} for j in jobs[:WAITING_SHOWN]]
-    return [{"rows": [r for r in rows if r["queue"] == q.name], "name": q.name, "waiting": waiting[q.name],
-             "sees_jobs": viewer.sees_all or q.name in viewer.queues} for q in config.queues]
+        sees_jobs = viewer.sees_all or queue.name in viewer.queues
+        owner = None if sees_jobs else viewer.principal
+        jobs, total = waiting_line(session, queue.name, owner, shown or WAITING_SHOWN)
+        out.append({"rows": [r for r in rows if r["queue"] == queue.name], "name": queue.name, "sees_jobs": sees_jobs,
+                    "waiting": [{"job_id": j.job_id, "user": j.user_id, "cluster": j.cluster, "status": j.status.value,
+                                 "priority": j.priority, "why": explain_line(session, config, j)} for j in jobs],
+                    "more": total - len(jobs)})
+    return out
+
+
+# A queue's waiting jobs in the order they are served: those admitted (QUEUED: quota held, a VM to start them
+# is sought), then those an admission pass reads (PENDING, no hold) in its order (the pending_of_queue query:
+# priority, then submitted first, then job id), then those held (an array's max_parallel, a retry's backoff,
+# an --after), which no pass reads until their hold lifts. total: every waiting job the viewer sees there.
+WAITING_LINE = """
+SELECT *, COUNT(*) OVER () AS waiting_total FROM jobs
+WHERE queue = :queue AND status IN ('PENDING', 'QUEUED')
+  AND (CAST(:owner AS text) IS NULL OR lower(user_id) = lower(:owner))
+ORDER BY CASE WHEN status = 'QUEUED' THEN 0 WHEN hold IS NULL THEN 1 ELSE 2 END, priority DESC, submitted_at, job_id
+LIMIT :limit"""
+
+
+def waiting_line(session, queue: str, owner: str | None, limit: int) -> tuple[list[Job], int]:
+    """The first ``limit`` jobs waiting in ``queue`` (``owner``'s alone when given), in the order they are
+    served, and how many wait in all."""
+    from zen.store.repository import job_from_row
+
+    rows = session.sql(WAITING_LINE, queue=queue, owner=owner, limit=limit)
+    return [job_from_row(r) for r in rows], (rows[0]["waiting_total"] if rows else 0)
 
 
 def clusters(session, config: ZenConfig, now: datetime, decisions: int = 10) -> list[dict[str, Any]]:
@@ -142,10 +165,17 @@ def clusters(session, config: ZenConfig, now: datetime, decisions: int = 10) -> 
             "regions": list(cluster.regions), "max_vms": cluster.max_vms,
             "vms": [r for r in vm_rows if r["cluster"] == cluster.name],
             "blocked": [r for r in blocked if r["cluster"] == cluster.name],
-            "decisions": fleet.recent_decisions(session, cluster.name, decisions),
+            "decisions": [{**d, "at": utc_stamp(d["at"])}
+                          for d in fleet.recent_decisions(session, cluster.name, decisions)],
             "prices": [p for p in price_rows(table, cluster) if p["used"]],
         })
     return out
+
+
+def utc_stamp(moment: datetime) -> str:
+    """A moment as the console's pages show it: date and time in UTC, saying so (a decision of last week is
+    not taken for today's)."""
+    return f"{moment.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
 
 
 USAGE_WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
