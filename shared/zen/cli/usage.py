@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from zen.cli.kit import CliError, Context, print_table
 
@@ -30,17 +30,47 @@ def register(sub, ctx: Context) -> None:
     usage.set_defaults(func=lambda args: cmd_usage(args, ctx.database))
 
 
+class Unpriced(str):
+    """One thing ``zen usage`` found no price for, as the report names it, with what the note says of it:
+    ``override``, the ``pricing.overrides`` entry that would price it; else ``why`` no price set now would (its
+    price was not kept when it ended, its machine type or model is not known, or no configured cluster has its
+    machine type in its region, which ``pricing.overrides`` refuses to name)."""
+
+    override: str | None
+    why: str
+
+    def __new__(cls, text: str, override: str | None = None, why: str = "") -> "Unpriced":
+        item = super().__new__(cls, text)
+        item.override, item.why = override, why
+        return item
+
+
 class Pricer:
     """What attempts and VMs cost, billed as GCE bills. An attempt (an ``attempt_usage`` row): per second of its
     share of the VM, at the model and price kept as it ended (``zen.core.prices.AttemptPrice``); a row from
     before they were kept: today's price, the model from its VM's name as its cluster is configured now. A
     VM (the fleet): a one-minute minimum, then per second, at today's price. GCE's minimum is a VM's, met by its
-    boot before its first job: not charged again for each job it runs. Remembers what it found unpriced;
-    never guesses a model (a row of a cluster no longer configured, without one kept, is unpriced)."""
+    boot before its first job: not charged again for each job it runs. Remembers what it found unpriced
+    (``Unpriced``: what would price it, or why nothing would); never guesses a model (a row of a cluster no
+    longer configured, without one kept, is unpriced)."""
 
     def __init__(self, table, clusters: dict[str, Any]):
         self.table, self.clusters = table, clusters
-        self.unpriced: set[str] = set()
+        self.unpriced: set[Unpriced] = set()
+        self.nameable = {(c.machine_type, region) for c in clusters.values() for region in c.regions}
+        self.kept_vms: dict[tuple[str, str], tuple[str, str | None]] = {}  # (cluster, VM) -> machine type, model
+        self.kept_types: dict[str, str] = {}  # cluster -> the machine type its latest attempt recorded
+
+    def learn(self, attempts: list[dict[str, Any]]) -> None:
+        """What ``attempts`` (``attempt_seconds`` rows, in the order they ended) recorded of their VMs: each
+        VM's machine type and, for an attempt on one VM, the model it ran as; and each cluster's latest machine
+        type. ``vm`` prices a VM of a cluster no longer configured by them."""
+        for row in attempts:
+            if row.get("machine_type"):
+                single = row.get("model") if float(row["vm_share"]) <= 1 else None  # a gang's model is rank 0's
+                earlier = self.kept_vms.get((row["cluster"], row["vm"]), ("", None))[1]
+                self.kept_vms[(row["cluster"], row["vm"])] = (row["machine_type"], single or earlier)
+                self.kept_types[row["cluster"]] = row["machine_type"]
 
     def model(self, row: dict[str, Any]) -> str | None:
         """The provisioning model an attempt ran as (None: not known)."""
@@ -57,11 +87,19 @@ class Pricer:
 
         price = row.get("usd_per_hour")
         gang = row.get("model") and float(row["vm_share"]) > 1  # its model is rank 0's: its nodes' may differ
-        if price is None and (gang or not row.get("machine_type")):  # no price when it ended, and none to guess
-            self.unpriced.add(f"{row.get('machine_type') or '(unknown)'} in {row.get('region') or '(no region)'} ("
-                              + (f"a multi-node attempt's nodes as {row['model']} or another model" if gang else
-                                 f"cluster {row['cluster']} was not configured when the attempt ended") + ")")
-            return None  # a cluster configured again since, or rank 0's model for every node, would be a guess
+        region = row.get("region") or "(no region)"
+        if price is None and gang:  # no price when it ended, and rank 0's model for every node would be a guess
+            self.unpriced.add(Unpriced(
+                f"{row.get('machine_type') or '(unknown)'} in {region} (a multi-node attempt's nodes as "
+                f"{row['model']} or another model)", why="no price was known for one of its nodes' models when "
+                "it ended, and which model each node ran as is not recorded, so no price set now applies to it"))
+            return None
+        if price is None and not row.get("machine_type"):  # a cluster configured again since: a guess too
+            self.unpriced.add(Unpriced(
+                f"an attempt of cluster {row['cluster']} in {region}", why="it ended while its cluster was not "
+                "configured, so neither its machine type nor its price was recorded; rename or remove a cluster "
+                "only while no job runs on it"))
+            return None
         if price is None:  # its own model's price today (a row from before prices were kept: the VM name's model)
             price = self._price(row["cluster"], row["machine_type"], row["region"], self.model(row))
         return None if price is None else billed_usd(seconds, float(price), minimum=False) * float(row["vm_share"])
@@ -71,11 +109,25 @@ class Pricer:
         """What a VM of ``cluster`` seen for ``seconds`` cost (None: unpriced). ``began``: its RUNNING began in
         the window, which bears GCE's one-minute minimum (even for a VM one scaling pass alone saw RUNNING, 0 s
         between its first and last sight); else the minute was paid before the window, which bears its seconds.
-        ``model``: the one its pool had when it was seen (None: read from its name, today's configuration)."""
+        ``model``: the one its pool had when it was seen (None: read from its name, today's configuration).
+        A VM of a cluster since removed from the configuration cost what GCE billed all the same: it is priced
+        at the machine type its own attempts recorded (``learn``), else its cluster's latest, and the model its
+        pool had when seen, else the one its own attempts recorded; with neither machine type nor model known
+        it is unpriced, and the fleet's dollars it is in are a lower bound (``add_fleet``)."""
         from zen.core.prices import BILLING_MINIMUM_S, billed_usd
 
-        price = self._price(cluster, None, region, self.model({"cluster": cluster, "vm": name, "region": region,
-                                                              "model": model}))
+        machine_type = None
+        if cluster not in self.clusters:
+            machine_type, kept_model = self.kept_vms.get((cluster, name), (self.kept_types.get(cluster), None))
+            model = model or kept_model
+            if machine_type is None:
+                self.unpriced.add(Unpriced(
+                    f"VMs of cluster {cluster} in {region or '(no region)'}", why="the cluster was removed from "
+                    "the configuration and no attempt of it that ended in the window recorded its machine type; "
+                    "a --since that takes in one of its attempts prices them"))
+                return None
+        price = self._price(cluster, machine_type, region, self.model({"cluster": cluster, "vm": name,
+                                                                      "region": region, "model": model}))
         return None if price is None else billed_usd(max(seconds, BILLING_MINIMUM_S) if began else seconds, price,
                                                      minimum=began)
 
@@ -84,10 +136,23 @@ class Pricer:
         machine_type = machine_type or (config.machine_type if config else None)
         found = self.table.lookup(machine_type, region, model) if machine_type and region and model else None
         if found is None:
-            self.unpriced.add(f"{machine_type or '(unknown)'} in {region or '(no region)'} "
-                              f"({model or f'model unknown: cluster {cluster} is not configured'})")
+            self.unpriced.add(self._missing(cluster, machine_type, region, model))
             return None
         return found.usd_per_hour
+
+    def _missing(self, cluster: str, machine_type: str | None, region: str | None, model: str | None) -> Unpriced:
+        """What lacks a price, and whether a ``pricing.overrides`` entry would price it."""
+        where = f"{machine_type or '(unknown)'} in {region or '(no region)'}"
+        if not region:
+            return Unpriced(f"{where} (region unknown)", why="its region was not recorded")
+        if not machine_type or not model:
+            return Unpriced(f"{where} ({model or f'model unknown: cluster {cluster} is not configured'})",
+                            why="it was recorded before Zen kept provisioning models, and its cluster is no "
+                                "longer configured to read the model from its VM's name")
+        if (machine_type, region) not in self.nameable:
+            return Unpriced(f"{where} ({model})", why=f"no configured cluster has {machine_type} in {region}, and "
+                            "pricing.overrides takes only configured clusters' machine types and regions")
+        return Unpriced(f"{where} ({model})", override=f"pricing.overrides.{machine_type}.{region}.{model}")
 
 
 def summarise(by: str, groups: list[dict[str, Any]], attempts: list[dict[str, Any]],
@@ -113,8 +178,11 @@ def summarise(by: str, groups: list[dict[str, Any]], attempts: list[dict[str, An
 def add_fleet(rows: list[dict[str, Any]], total: dict[str, Any], fleet: list[dict[str, Any]],
               pricer: Pricer) -> None:
     """Per region, the fleet's VM-hours (boot and idle included) and their cost next to the jobs'
-    (``fleet_by_region`` rows, one per VM; each VM billed by ``pricer`` at its cluster's machine type as
-    configured now). A region with VMs but no attempt gets a row of its own."""
+    (``fleet_by_region`` rows, one per VM; each VM billed by ``pricer``: its cluster's machine type as
+    configured now, or as its attempts recorded it once the cluster is removed). A region with VMs but no
+    attempt gets a row of its own. Where some VMs have no price, ``fleet_usd`` is None (not the whole cost)
+    and the row says what is known: ``fleet_usd_at_least``, the priced VMs' dollars, and
+    ``fleet_unpriced_vm_hours``, the VM-hours without a price (``pricer.unpriced`` says which and why)."""
     by_region = {row["region"]: row for row in rows}
     for seen in fleet:
         if seen["region"] not in by_region:
@@ -123,18 +191,23 @@ def add_fleet(rows: list[dict[str, Any]], total: dict[str, Any], fleet: list[dic
             rows.append(by_region[seen["region"]])
     for target in [*rows, total]:
         target.update(fleet_vm_hours=0.0, fleet_usd=0.0)
+    unpriced: dict[int, float] = {}  # id of a row (or the total) -> its VM-hours without a price
     for seen in fleet:
         seconds = float(seen["vm_seconds"])
-        cost = pricer.vm(seen["cluster"], seen["region"], seen["name"], seconds, bool(seen.get("began_in_window", True)),
-                         seen.get("model"))
+        cost = pricer.vm(seen["cluster"], seen["region"], seen["name"], seconds,
+                         bool(seen.get("began_in_window", True)), seen.get("model"))
+        hours = seconds / 3600
         for target in (by_region[seen["region"]], total):
-            target["fleet_vm_hours"] += seconds / 3600
-            known = target["fleet_usd"]
-            target["fleet_usd"] = None if cost is None or known is None else known + cost
+            target["fleet_vm_hours"] += hours
+            if cost is None:
+                unpriced[id(target)] = unpriced.get(id(target), 0.0) + hours
+            else:
+                target["fleet_usd"] += cost
     for target in [*rows, total]:
-        target["fleet_vm_hours"] = round(target["fleet_vm_hours"], 3)
-        if target["fleet_usd"] is not None:
-            target["fleet_usd"] = round(target["fleet_usd"], 2)
+        target.update(fleet_vm_hours=round(target["fleet_vm_hours"], 3), fleet_usd=round(target["fleet_usd"], 2))
+        if id(target) in unpriced:
+            target.update(fleet_usd=None, fleet_usd_at_least=target["fleet_usd"],
+                          fleet_unpriced_vm_hours=round(unpriced[id(target)], 3))
     rows.sort(key=lambda row: row["region"])
 
 
@@ -144,13 +217,14 @@ def collect(session, by: str, since: datetime, now: datetime, pricer: Pricer) ->
 
     rows = summarise(by, usage.run(session, "usage_by", by=by, since=since),
                      usage.run(session, "attempt_seconds", by=by, since=since), pricer)
-    totals = summarise("total", usage.run(session, "usage_by", by="total", since=since),
-                       usage.run(session, "attempt_seconds", by="total", since=since), pricer)
+    attempts = usage.run(session, "attempt_seconds", by="total", since=since)  # in the order they ended
+    totals = summarise("total", usage.run(session, "usage_by", by="total", since=since), attempts, pricer)
     total = totals[0] if totals else {"total": "total", "jobs": 0, "attempts": 0, "gpu_hours": 0.0,
                                       "vm_hours": 0.0, "usd": 0.0}
     total.pop("total")
     report: dict[str, Any] = {"since": since.isoformat(), "by": by, "groups": rows, "total": total}
     if by == "region":
+        pricer.learn(attempts)
         add_fleet(rows, total, usage.run(session, "fleet_by_region", since=since, now=now), pricer)
     report["unpriced"] = sorted(pricer.unpriced)
     return report
@@ -192,9 +266,26 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
 
 
 def shown_unpriced(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows as printed: a dollar column with no price says ``unpriced`` (a blank reads as nothing to pay)."""
-    return [{k: ("unpriced" if k.endswith("usd") and v is None else v) for k, v in row.items()} for row in rows]
+    """The rows as printed: a dollar column with no price says ``unpriced`` (a blank reads as nothing to pay);
+    the fleet's dollars of a row with some VMs unpriced say what is known: ``12.34 + 2.5 VM-h unpriced``."""
+    shown = []
+    for row in rows:
+        cells = {k: ("unpriced" if k.endswith("usd") and v is None else v) for k, v in row.items()}
+        if "fleet_usd_at_least" in row:
+            cells["fleet_usd"] = f"{row['fleet_usd_at_least']:.2f} + {row['fleet_unpriced_vm_hours']} VM-h unpriced"
+        shown.append(cells)
+    return shown
 
 
-def unpriced_note(unpriced: list[str]) -> str:
-    return f"no price for {', '.join(unpriced)}: set pricing.overrides (docs/reference/configuration.md)"
+def unpriced_note(unpriced: Iterable[str]) -> str:
+    """What the report says of what it found no price for (``Pricer.unpriced``): the ``pricing.overrides``
+    entries that would price some, and why no price set now would price the others."""
+    items = list(unpriced)
+    settable = [item for item in items if getattr(item, "override", None)]
+    lines = [f"no price for {item}: {getattr(item, 'why', '') or 'no source priced it'}"
+             for item in items if item not in settable]
+    if settable:
+        entries = ", ".join(sorted({getattr(item, "override") for item in settable}))
+        lines.insert(0, f"no price for {', '.join(settable)}: set {entries} (USD per VM-hour; "
+                        "docs/reference/configuration.md#prices)")
+    return "\n".join(lines)
