@@ -161,6 +161,7 @@ class RegionMemory:
     # the cluster's VMs: how many more (no spare boots; asks held to it), and the pool's VMs listed then. None: not.
     quota_room: int | None = None
     quota_listed: int = 0
+    quota_shared: tuple[tuple[str, int], ...] = ()  # the quotas behind it, which other pools count against too
     # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to
     # hold while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
     sized: int = 0

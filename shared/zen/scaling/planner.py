@@ -159,7 +159,7 @@ class _Planning:
         def room(region: str, capped: bool = True) -> int:  # under the limits (max_vms if capped), the last quota read
             held, under = counts[region] + add.get(region, 0), limits.max_vms - total - sum(add.values())
             return min(limits.max_vms_per_region - held, under if capped else quotas.UNLIMITED,
-                       quotas.left(self.memory[region], held))
+                       quotas.left(self.memory, region, lambda pool: counts[pool] + add.get(pool, 0)))
 
         for region in self.regions:  # before this pass's asks: what the rest of a gang assembling there may get
             on_the_way = counts[region] - len(self.by_region[region])  # asked for, not listed yet

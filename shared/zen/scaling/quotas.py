@@ -5,7 +5,10 @@ without asking Compute for a VM it would refuse, and the BLOCK decision says whi
 Where a quota has room for some of the cluster's VMs but fewer than a region's worth, the planner remembers
 how many (``RegionMemory.quota_room``) and asks for no more there (:func:`left`): asked for more, Compute
 refuses the rest with QUOTA_EXCEEDED, which strikes the pool, and a gang (all its VMs from one pool) that
-asked there booted the part that fitted for nothing."""
+asked there booted the part that fitted for nothing. A quota is shared: a region's spot and flex-start pools both
+count against its PREEMPTIBLE_<GPU>_GPUS, and every pool against GPUS_ALL_REGIONS, so the room of a quota one
+read found short is counted down by what every pool under it asks (:func:`left`): each pool given the whole of
+it asked Compute for more than it holds, and the refused part struck the pools as after a QUOTA_EXCEEDED."""
 
 from __future__ import annotations
 
@@ -48,47 +51,67 @@ def held_back(cluster: ClusterConfig, pools: Mapping[str, Pool], quotas: dict[st
                                    quotas.get(PROJECT, {}))) is not None}
 
 
-def room(cluster: ClusterConfig, pool: Pool, quotas: dict[str, dict[str, Quota]]) -> int | None:
-    """How many more of the cluster's VMs ``quotas`` leave room for in ``pool`` (its model's quota in its region,
-    and all regions'), as :func:`held_back` counts them; None where neither is known."""
-    free = [q.free for q in (quotas.get(pool.region, {}).get(gpu_metric(cluster.gpu_type, pool.model)),
-                             quotas.get(PROJECT, {}).get(ALL_REGIONS)) if q is not None]
-    return max(0, int(min(free) // cluster.gpu_count)) if free else None
+def shares(cluster: ClusterConfig, pool: Pool, quotas: dict[str, dict[str, Quota]]) -> tuple[tuple[str, int], ...]:
+    """The quotas ``pool`` counts against (its model's in its region, and all regions') that leave room for fewer
+    than a region's worth of the cluster's VMs: (the quota's name, as every pool under it names it; that room)."""
+    metric = gpu_metric(cluster.gpu_type, pool.model)
+    named = ((f"{metric} in {pool.region}", quotas.get(pool.region, {}).get(metric)),
+             (ALL_REGIONS, quotas.get(PROJECT, {}).get(ALL_REGIONS)))
+    return tuple((name, n) for name, q in named if q is not None
+                 and (n := max(0, int(q.free // cluster.gpu_count))) < cluster.max_vms_per_region)
+
+
+class Rooms(dict[str, int]):
+    """Pool -> the VMs a quota read leaves room for, where fewer than a region's worth (the least of its
+    ``shares``); ``shared``: pool -> those shares, which the pools' memory keeps (``RegionMemory.quota_shared``)."""
+
+    def __init__(self, shared: dict[str, tuple[tuple[str, int], ...]]):
+        super().__init__({pool: min(n for _, n in found) for pool, found in shared.items() if found})
+        self.shared = {pool: found for pool, found in shared.items() if found}
 
 
 def remember(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None,
              listed: Mapping[str, tuple[object, ...]]) -> dict[str, RegionMemory]:
     """The pools' memory after a quota read (``rooms``: pool -> VMs it has room for, where fewer than a region's
-    worth; None: none read), with the VMs each pool listed then (``listed``: the quota counts those already)."""
+    worth, and, of ``Rooms``, the quotas shared; None: none read), with the VMs each pool listed then (``listed``:
+    the quota counts those already)."""
     if rooms is None:
         return memory
+    shared = getattr(rooms, "shared", {})
     return {pool: m if m.quota_room is None and pool not in rooms else m.replaced(
-        quota_room=rooms.get(pool), quota_listed=len(listed.get(pool, ()))) for pool, m in memory.items()}
+        quota_room=rooms.get(pool), quota_listed=len(listed.get(pool, ())), quota_shared=shared.get(pool, ()))
+        for pool, m in memory.items()}
 
 
-def left(memory: RegionMemory, count: int) -> int:
-    """VMs the last quota read leaves room for in a pool that holds ``count`` now (listed or asked for): its
-    room then, less the VMs it holds more than it listed then (more, if it holds fewer); ``UNLIMITED`` where
-    that read found room for a region's worth."""
-    return UNLIMITED if memory.quota_room is None else memory.quota_room - (count - memory.quota_listed)
+def left(memory: Mapping[str, RegionMemory], pool: str, held: Callable[[str], int]) -> int:
+    """VMs the last quota read leaves room for in ``pool`` (``held``: what a pool holds now, listed or asked for):
+    its room then, less the VMs it holds more than it listed then (more, if it holds fewer), and, of each quota it
+    shares, that quota's room then less what every pool under it grew by; ``UNLIMITED`` where that read found room
+    for a region's worth."""
+    m = memory[pool]
+    if m.quota_room is None:
+        return UNLIMITED
+    grown = {key: held(key) - other.quota_listed for key, other in memory.items() if other.quota_room is not None}
+    under = [room - sum(grown[key] for key, other in memory.items() if key in grown and any(
+        named == name for named, _ in other.quota_shared)) for name, room in m.quota_shared]
+    return min([m.quota_room - grown[pool], *under])
 
 
 def no_room(memory: Mapping[str, RegionMemory], pools: Iterable[str], held: Callable[[str], int]) -> str:
     """A held job's reason's part for the ``pools`` whose last quota read leaves no room for the VMs they hold
     (``held``: listed or asked for): empty if none."""
-    full = [pool for pool in pools if left(memory[pool], held(pool)) <= 0]
+    full = [pool for pool in pools if left(memory, pool, held) <= 0]
     return f"; the last GPU quota read leaves no room for more in {', '.join(full)}" if full else ""
 
 
 def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[str, Pool]]], regions: list[str],
                  map_: Callable[[Callable[[str], dict[str, Quota]], Iterable[str]], Iterator[dict[str, Quota]]]
-                 ) -> list[tuple[dict[str, Shortfall], dict[str, int]]]:
+                 ) -> list[tuple[dict[str, Shortfall], Rooms]]:
     """For each (cluster, its pools), under the quotas of ``regions`` and the project, read once: ``held_back``
     (no room for one more VM), and the pools without room for a region's worth of the cluster's VMs
     (``max_vms_per_region``) with the VMs they have room for: asks there are held to it (:func:`left`), and a
     job gets no spare boot there (``Ranking.races_spare``: a spare refused for quota would strike its pool; with
     a region's worth of room, nothing the cluster asks there is refused)."""
     quotas = read_quotas(reader, regions, map_)
-    return [(held_back(cluster, pools, quotas),
-             {key: n for key, pool in pools.items() if (n := room(cluster, pool, quotas)) is not None
-              and n < cluster.max_vms_per_region}) for cluster, pools in clusters]
+    return [(held_back(cluster, pools, quotas), Rooms({key: shares(cluster, pool, quotas) for key, pool in pools.items()}))
+            for cluster, pools in clusters]
