@@ -55,3 +55,24 @@ def test_the_room_of_a_shared_quota_is_counted_down_by_every_pool_under_it():
     assert [left(memory, p, held.__getitem__) for p in "ab"] == [1, 0]
     held["a"], held["b"] = 0, 0  # a's VM gone since the read: room for one more under Q
     assert [left(memory, p, held.__getitem__) for p in "ab"] == [3, 1]
+
+
+def test_a_job_every_pool_of_which_a_full_quota_holds_back_is_told_the_quota_not_a_stockout(two_vms_in_all, config,
+                                                                                          db, publisher, clock):
+    """The two VMs asked fill GPUS_ALL_REGIONS; the next tick's read strikes every pool (no room for one more).
+    The jobs left said "every allowed region is stocked out ...; probes are waiting for capacity"."""
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    fn = FunctionsInvoker(_zen(config, db, publisher, clock, compute_clients_from_env()))
+    fn.tick()
+    for n in range(3):
+        fn.submit(job_request(f"job-{n}", cluster=CLUSTER))
+    fn.tick()
+    with db.transaction() as session:
+        decisions = session.run("recent_scaling_decisions", cluster=CLUSTER, limit=50)
+    assert sorted(d["region"] for d in decisions if d["action"] == "BLOCK") == [
+        "europe-west4", "us-central1", "us-west1"]  # the read: 8 of 8 GPUs in use
+    held = [d["reason"].split(" wait: ", 1)[1] for d in decisions if d["action"] == "HOLD"]
+    assert held and set(held) == {"the last GPU quota read leaves no room for more in us-central1, us-west1, "
+                                  "europe-west4"}, held  # before the read's strikes (at their limit), and after
+

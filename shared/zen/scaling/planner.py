@@ -258,8 +258,8 @@ class _Planning:
         blocked = [r for r in known if self._blocked(r)]
         if len(blocked) < len(known) and total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
-        room = quotas.no_room(self.memory, known, lambda r: counts[r] + self.plan.add.get(r, 0))
-        return probes.held_reason(self.memory, known, blocked, self.now, self.timing, self.ranking.flex, room)
+        short = quotas.no_room(self.memory, known, lambda r: counts[r] + self.plan.add.get(r, 0))
+        return probes.held_reason(self.memory, known, blocked, self.now, self.timing, self.ranking.flex, short)
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         probing = sum(len(probes.waiting(vms)) for vms in self.stuck.values())  # no VM: they keep no min_vms

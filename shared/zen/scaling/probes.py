@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping
 
 from zen.core.provisioning import PENDING_SEP, region_of
 from zen.scaling.model import Action, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
@@ -77,23 +77,29 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
 
 
 def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: list[str], now: datetime,
-                timing: Timing, flex: Callable[[str], bool], room: str = "") -> str:
+                timing: Timing, flex: Callable[[str], bool], short: Collection[str] = ()) -> str:
     """Why a job waits whose allowed pools (``known``) take no more VMs: those not ``blocked`` are at their limit
-    (``room``: what the last quota read says of them); of the blocked, the cluster's VMs never usable
-    (``silent_boot``'s block: one of these pools' own VMs, or a block longer than a stockout's), a flex-start request
-    still queued (a queue is no stockout), else a stockout. (The silent count was read cluster-wide whatever pools
-    the job allows, a queue was said to be stocked out, and a stocked-out pool beside full ones at its limit.)"""
+    (``short``: the pools the last quota read leaves no room in); of the blocked, the cluster's VMs never usable
+    (``silent_boot``'s block: one of these pools' own VMs, or a block longer than a stockout's), a GPU quota (one
+    of ``short``: struck by the tick's read, or Compute's QUOTA_EXCEEDED), a flex-start request still queued (a queue
+    is no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the job allows, a queue
+    was said to be stocked out, and a stocked-out pool beside full ones at its limit; pools a quota held back were
+    said to be stocked out, "probes are waiting for capacity".)"""
     full = [p for p in known if p not in blocked]
-    if not blocked:
-        return "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)" + room
-    lead = f"at their limit (max_vms_per_region): {', '.join(full)}{room}; " if full else ""
+    room = f"; the last GPU quota read leaves no room for more in {', '.join(short)}" if short else ""
+    if not blocked:  # each held back by its limits or a quota
+        return room[2:] if set(known) <= set(short) else (
+            "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)" + room)
+    lead = f"at their limit (max_vms_per_region): {', '.join(full)}{room}; " if full else room[2:] + "; " if room else ""
     beyond = now + timedelta(seconds=timing.max_block_s)
     in_a_row = sum(m.silent for m in memory.values())
     if in_a_row >= SILENT_IN_A_ROW and any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked):
         return lead + (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
                        "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
-    stocked, queued = [p for p in blocked if not flex(p)], [p for p in blocked if flex(p)]
-    if not queued and not full:
+    stocked, queued = [p for p in blocked if not flex(p) and p not in short], [p for p in blocked if flex(p) and p not in short]
+    if not stocked and not queued:  # a quota holds each back
+        return lead[:-2]
+    if not queued and not full and not short:
         return f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity"
     parts = ([f"stocked out: {', '.join(stocked)}"] if stocked else []) + (
         [f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"]

@@ -97,11 +97,10 @@ def left(memory: Mapping[str, RegionMemory], pool: str, held: Callable[[str], in
     return min([m.quota_room - grown[pool], *under])
 
 
-def no_room(memory: Mapping[str, RegionMemory], pools: Iterable[str], held: Callable[[str], int]) -> str:
-    """A held job's reason's part for the ``pools`` whose last quota read leaves no room for the VMs they hold
-    (``held``: listed or asked for): empty if none."""
-    full = [pool for pool in pools if left(memory, pool, held) <= 0]
-    return f"; the last GPU quota read leaves no room for more in {', '.join(full)}" if full else ""
+def no_room(memory: Mapping[str, RegionMemory], pools: Iterable[str], held: Callable[[str], int]) -> list[str]:
+    """The ``pools`` whose last quota read leaves no room for more than the VMs they hold (``held``: listed or
+    asked for): a held job's reason names them (``zen.scaling.probes.held_reason``)."""
+    return [pool for pool in pools if left(memory, pool, held) <= 0]
 
 
 def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[str, Pool]]], regions: list[str],
