@@ -76,3 +76,32 @@ def test_a_job_every_pool_of_which_a_full_quota_holds_back_is_told_the_quota_not
     assert held and set(held) == {"the last GPU quota read leaves no room for more in us-central1, us-west1, "
                                   "europe-west4"}, held  # before the read's strikes (at their limit), and after
 
+
+
+def test_a_block_the_quota_read_laid_is_lifted_by_a_read_that_finds_room_and_a_refusal_by_compute_is_not():
+    """A pool the tick's read struck (its quota full of the cluster's own VMs) stayed blocked for up to max_block_s
+    after those VMs went, while jobs waited and the quota had room."""
+    from dataclasses import replace as replaced
+
+    from tests.scaling.test_planner import LIMITS, at, jobs, snap
+    from zen.scaling.model import ErrorKind, MigError
+    from zen.scaling.planner import ZenPlanner
+
+    first = LIMITS.regions[0]
+    read = MigError(first, ErrorKind.QUOTA, at(0), detail=f"GPU quota GPUS_ALL_REGIONS (all regions) holds {first} back")
+    struck = ZenPlanner().plan(replaced(snap(0, queued=jobs(1, regions=(first,)), errors=[read]),
+                                        quota_room={first: 0}))
+    assert [d.action.value for d in struck.decisions if d.region == first] == ["BLOCK"]
+    assert not struck.add
+
+    waiting = snap(60, queued=jobs(1, regions=(first,)), memory=struck.memory)
+    assert not ZenPlanner().plan(waiting).add  # no read this pass: the block holds
+    lifted = ZenPlanner().plan(replaced(waiting, quota_room={}))  # the tick's read: room for a region's worth
+    assert lifted.add == {first: 1}, lifted.add
+    assert [d.action.value for d in lifted.decisions if d.region == first][0] == "UNBLOCK"
+
+    refused = MigError(first, ErrorKind.QUOTA, at(0))  # Compute's QUOTA_EXCEEDED: a quota Zen may not read
+    by_compute = ZenPlanner().plan(snap(0, queued=jobs(1, regions=(first,)), errors=[refused]))
+    again = ZenPlanner().plan(replaced(snap(60, queued=jobs(1, regions=(first,)), memory=by_compute.memory),
+                                       quota_room={}))
+    assert not again.add and "UNBLOCK" not in [d.action.value for d in again.decisions]

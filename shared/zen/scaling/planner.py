@@ -72,14 +72,15 @@ class _Planning:
     def _decide(self, action: Action, region: str | None, reason: str, count: int = 0, vm: str | None = None) -> None:
         self.plan.decisions.append(Decision(action, region, reason, count, vm))
 
-    def _strike(self, region: str, why: str) -> None:
+    def _strike(self, region: str, why: str, read: bool = False) -> None:
         if self._blocked(region):
             return  # already blocked for this episode; the probe will tell us when it ends
-        self.memory[region], decision = probes.strike(self.memory[region], region, why, self.now, self.timing)
+        self.memory[region], decision = probes.strike(self.memory[region], region, why, self.now, self.timing, read)
         self.plan.decisions.append(decision)
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
+        self.plan.decisions += quotas.lift(self.memory, self.s.quota_room is not None, self.now)
         new_errors = probes.unseen_errors(self.s.errors, self.memory)
         recovered: dict[str, RegionMemory] = {}  # pools blocked before that delivered now: their memory then
         for region in self.regions:
@@ -104,9 +105,9 @@ class _Planning:
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
             capacity_errors = [e for e in errors if probes.strikes(e)]
             stuck = self.stuck[region]
-            if capacity_errors:
-                self._strike(region, capacity_errors[-1].detail or
-                             f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
+            if capacity_errors:  # one with a detail: the tick's quota read (ClusterManager.quota_short)
+                self._strike(region, capacity_errors[-1].detail or f"{sum(e.count for e in capacity_errors)} "
+                             f"{capacity_errors[-1].kind.value.lower()} error(s)", capacity_errors[-1].detail is not None)
             elif silent := [vm for vm in stuck if vm.started]:  # it got capacity: its guest or agent never came up
                 self.plan.decisions += probes.silent_boot(self.memory, region, silent[0], self._got_s(silent[0]),
                                                           self.now, self.timing)

@@ -33,12 +33,15 @@ def strikes(error: MigError) -> bool:
     return error.kind in CAPACITY_ERRORS or (error.instance is not None and PENDING_SEP in error.instance)
 
 
-def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing) -> tuple[RegionMemory, Decision]:
-    """A pool struck (a stockout, a boot stuck, a resize that failed): blocked for ``block_s``, doubled a strike
-    up to ``max_block_s``; its memory after, and the decision that says so."""
+def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing,
+           read: bool = False) -> tuple[RegionMemory, Decision]:
+    """A pool struck (a stockout, a boot stuck, a resize that failed, ``read``: the tick's quota read found no room
+    for one more VM): blocked for ``block_s``, doubled a strike up to ``max_block_s``; its memory after, and the
+    decision that says so."""
     strikes = memory.strikes + 1
     block = min(timing.block_s * 2 ** (strikes - 1), timing.max_block_s)
-    return (memory.replaced(strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block)),
+    return (memory.replaced(strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block),
+                            read_block=read),
             Decision(Action.BLOCK, pool, f"{why}; blocked for {block:g}s (strike {strikes})"))
 
 

@@ -13,11 +13,12 @@ it asked Compute for more than it holds, and the refused part struck the pools a
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Callable, Iterable, Iterator, Mapping
 
 from zen.core.config import ClusterConfig
 from zen.core.quotas import ALL_REGIONS, Quota, Shortfall, gpu_metric, shortfall
-from zen.scaling.model import Pool, RegionMemory
+from zen.scaling.model import Action, Decision, Pool, RegionMemory
 from zen.scaling.port import QuotaPort
 
 log = logging.getLogger("zen.scaling")
@@ -95,6 +96,19 @@ def left(memory: Mapping[str, RegionMemory], pool: str, held: Callable[[str], in
     under = [room - sum(grown[key] for key, other in memory.items() if key in grown and any(
         named == name for named, _ in other.quota_shared)) for name, room in m.quota_shared]
     return min([m.quota_room - grown[pool], *under])
+
+
+def lift(memory: dict[str, RegionMemory], fresh: bool, now: datetime) -> list[Decision]:
+    """The blocks the tick's quota read laid (``RegionMemory.read_block``) on pools a ``fresh`` read of this pass
+    finds room in again: lifted (a VM of the cluster gone frees its GPUs; the pool stayed blocked up to
+    ``max_block_s`` while jobs waited). A block after Compute's own QUOTA_EXCEEDED stays: Compute counts quotas
+    Zen does not read."""
+    lifted = []
+    for pool, m in memory.items():
+        if fresh and m.read_block and m.blocked_until is not None and m.blocked_until > now and m.quota_room != 0:
+            memory[pool] = m.replaced(blocked_until=None, read_block=False)
+            lifted.append(Decision(Action.UNBLOCK, pool, "the tick's GPU quota read finds room for more again"))
+    return lifted
 
 
 def no_room(memory: Mapping[str, RegionMemory], pools: Iterable[str], held: Callable[[str], int]) -> list[str]:
