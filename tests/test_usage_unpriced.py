@@ -14,14 +14,13 @@ from datetime import timedelta
 import pytest
 
 from tests.messages import agent_run, heartbeat, job_request
+from tests.test_usage_unpriced_kept import SPOT_VM, STANDARD_VM, run_gang_for_an_hour
 from zen.cli import main as cli
 from zen.core.config import ZenConfig
 
 CLUSTER = "4xa100-40gb"  # a2-highgpu-4g in us-central1 and more; 1xl4 stays configured
 PRICE = 14.69354  # the snapshot's a2-highgpu-4g in us-central1, standard, per VM-hour
 L4_EUROPE = 0.897202  # the snapshot's g2-standard-8 in europe-west4, standard
-STANDARD_VM = "zen-4xa100-40gb-us-central1-ab12"  # the primary (standard) pool's MIG
-SPOT_VM = "zen-4xa100-40gb-us-central1-spot-cd34"  # the spot pool's MIG: <primary MIG>-spot
 
 
 def _without_cluster(config) -> ZenConfig:
@@ -150,13 +149,7 @@ def test_the_note_advises_an_override_only_where_one_would_price_the_attempt(
     functions.heartbeat(heartbeat("solo", "RUNNING", 2, vm=SPOT_VM))
     clock.advance(3600)
     functions.heartbeat(heartbeat("solo", "SUCCEEDED", 3, vm=SPOT_VM, exit_code=0))
-    for vm, ip in ((STANDARD_VM, "10.0.0.1"), (SPOT_VM, "10.0.0.2")):
-        functions.heartbeat(heartbeat("gang", "CLAIMED", 1, vm=vm, ip=ip))
-    for vm in (STANDARD_VM, SPOT_VM):
-        functions.heartbeat(heartbeat("gang", "RUNNING", 2, vm=vm))
-    clock.advance(3600)
-    for vm in (STANDARD_VM, SPOT_VM):
-        functions.heartbeat(heartbeat("gang", "SUCCEEDED", 3, vm=vm, exit_code=0))
+    run_gang_for_an_hour(functions, clock, "gang")
     functions.submit(job_request("cut"))
     functions.heartbeat(heartbeat("cut", "CLAIMED", 1, vm=STANDARD_VM))
     functions.heartbeat(heartbeat("cut", "RUNNING", 2, vm=STANDARD_VM))

@@ -59,16 +59,21 @@ def test_a_one_vm_attempt_on_an_unpriced_model_is_unpriced(priced, clock, capsys
     assert report["total"]["usd"] is None and report["unpriced"]  # as documented: unpriced, never a guess
 
 
+def run_gang_for_an_hour(functions, clock, job_id: str) -> None:
+    """Multi-node job ``job_id`` (submitted) run an hour on one standard and one spot VM, and SUCCEEDED."""
+    for vm, ip in ((STANDARD_VM, "10.0.0.1"), (SPOT_VM, "10.0.0.2")):
+        functions.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=vm, ip=ip))
+    for vm in (STANDARD_VM, SPOT_VM):
+        functions.heartbeat(heartbeat(job_id, "RUNNING", 2, vm=vm))
+    clock.advance(3600)
+    for vm in (STANDARD_VM, SPOT_VM):
+        functions.heartbeat(heartbeat(job_id, "SUCCEEDED", 3, vm=vm, exit_code=0))
+
+
 def test_a_gang_with_a_node_on_an_unpriced_model_is_unpriced_not_billed_at_rank_0s_price(priced, clock, capsys):
     zen, functions = priced
     functions.submit(job_request("g", nodes=2))
-    for vm, ip in ((STANDARD_VM, "10.0.0.1"), (SPOT_VM, "10.0.0.2")):
-        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
-    for vm in (STANDARD_VM, SPOT_VM):
-        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
-    clock.advance(3600)
-    for vm in (STANDARD_VM, SPOT_VM):
-        functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm=vm, exit_code=0))
+    run_gang_for_an_hour(functions, clock, "g")
     with zen.db.transaction() as session:
         [row] = session.sql("SELECT model, usd_per_hour, vm_share FROM attempt_usage WHERE job_id = 'g'")
     assert (row["model"], row["usd_per_hour"], row["vm_share"]) == ("standard", None, 2.0)  # unpriced as it ended
