@@ -29,6 +29,7 @@ from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
 
 JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+_MAPPINGS = ("env", "labels", "secrets", "array", "checkpoint")  # a job file's fields that flags lay fields over
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
 
 
@@ -71,6 +72,8 @@ def _read_job_file(path: str) -> dict:
     data = _read_file(path)
     if not isinstance(data, dict):
         raise CliError(f"{path}: expected a mapping of job fields (cluster, command, ...)", 2)
+    if bad := next((k for k in _MAPPINGS if not isinstance(data.get(k) or {}, dict)), None):  # flags add to these
+        raise CliError(f"{path}: {bad} must be a mapping (KEY: VALUE lines under it), not {str(data[bad])[:40]}", 2)
     return data
 
 
@@ -150,7 +153,8 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     except ValidationError as exc:
         if not args.file and not data.get("command") and not data.get("image"):
             raise nothing from None
-        where = f"{args.file}: " if args.file else ""  # a file's mistyped field (`comand:`) is named
+        fields = {str(e["loc"][0]) if e["loc"] else "" for e in exc.errors()} - {k for k, v in flags.items() if v is not None}
+        where = f"{args.file}: " if args.file and fields else ""  # a file's mistyped field (`comand:`), not a flag's value
         raise CliError(f"invalid job request: {where}{describe_validation_error(exc, model=JobRequest)}", 2) from None
     if not request.command and not request.image:
         raise nothing
@@ -285,8 +289,6 @@ def _read_job(job_id: str):
             return repository.get_job(session, job_id)
     finally:
         db.close()
-
-
 
 
 def _stop_outlook(job_id: str) -> tuple[str, Any]:

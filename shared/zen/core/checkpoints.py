@@ -6,7 +6,9 @@ cluster's, so each cluster's agents reach only their own): ``checkpoint_uri``. T
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from zen.core.cluster_config import Strict
 from zen.core.gcs import bucket_problem
@@ -24,6 +26,14 @@ class CheckpointSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     every: int = Field(default=600, ge=MIN_EVERY_S, le=MAX_EVERY_S,
                        description="Seconds between periodic saves of ZEN_CHECKPOINT_DIR")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_mapping(cls, data: Any) -> Any:
+        if not isinstance(data, (dict, CheckpointSpec)):  # pydantic's words named this class, not the field's form
+            raise ValueError(f"Input should be an object (a mapping) such as {{every: 600}}: seconds between saves, "
+                             f"{MIN_EVERY_S} to {MAX_EVERY_S}; {{}} saves every 600 s; not {str(data)[:40]}")
+        return data
 
 
 class StartCheckpoint(BaseModel):

@@ -10,18 +10,22 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, 
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from zen.core.provisioning import MIG_SUFFIX, check_model, pool_key, pools_of
+from zen.core.provisioning import MIG_SUFFIX, MODELS, check_model, pool_key, pools_of
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
 _MIG_SUFFIX = re.compile(r"[a-z0-9]{4}")  # GCE names a MIG's instances <base>-<4 of these>
 
 
-def check_models(value: list[str]) -> list[str]:
+def check_models(value: Any) -> list[str]:
     """A ``provisioning`` list: known models (``zen.core.provisioning``), each once."""
+    if not isinstance(value, list):
+        example = f"[{value}]" if isinstance(value, str) else "[spot, standard]"
+        raise ValueError(f"a list of provisioning models, the first the primary (e.g. {example}); "
+                         f"not {str(value)[:40]}")
     for model in value:
         check_model(model)
-    if len(set(value)) != len(value):
-        raise ValueError("provisioning names a model twice")
+    if twice := sorted({m for m in value if value.count(m) > 1}):
+        raise ValueError(f"{', '.join(twice)} is listed twice: list each provisioning model once")
     return value
 
 
@@ -153,9 +157,12 @@ class ClusterConfig(Strict):
     # zone's capacity. GCE takes compact placement for the GPU families COMPACT_FAMILIES only.
     compact: bool = Field(default=False, description="A region's VMs in one zone, close together (gangs)")
 
-    @field_validator("provisioning")
+    @field_validator("provisioning", mode="before")  # before: pydantic's "at least 1 item" named no model
     @classmethod
-    def _known_models(cls, value: list[str]) -> list[str]:
+    def _known_models(cls, value: Any) -> list[str]:
+        if value == []:
+            raise ValueError(f"list at least one provisioning model ({', '.join(MODELS)}), the first the primary; "
+                             "or leave provisioning out for [standard]")
         return check_models(value)
 
     @field_validator("name")

@@ -38,7 +38,7 @@ from zen.core.gang_records import GangNode, GangPlace
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.notify import NotifyTargets
-from zen.core.provisioning import check_accepted
+from zen.core.provisioning import Accepted
 from zen.core.secrets import EnvName, Secrets, env_clash, reserved_names
 from zen.core.timestamps import UtcTimestamp as UtcTimestamp
 from zen.core.text import unstorable_place
@@ -177,7 +177,7 @@ class JobRequest(Received, RetryFields, AfterFields):
     inputs: list[InputSpec] | None = Field(default=None, min_length=1, max_length=MAX_INPUTS,
                                            description="Staged into ZEN_INPUT_DIR before the job")
     outputs: GsUri | None = Field(default=None, description="ZEN_OUTPUT_DIR is uploaded under it after the job")
-    provisioning: Annotated[str, AfterValidator(check_accepted)] | None = Field(
+    provisioning: Accepted | None = Field(
         default=None, description="spot, standard, flex-start or any (None: any) of its cluster's models")
     max_start_wait_s: int | None = Field(default=None, ge=0, le=INT32_MAX, description=(
         "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))

@@ -14,6 +14,10 @@ memory and decisions unchanged; another model's pool is ``<region>/<model>``.
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
 MODELS = ("spot", "standard", "flex-start")
 ANY = "any"  # a job that accepts every model its cluster lists
 _SEP = "/"
@@ -28,12 +32,20 @@ def check_model(model: str, field: str = "provisioning") -> str:
     return model
 
 
-def check_accepted(value: str, field: str = "provisioning") -> str:
-    """What a job accepts: one model, or ``any`` (every model its cluster lists)."""
+def check_accepted(value: object, field: str = "provisioning") -> str:
+    """What a job accepts: one model, or ``any`` (every model its cluster lists). Anything but a string
+    (a list of models, a number) is refused saying what is accepted: pydantic said only "a valid string"."""
+    if not isinstance(value, str):
+        several = " (to accept several of its cluster's models, give any)" if isinstance(value, list) else ""
+        raise ValueError(f"{field}: one provisioning model, written as text: {', '.join(MODELS)}, or {ANY} (every "
+                         f"model its cluster lists); not {str(value)[:40]}{several}")
     if value != ANY and value not in MODELS:
         raise ValueError(f"{field}: unknown provisioning model {value!r}; known: {', '.join(MODELS)}, or {ANY} "
                          "(every model its cluster lists)")
     return value
+
+
+Accepted = Annotated[str, BeforeValidator(check_accepted)]  # a message's ``provisioning``: checked before its type
 
 
 def accepted_models(accepts: str | None, models: list[str] | tuple[str, ...]) -> tuple[str, ...]:
