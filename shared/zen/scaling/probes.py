@@ -71,7 +71,7 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
             continue
         until = now + timedelta(seconds=block + (timing.max_block_s if each != pool and m.silent else 0))
         if m.blocked_until is None or m.blocked_until < until:
-            memory[each] = m.replaced(blocked_until=until, **({"strikes": m.strikes + 1, "last_stockout_at": now}
+            memory[each] = m.replaced(blocked_until=until, read_block=False, **({"strikes": m.strikes + 1, "last_stockout_at": now}
                                                               if each == pool else {}))
             decisions.append(Decision(Action.BLOCK, each, f"{in_a_row} VMs in a row got capacity and were never usable "
                                       f"({why}): {whose} fails? (docs/how-to/operate.md); "
