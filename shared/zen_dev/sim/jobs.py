@@ -96,10 +96,17 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
         if not path.exists():
             raise JobTraceUnavailable(scenario.name, [(None, f"the Philly job trace {path} is absent")])
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
-        return _taken_by_production(philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs),
-                                    scenario)
-    return _taken_by_production(csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs),
-                                scenario)
+        return _taken_by_production(_some(philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs,
+                                                      spec.gangs), path), scenario)
+    return _taken_by_production(_some(csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs),
+                                      path), scenario)
+
+
+def _some(jobs: list[SimJob], path: Path) -> list[SimJob]:
+    """``jobs``, unless the trace held none (a header alone): a run of no jobs compares the policies on nothing."""
+    if not jobs:
+        raise JobTraceError(f"{path}: no jobs, only a header: give the trace at least one job row")
+    return jobs
 
 
 def _taken_by_production(jobs: list[SimJob], scenario: Scenario) -> list[SimJob]:

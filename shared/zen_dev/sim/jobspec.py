@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from zen.core.provisioning import ANY
 from zen_dev.capacity.scenario import BootSpec, LognormalBoot
+from zen_dev.sim.written import drawable
 
 PHILLY_FILE = "${traces}/philly-jobs/philly_jobs_ge4gpu.csv"
 
@@ -46,7 +47,7 @@ class DataSpec(_Spec):
 
 class SyntheticJobs(_Spec):
     kind: Literal["synthetic"] = "synthetic"
-    count: int = Field(default=300, ge=0, le=1_000_000)
+    count: int = Field(default=300, ge=1, le=1_000_000)  # no jobs: nothing to compare the policies on
     start_s: float = Field(default=0, ge=0)
     arrivals: PoissonArrivals | BurstArrivals = PoissonArrivals(rate_per_hour=60)
     duration: DistSpec = LognormalBoot(dist="lognormal", median_s=1800, sigma=0.8)
@@ -58,6 +59,8 @@ class SyntheticJobs(_Spec):
     nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
     provisioning: dict[str, float] = Field(default={ANY: 1}, description=(
         "The provisioning model a job accepts -> weight (spot, standard, flex-start, or any)"))
+
+    _finite_draws = field_validator("duration")(drawable)
 
     @field_validator("clusters", "priorities", "nodes")
     @classmethod
@@ -88,14 +91,19 @@ class CsvJobs(_Spec):
     file: str
 
 
-_ANY_KIND = TypeAdapter(SyntheticJobs | PhillyJobs | CsvJobs)
 _KINDS: dict[str, type[SyntheticJobs | PhillyJobs | CsvJobs]] = {
     "synthetic": SyntheticJobs, "philly": PhillyJobs, "csv": CsvJobs}
 
 
+class _Kind(BaseModel):
+    """A jobs section's ``kind`` alone: one of the three names."""
+
+    kind: Literal["synthetic", "philly", "csv"]
+
+
 def validate(raw: dict[str, Any]) -> SyntheticJobs | PhillyJobs | CsvJobs:
     """A jobs section read as its ``kind`` (synthetic when it names none): a ``ValidationError`` names that kind's
-    problems only, not every kind's; a kind that is no known name, as the three."""
+    problems only, not every kind's; a kind that is no known name, as one problem of ``kind`` naming the three."""
     named = raw.get("kind", "synthetic")
     kind = _KINDS.get(named) if isinstance(named, str) else None
-    return kind.model_validate(raw) if kind is not None else _ANY_KIND.validate_python(raw)
+    return (kind or _KINDS[_Kind.model_validate(raw).kind]).model_validate(raw)

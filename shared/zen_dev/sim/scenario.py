@@ -28,6 +28,7 @@ from zen_dev.capacity.traces import CapacitySchedule, TraceError, load_trace
 from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
 from zen_dev.sim.jobspec import validate as validate_jobs
 from zen_dev.sim.timing import timing_problem
+from zen_dev.sim.written import drawable, scenario_numbers, zones_listed
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -75,7 +76,7 @@ class ClusterSpec(ClusterConfig):
 
 
 class PreemptionSpec(_Spec):
-    rate_per_hour: float = Field(default=0.0, ge=0)
+    rate_per_hour: float = Field(default=0.0, ge=0, le=3600)  # beyond once a second, no VM boots (and the run hung)
     # GCE gives a preempted spot VM 30 s to shut down, billed until it has stopped (a deleted VM is billed
     # through its delete_s alike); 0: the bill ends at the preemption (as it did, spot looking cheaper).
     stop_s: float = Field(default=30.0, ge=0)
@@ -101,6 +102,8 @@ class FlexStartSpec(_Spec):
 
     grant: BootSpec = LognormalBoot(dist="lognormal", median_s=900, sigma=0.7)
 
+    _finite_draws = field_validator("grant")(drawable)
+
 
 class ScenarioSpec(_Spec):
     description: str = ""
@@ -118,7 +121,7 @@ class ScenarioSpec(_Spec):
     unbilled_boot_fraction: float = Field(default=0.25, ge=0, lt=1)
     # Drawn apart instead (``boot`` then is the provisioning, until RUNNING): the guest's boot to its agent.
     guest_boot: BootSpec | None = None
-    retry_interval_s: float = Field(default=30, gt=0)
+    retry_interval_s: float = Field(default=30, ge=1)  # every failure is kept: 1e-6 s filled the memory
     list_errors_delay_s: float = Field(default=20, ge=0)
     preempt_on_capacity_drop: bool = True
     pass_on_vm_heartbeat: bool = True  # production runs a pass when a VM becomes usable (Zen.on_heartbeat)
@@ -136,6 +139,9 @@ class ScenarioSpec(_Spec):
     routing: RoutingSpec = RoutingSpec()
     # USD per VM-hour of the clusters' shape: region -> model -> price. None: the run counts no dollars.
     prices: dict[str, dict[str, Number[float]]] | None = None  # yes (YAML's true) is no price
+
+    _finite_draws = field_validator("boot", "guest_boot")(drawable)
+    _zones = field_validator("zones")(zones_listed)
 
     @property
     def spot_vms(self) -> bool:
@@ -175,10 +181,6 @@ class ScenarioSpec(_Spec):
             unknown_clusters = sorted(set(queue.quota) - set(names))
             if unknown_clusters:
                 raise ValueError(f"queue {queue.name}: quota names unknown clusters: {', '.join(unknown_clusters)}")
-        for region, zones in self.zones.items():
-            for zone in zones:
-                if not zone.startswith(region + "-"):
-                    raise ValueError(f"zone {zone} is not in region {region}")
         if self.priced:
             self._check_prices()
         return self
@@ -317,12 +319,16 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
         spec = ScenarioSpec.model_validate(raw)
     except ValidationError as exc:
         raise ScenarioError(source, problems_from_validation(exc.errors(), lines)) from None
+    jobs: Any = None
     if spec.jobs is not None:  # checked here, where its lines are known
         try:
-            validate_jobs(spec.jobs)
+            jobs = validate_jobs(spec.jobs)
         except ValidationError as exc:
             errors = [{**err, "loc": ("jobs", *err["loc"])} for err in exc.errors()]
             raise ScenarioError(source, problems_from_validation(errors, lines)) from None
+    written = scenario_numbers(raw, spec, jobs)
+    if written:  # a number written as yes or as text: pydantic read it as a number
+        raise ScenarioError(source, sorted(((lines.line(loc), why) for loc, why in written), key=lambda p: p[0] or 0))
     base_dir = base_dir or Path.cwd()
     capacity = _build_capacity(spec, source, base_dir, lines)
     clusters = [
