@@ -157,8 +157,8 @@ class RegionMemory:
     # when that plan read the fleet and the jobs (its snapshot's now: a claim after it is not counted).
     gang_room: int | None = None
     gang_room_at: datetime | None = None
-    # The last GPU quota read (the tick's, zen.scaling.quotas) where it left room for fewer than a region's worth of
-    # the cluster's VMs: how many more (no spare boots; asks held to it), and the pool's VMs listed then. None: not.
+    # The last GPU quota read (the tick's, zen.scaling.quotas) where a quota of the pool's has room for fewer VMs than
+    # its pools could ask: how many more (asks held to it; under a region's worth, no spare), VMs listed then. None: not.
     quota_room: int | None = None
     quota_listed: int = 0
     quota_shared: tuple[tuple[str, int], ...] = ()  # the quotas behind it, which other pools count against too
@@ -236,7 +236,7 @@ class ClusterSnapshot:
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
     unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
-    # Pool -> the VMs a GPU quota leaves room for, where fewer than a region's worth, as this instance's tick read
+    # Pool -> the VMs a GPU quota leaves room for, where fewer than its pools could ask, as this instance's tick read
     # them; None: not read here (the pools' memory keeps the last read: RegionMemory.quota_room).
     quota_room: dict[str, int] | None = None
 

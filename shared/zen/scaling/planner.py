@@ -80,7 +80,7 @@ class _Planning:
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
-        self.plan.decisions += quotas.lift(self.memory, self.s.quota_room is not None, self.now)
+        self.plan.decisions += quotas.lift(self.memory, self.s.quota_room is not None, self.now, self.s.unread)
         new_errors = probes.unseen_errors(self.s.errors, self.memory)
         recovered: dict[str, RegionMemory] = {}  # pools blocked before that delivered now: their memory then
         for region in self.regions:
@@ -105,9 +105,9 @@ class _Planning:
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
             capacity_errors = [e for e in errors if probes.strikes(e)]
             stuck = self.stuck[region]
-            if capacity_errors:  # one with a detail: the tick's quota read (ClusterManager.quota_short)
+            if capacity_errors:  # with a detail: the tick's quota read (ClusterManager.quota_short); read: its alone
                 self._strike(region, capacity_errors[-1].detail or f"{sum(e.count for e in capacity_errors)} "
-                             f"{capacity_errors[-1].kind.value.lower()} error(s)", capacity_errors[-1].detail is not None)
+                             f"{capacity_errors[-1].kind.value.lower()} error(s)", all(e.detail for e in capacity_errors))
             elif silent := [vm for vm in stuck if vm.started]:  # it got capacity: its guest or agent never came up
                 self.plan.decisions += probes.silent_boot(self.memory, region, silent[0], self._got_s(silent[0]),
                                                           self.now, self.timing)

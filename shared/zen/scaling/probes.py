@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping
 
 from zen.core.provisioning import PENDING_SEP, region_of
+from zen.scaling import quotas
 from zen.scaling.model import Action, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
         if each != pool and len(failing) == 1:
             continue
         until = now + timedelta(seconds=block + (timing.max_block_s if each != pool and m.silent else 0))
-        if m.blocked_until is None or m.blocked_until < until:
+        if m.blocked_until is None or m.blocked_until < until or m.read_block:  # a quota read's later one: lifted by one
             memory[each] = m.replaced(blocked_until=until, read_block=False, **({"strikes": m.strikes + 1, "last_stockout_at": now}
                                                               if each == pool else {}))
             decisions.append(Decision(Action.BLOCK, each, f"{in_a_row} VMs in a row got capacity and were never usable "
@@ -81,19 +82,21 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
 
 def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: list[str], now: datetime,
                 timing: Timing, flex: Callable[[str], bool], short: Collection[str] = ()) -> str:
-    """Why a job waits whose allowed pools (``known``) take no more VMs: those not ``blocked`` are at their limit
-    (``short``: the pools the last quota read leaves no room in); of the blocked, the cluster's VMs never usable
+    """Why a job waits whose allowed pools (``known``) take no more VMs: those not ``blocked`` are at their limit,
+    or short of quota (``short``: the pools the last quota read leaves no room in; one was said to be at its limit
+    too); of the blocked, the cluster's VMs never usable
     (``silent_boot``'s block: one of these pools' own VMs, or a block longer than a stockout's), a GPU quota (one
     of ``short``: struck by the tick's read, or Compute's QUOTA_EXCEEDED), a flex-start request still queued (a queue
     is no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the job allows, a queue
     was said to be stocked out, and a stocked-out pool beside full ones at its limit; pools a quota held back were
     said to be stocked out, "probes are waiting for capacity".)"""
-    full = [p for p in known if p not in blocked]
+    full = [p for p in known if p not in blocked and p not in short]  # (a pool short of quota was at its limit too)
     room = f"; the last GPU quota read leaves no room for more in {', '.join(short)}" if short else ""
-    if not blocked:  # each held back by its limits or a quota
-        return room[2:] if set(known) <= set(short) else (
-            "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)" + room)
+    if not blocked and not short:
+        return "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)"
     lead = f"at their limit (max_vms_per_region): {', '.join(full)}{room}; " if full else room[2:] + "; " if room else ""
+    if not blocked:  # each held back by its limits or a quota
+        return lead[:-2]
     beyond = now + timedelta(seconds=timing.max_block_s)
     in_a_row = sum(m.silent for m in memory.values())
     if in_a_row >= SILENT_IN_A_ROW and any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked):
@@ -231,7 +234,8 @@ def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, R
     out: dict[str, str] = {}
     for pool, m in memory.items():
         if (m.blocked_until is None or m.blocked_until <= now or m.last_stockout_at is None or pool in unread
-                or flex(pool) or m.quota_room is not None or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
+                or flex(pool) or quotas.short(m, ranking.s.cluster.max_vms_per_region)
+                or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
             continue
         if refused is None:
             refused = {vm.region for vm in vms if vm.creation_error is ErrorKind.QUOTA}

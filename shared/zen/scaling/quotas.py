@@ -2,9 +2,9 @@
 read afresh once a tick (``QuotaPort``: the room read is counted against the VMs listed then), and per cluster the
 pools one more VM does not fit in. ``ClusterManager`` strikes such a pool as after a QUOTA_EXCEEDED,
 without asking Compute for a VM it would refuse, and the BLOCK decision says which quota holds it back.
-Where a quota has room for some of the cluster's VMs but fewer than a region's worth, the planner remembers
-how many (``RegionMemory.quota_room``) and asks for no more there (:func:`left`): asked for more, Compute
-refuses the rest with QUOTA_EXCEEDED, which strikes the pool, and a gang (all its VMs from one pool) that
+Where a quota has room for some of the cluster's VMs but fewer than its pools could ask there (a region's
+worth each, ``max_vms`` at most), the planner remembers how many (``RegionMemory.quota_room``) and asks for no
+more there (:func:`left`): asked for more, Compute refuses the rest with QUOTA_EXCEEDED, which strikes the pool, and a gang (all its VMs from one pool) that
 asked there booted the part that fitted for nothing. A quota is shared: a region's spot and flex-start pools both
 count against its PREEMPTIBLE_<GPU>_GPUS, and every pool against GPUS_ALL_REGIONS, so the room of a quota one
 read found short is counted down by what every pool under it asks (:func:`left`): each pool given the whole of
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Collection, Iterable, Iterator, Mapping
 
 from zen.core.config import ClusterConfig
 from zen.core.quotas import ALL_REGIONS, Quota, Shortfall, gpu_metric, shortfall
@@ -23,7 +23,7 @@ from zen.scaling.port import QuotaPort
 
 log = logging.getLogger("zen.scaling")
 PROJECT = ""  # the key of the project-wide quotas in ``read_quotas``' answer
-UNLIMITED = 1 << 30  # ``left`` where no quota read holds a pool to fewer than a region's worth of VMs
+UNLIMITED = 1 << 30  # ``left`` where no quota read holds a pool to fewer VMs than its pools could ask
 
 
 def read_quotas(reader: QuotaPort, regions: list[str],
@@ -52,18 +52,22 @@ def held_back(cluster: ClusterConfig, pools: Mapping[str, Pool], quotas: dict[st
                                    quotas.get(PROJECT, {}))) is not None}
 
 
-def shares(cluster: ClusterConfig, pool: Pool, quotas: dict[str, dict[str, Quota]]) -> tuple[tuple[str, int], ...]:
+def shares(cluster: ClusterConfig, pool: Pool, quotas: dict[str, dict[str, Quota]],
+           pools: Iterable[Pool] = ()) -> tuple[tuple[str, int], ...]:
     """The quotas ``pool`` counts against (its model's in its region, and all regions') that leave room for fewer
-    than a region's worth of the cluster's VMs: (the quota's name, as every pool under it names it; that room)."""
-    metric = gpu_metric(cluster.gpu_type, pool.model)
-    named = ((f"{metric} in {pool.region}", quotas.get(pool.region, {}).get(metric)),
-             (ALL_REGIONS, quotas.get(PROJECT, {}).get(ALL_REGIONS)))
-    return tuple((name, n) for name, q in named if q is not None
-                 and (n := max(0, int(q.free // cluster.gpu_count))) < cluster.max_vms_per_region)
+    of the cluster's VMs than the ``pools`` under each (``pool`` among them) could ask: a region's worth each, the
+    cluster's ``max_vms`` at most (GPUS_ALL_REGIONS with room for a region's worth, each of three regions was asked
+    for one, and Compute refused what went past it). (The quota's name, as every pool under it names it; that room.)"""
+    metric, pools = gpu_metric(cluster.gpu_type, pool.model), [*pools] or [pool]
+    regional = sum(p.region == pool.region and gpu_metric(cluster.gpu_type, p.model) == metric for p in pools)
+    named = ((f"{metric} in {pool.region}", quotas.get(pool.region, {}).get(metric), max(1, regional)),
+             (ALL_REGIONS, quotas.get(PROJECT, {}).get(ALL_REGIONS), len(pools)))
+    return tuple((name, n) for name, q, under in named if q is not None and (n := max(0, int(
+        q.free // cluster.gpu_count))) < min(cluster.max_vms, under * cluster.max_vms_per_region))
 
 
 class Rooms(dict[str, int]):
-    """Pool -> the VMs a quota read leaves room for, where fewer than a region's worth (the least of its
+    """Pool -> the VMs a quota read leaves room for, where fewer than its pools could ask (the least of its
     ``shares``); ``shared``: pool -> those shares, which the pools' memory keeps (``RegionMemory.quota_shared``)."""
 
     def __init__(self, shared: dict[str, tuple[tuple[str, int], ...]]):
@@ -73,8 +77,8 @@ class Rooms(dict[str, int]):
 
 def remember(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None,
              listed: Mapping[str, tuple[object, ...]]) -> dict[str, RegionMemory]:
-    """The pools' memory after a quota read (``rooms``: pool -> VMs it has room for, where fewer than a region's
-    worth, and, of ``Rooms``, the quotas shared; None: none read), with the VMs each pool listed then (``listed``:
+    """The pools' memory after a quota read (``rooms``: pool -> VMs it has room for, where fewer than its pools
+    could ask, and, of ``Rooms``, the quotas shared; None: none read), with the VMs each pool listed then (``listed``:
     the quota counts those already)."""
     if rooms is None:
         return memory
@@ -86,26 +90,37 @@ def remember(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None,
 
 def left(memory: Mapping[str, RegionMemory], pool: str, held: Callable[[str], int]) -> int:
     """VMs the last quota read leaves room for in ``pool`` (``held``: what a pool holds now, listed or asked for):
-    its room then, less the VMs it holds more than it listed then (more, if it holds fewer), and, of each quota it
-    shares, that quota's room then less what every pool under it grew by; ``UNLIMITED`` where that read found room
-    for a region's worth."""
+    of each quota it counts against, that quota's room then less what every pool under it grew by (the VMs it holds
+    more than it listed then; fewer: the quota's room grew, whichever pool's VMs went); ``UNLIMITED`` where that
+    read found room for what its pools could ask. (A pool's room was held to its own growth: another's VMs gone
+    gave the quota's room to that pool alone.) Memory written before quotas were kept: its own room."""
     m = memory[pool]
     if m.quota_room is None:
         return UNLIMITED
     grown = {key: held(key) - other.quota_listed for key, other in memory.items() if other.quota_room is not None}
     under = [room - sum(grown[key] for key, other in memory.items() if key in grown and any(
         named == name for named, _ in other.quota_shared)) for name, room in m.quota_shared]
-    return min([m.quota_room - grown[pool], *under])
+    return min(under) if under else m.quota_room - grown[pool]
 
 
-def lift(memory: dict[str, RegionMemory], fresh: bool, now: datetime) -> list[Decision]:
+def short(memory: RegionMemory, per_region: int) -> bool:
+    """Whether the last quota read left a pool room for fewer than a region's worth (``per_region``) of the cluster's
+    VMs: it gets no spare boot, nor is it asked again with its region's dearer pool (a shared quota with room for
+    more than that is tracked all the same, :func:`left`, and turned spares off everywhere under it)."""
+    return memory.quota_room is not None and memory.quota_room < per_region
+
+
+def lift(memory: dict[str, RegionMemory], fresh: bool, now: datetime,
+         unread: Collection[str] = ()) -> list[Decision]:
     """The blocks the tick's quota read laid (``RegionMemory.read_block``) on pools a ``fresh`` read of this pass
     finds room in again: lifted (a VM of the cluster gone frees its GPUs; the pool stayed blocked up to
     ``max_block_s`` while jobs waited). A block after Compute's own QUOTA_EXCEEDED stays: Compute counts quotas
-    Zen does not read."""
+    Zen does not read; so does a pool whose MIG this pass could not read (``unread``: it was unblocked, and
+    asked for VMs of its ``min_vms``)."""
     lifted = []
     for pool, m in memory.items():
-        if fresh and m.read_block and m.blocked_until is not None and m.blocked_until > now and m.quota_room != 0:
+        if (fresh and pool not in unread and m.read_block and m.blocked_until is not None and m.blocked_until > now
+                and m.quota_room != 0):
             memory[pool] = m.replaced(blocked_until=None, read_block=False)
             lifted.append(Decision(Action.UNBLOCK, pool, "the tick's GPU quota read finds room for more again"))
     return lifted
@@ -121,10 +136,11 @@ def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[
                  map_: Callable[[Callable[[str], dict[str, Quota]], Iterable[str]], Iterator[dict[str, Quota]]]
                  ) -> list[tuple[dict[str, Shortfall], Rooms]]:
     """For each (cluster, its pools), under the quotas of ``regions`` and the project, read once: ``held_back``
-    (no room for one more VM), and the pools without room for a region's worth of the cluster's VMs
-    (``max_vms_per_region``) with the VMs they have room for: asks there are held to it (:func:`left`), and a
-    job gets no spare boot there (``Ranking.races_spare``: a spare refused for quota would strike its pool; with
-    a region's worth of room, nothing the cluster asks there is refused)."""
+    (no room for one more VM), and the pools under a quota without room for what they could ask (a region's worth
+    each, ``max_vms_per_region``; ``max_vms`` at most) with the VMs they have room for: asks there are held to it
+    (:func:`left`), and a job gets no spare boot there (``Ranking.races_spare``: a spare refused for quota would strike its pool; with
+    room for what its pools could ask, nothing the cluster asks there is refused)."""
     quotas = read_quotas(reader, regions, map_)
-    return [(held_back(cluster, pools, quotas), Rooms({key: shares(cluster, pool, quotas) for key, pool in pools.items()}))
+    return [(held_back(cluster, pools, quotas), Rooms({
+        key: shares(cluster, pool, quotas, pools.values()) for key, pool in pools.items()}))
             for cluster, pools in clusters]

@@ -10,7 +10,7 @@ import math
 from datetime import datetime
 from typing import Callable
 
-from zen.scaling import preemptions
+from zen.scaling import preemptions, quotas
 from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory, Vm
 
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
@@ -92,12 +92,13 @@ class Ranking:
         the two (the loser ends when Compute lists the winner RUNNING, unbilled if it is not RUNNING yet,
         else after a minute or so billed): where pools are priced (a boot racing in the same pool costs no
         more an hour, unlike a hedge in a costlier one), spares are allowed (:meth:`spares`), the last GPU
-        quota read left room for a region's worth of VMs (``RegionMemory.quota_room``), and none of the
+        quota read left room for a region's worth of VMs (``zen.scaling.quotas.short``), and none of the
         job's pools is blocked (a spare takes a place, and places are what stockouts leave short).
         ``scaling.spare_boots: false`` turns them off. Why and what it buys:
         docs/explanations/scaling.md#prices-provisioning-models-and-preemptions."""
         return (self.timing.spare_boots and self.s.cluster.pool(pool).usd_per_hour is not None and self.spares(pool)
-                and self.memory[pool].quota_room is None and not any(self._blocked(r) for r in regions if r in self.memory))
+                and not quotas.short(self.memory[pool], self.s.cluster.max_vms_per_region)
+                and not any(self._blocked(r) for r in regions if r in self.memory))
 
     def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
              checkpoint_every_s: float | None = None) -> list[str]:
