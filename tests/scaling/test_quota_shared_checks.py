@@ -146,3 +146,19 @@ def test_a_shared_quota_with_room_for_a_regions_worth_leaves_spare_boots_on():
     assert plan(jobs=queued(2), memory=shared).add == {"us-west1": 4}  # each job's first boot and its spare
     tight = {r: replaced(m, quota_room=3, quota_shared=(("GPUS_ALL_REGIONS", 3),)) for r, m in shared.items()}
     assert plan(jobs=queued(2), memory=tight).add == {"us-west1": 2}  # room for less than a region's worth
+
+
+def test_a_vm_waiting_for_capacity_at_the_read_is_counted_against_the_quotas_room():
+    """A VM asked for that has no capacity yet holds no GPU, so the quota's usage does not count it; it was counted
+    among the VMs listed at the read all the same, so once it got capacity the room it took was given again."""
+    from dataclasses import replace as replaced
+
+    from tests.scaling.test_planner import LIMITS, at, snap, vm
+    from zen.scaling.model import QueuedJob, VmPhase
+    from zen.scaling.planner import ZenPlanner
+
+    first = LIMITS.regions[0]
+    waiting = [vm(f"w{i}", first, VmPhase.BOOTING, since=-30) for i in range(2)]  # not started: no capacity yet
+    queued = [QueuedJob(f"j{i}", (first,), at(-60)) for i in range(4)]
+    read = ZenPlanner().plan(replaced(snap(0, queued=queued, vms=waiting), quota_room={first: 2}))
+    assert not read.add.get(first), read.add  # the quota's room for 2 is the 2 waiting VMs'

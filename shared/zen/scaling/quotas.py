@@ -18,7 +18,7 @@ from typing import Callable, Collection, Iterable, Iterator, Mapping
 
 from zen.core.config import ClusterConfig
 from zen.core.quotas import ALL_REGIONS, Quota, Shortfall, gpu_metric, shortfall
-from zen.scaling.model import Action, Decision, Pool, RegionMemory
+from zen.scaling.model import Action, Decision, Pool, RegionMemory, Vm, VmPhase
 from zen.scaling.port import QuotaPort
 
 log = logging.getLogger("zen.scaling")
@@ -76,15 +76,17 @@ class Rooms(dict[str, int]):
 
 
 def remember(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None,
-             listed: Mapping[str, tuple[object, ...]]) -> dict[str, RegionMemory]:
+             listed: Mapping[str, tuple[Vm, ...]]) -> dict[str, RegionMemory]:
     """The pools' memory after a quota read (``rooms``: pool -> VMs it has room for, where fewer than its pools
-    could ask, and, of ``Rooms``, the quotas shared; None: none read), with the VMs each pool listed then (``listed``:
-    the quota counts those already)."""
+    could ask, and, of ``Rooms``, the quotas shared; None: none read), with the VMs each pool listed then that the
+    quota counts already (``listed``: not one still waiting for capacity, which holds no GPU yet: counted as listed,
+    it took the quota's room unseen once it got capacity)."""
     if rooms is None:
         return memory
     shared = getattr(rooms, "shared", {})
     return {pool: m if m.quota_room is None and pool not in rooms else m.replaced(
-        quota_room=rooms.get(pool), quota_listed=len(listed.get(pool, ())), quota_shared=shared.get(pool, ()))
+        quota_room=rooms.get(pool), quota_listed=sum(vm.phase is not VmPhase.BOOTING or vm.started
+                                                     for vm in listed.get(pool, ())), quota_shared=shared.get(pool, ()))
         for pool, m in memory.items()}
 
 
