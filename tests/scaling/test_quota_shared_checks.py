@@ -52,7 +52,7 @@ def test_a_quota_freed_by_one_pools_vms_going_is_room_for_every_pool_under_it():
 
 
 def test_a_pool_whose_mig_was_not_read_is_not_unblocked_by_a_quota_read():
-    read_blocked = RegionMemory(blocked_until=at(900), strikes=3, last_stockout_at=at(-1), read_block=True)
+    read_blocked = RegionMemory(blocked_until=at(900), strikes=3, last_stockout_at=at(-1), quota_block="read")
     memory = {CENTRAL: read_blocked, WEST: RegionMemory(), EUROPE: RegionMemory()}
     limits = replaced(LIMITS, min_vms=1)
     snapshot = replaced(snap(0, queued=jobs(1, regions=(CENTRAL,)), memory=memory, limits=limits),
@@ -70,10 +70,10 @@ def test_a_block_silent_boots_lay_is_not_lifted_by_a_quota_read_whatever_block_i
     now, timing = at(0), Timing()
     memory = {CENTRAL: RegionMemory(silent=1), EUROPE: RegionMemory(silent=1),
               WEST: RegionMemory(blocked_until=now + timedelta(seconds=timing.max_block_s), strikes=4,
-                                 last_stockout_at=now, read_block=True)}
+                                 last_stockout_at=now, quota_block="read")}
     silent = vm("silent-1", CENTRAL, VmPhase.BOOTING)
     probes.silent_boot(memory, CENTRAL, silent, 600, now, timing)
-    assert not memory[WEST].read_block
+    assert not memory[WEST].quota_block
     assert not quotas.lift(memory, True, now + timedelta(seconds=60))
     assert memory[WEST].blocked_until is not None and memory[WEST].blocked_until > now + timedelta(seconds=60)
 
@@ -162,3 +162,23 @@ def test_a_vm_waiting_for_capacity_at_the_read_is_counted_against_the_quotas_roo
     queued = [QueuedJob(f"j{i}", (first,), at(-60)) for i in range(4)]
     read = ZenPlanner().plan(replaced(snap(0, queued=queued, vms=waiting), quota_room={first: 2}))
     assert not read.add.get(first), read.add  # the quota's room for 2 is the 2 waiting VMs'
+
+
+def test_a_job_whose_pool_compute_refused_for_quota_is_not_told_it_is_stocked_out():
+    """Compute's QUOTA_EXCEEDED (a quota Zen may not read: CPUs, addresses) strikes the pool as a stockout does;
+    the job waiting there was told "every allowed region is stocked out; probes are waiting for capacity"."""
+    from tests.scaling.test_planner import LIMITS, at, jobs, snap
+    from zen.scaling.model import ErrorKind, MigError
+    from zen.scaling.planner import ZenPlanner
+
+    first = LIMITS.regions[0]
+    refused = MigError(first, ErrorKind.QUOTA, at(0))
+    struck = ZenPlanner().plan(snap(0, queued=jobs(1, regions=(first,)), errors=[refused]))
+    later = ZenPlanner().plan(snap(60, queued=jobs(1, regions=(first,)), memory=struck.memory))  # the error gone
+    for plan in (struck, later):
+        [held] = [d.reason for d in plan.decisions if d.action.value == "HOLD"]
+        assert held == f"1 job(s) wait: Compute refused VMs for a quota (QUOTA_EXCEEDED) in {first}", held
+    stockout = ZenPlanner().plan(snap(0, queued=jobs(1, regions=(first,)),
+                                      errors=[MigError(first, ErrorKind.STOCKOUT, at(0))]))
+    assert [d.reason for d in stockout.decisions if d.action.value == "HOLD"] == [
+        f"1 job(s) wait: every allowed region is stocked out ({first}); probes are waiting for capacity"]

@@ -162,7 +162,7 @@ class RegionMemory:
     quota_room: int | None = None
     quota_listed: int = 0
     quota_shared: tuple[tuple[str, int], ...] = ()  # the quotas behind it, which other pools count against too
-    read_block: bool = False  # its block was laid by the tick's quota read (not Compute): a read with room lifts it
+    quota_block: str = ""  # its block's quota: "read" (the tick's read: one with room lifts it), "refused" (Compute's)
     # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to
     # hold while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
     sized: int = 0

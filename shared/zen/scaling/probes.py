@@ -35,14 +35,14 @@ def strikes(error: MigError) -> bool:
 
 
 def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing,
-           read: bool = False) -> tuple[RegionMemory, Decision]:
-    """A pool struck (a stockout, a boot stuck, a resize that failed, ``read``: the tick's quota read found no room
-    for one more VM): blocked for ``block_s``, doubled a strike up to ``max_block_s``; its memory after, and the
-    decision that says so."""
+           quota: str = "") -> tuple[RegionMemory, Decision]:
+    """A pool struck (a stockout, a boot stuck, a resize that failed, a GPU quota: ``quota`` "read", the tick's
+    quota read found no room for one more VM, or "refused", Compute's QUOTA_EXCEEDED): blocked for ``block_s``,
+    doubled a strike up to ``max_block_s``; its memory after, and the decision that says so."""
     strikes = memory.strikes + 1
     block = min(timing.block_s * 2 ** (strikes - 1), timing.max_block_s)
     return (memory.replaced(strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block),
-                            read_block=read),
+                            quota_block=quota),
             Decision(Action.BLOCK, pool, f"{why}; blocked for {block:g}s (strike {strikes})"))
 
 
@@ -71,13 +71,21 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
         if each != pool and len(failing) == 1:
             continue
         until = now + timedelta(seconds=block + (timing.max_block_s if each != pool and m.silent else 0))
-        if m.blocked_until is None or m.blocked_until < until or m.read_block:  # a quota read's later one: lifted by one
-            memory[each] = m.replaced(blocked_until=until, read_block=False, **({"strikes": m.strikes + 1, "last_stockout_at": now}
+        if m.blocked_until is None or m.blocked_until < until or m.quota_block:  # a quota's later one: a read lifts it
+            memory[each] = m.replaced(blocked_until=until, quota_block="", **({"strikes": m.strikes + 1, "last_stockout_at": now}
                                                               if each == pool else {}))
             decisions.append(Decision(Action.BLOCK, each, f"{in_a_row} VMs in a row got capacity and were never usable "
                                       f"({why}): {whose} fails? (docs/how-to/operate.md); "
                                       f"blocked for {(until - now).total_seconds():g}s"))
     return decisions
+
+
+def quota_kind(errors: list[MigError]) -> str:
+    """``RegionMemory.quota_block`` of a strike for ``errors`` (capacity errors of one pass): "read" when each is the
+    tick's quota read's (``MigError.detail``), "refused" when Compute refused one for quota, else ""."""
+    if all(e.detail for e in errors):
+        return "read"
+    return "refused" if any(e.kind is ErrorKind.QUOTA for e in errors) else ""
 
 
 def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: list[str], now: datetime,
@@ -86,7 +94,7 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
     or short of quota (``short``: the pools the last quota read leaves no room in; one was said to be at its limit
     too); of the blocked, the cluster's VMs never usable
     (``silent_boot``'s block: one of these pools' own VMs, or a block longer than a stockout's), a GPU quota (one
-    of ``short``: struck by the tick's read, or Compute's QUOTA_EXCEEDED), a flex-start request still queued (a queue
+    of ``short``, struck by the tick's read; or Compute's QUOTA_EXCEEDED: ``quota_block``), a flex-start request still queued (a queue
     is no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the job allows, a queue
     was said to be stocked out, and a stocked-out pool beside full ones at its limit; pools a quota held back were
     said to be stocked out, "probes are waiting for capacity".)"""
@@ -102,15 +110,16 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
     if in_a_row >= SILENT_IN_A_ROW and any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked):
         return lead + (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
                        "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
-    stocked, queued = [p for p in blocked if not flex(p) and p not in short], [p for p in blocked if flex(p) and p not in short]
-    if not stocked and not queued:  # a quota holds each back
-        return lead[:-2]
-    if not queued and not full and not short:
+    refused = [p for p in blocked if p not in short and memory[p].quota_block == "refused"]  # were "stocked out"
+    held = {*short, *refused}
+    stocked, queued = [p for p in blocked if not flex(p) and p not in held], [p for p in blocked if flex(p) and p not in held]
+    if not queued and not full and not held:
         return f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity"
-    parts = ([f"stocked out: {', '.join(stocked)}"] if stocked else []) + (
+    parts = ([f"Compute refused VMs for a quota (QUOTA_EXCEEDED) in {', '.join(refused)}"] if refused else []) + (
+        [f"stocked out: {', '.join(stocked)}"] if stocked else []) + (
         [f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"]
         if queued else [])
-    return lead + "; ".join(parts)
+    return lead + "; ".join(parts) if parts else lead[:-2]  # else a quota read holds each back
 
 
 def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:

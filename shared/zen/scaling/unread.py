@@ -49,7 +49,7 @@ def planner_view(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[Decis
     for region in unread:
         remembered = memory.get(region, _FRESH)
         if remembered.blocked_until is None or remembered.blocked_until < until:
-            memory[region] = remembered.replaced(blocked_until=until, read_block=False)  # no quota read lifts it
+            memory[region] = remembered.replaced(blocked_until=until, quota_block="")  # no quota read lifts it
     demand: list[DemandGroup] = []
     waiting: dict[tuple[str, ...], int] = {}
     for group in snapshot.demand_groups():
