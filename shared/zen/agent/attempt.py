@@ -93,7 +93,6 @@ class AttemptRunner:
         if data is not None:
             began, restored = time.monotonic(), Progress()  # restored: the checkpoint's own count (never ``staged``)
 
-
             def stage() -> None:
                 data.prepare()
                 if self._disk is not None:  # measured from now: staging fills the disk too

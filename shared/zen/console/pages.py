@@ -126,24 +126,12 @@ def queues(session, config: ZenConfig, viewer: Viewer, shown: int | None = None)
     return out
 
 
-# A queue's waiting jobs in the order they are served: those admitted (QUEUED: quota held, a VM to start them
-# is sought), then those an admission pass reads (PENDING, no hold) in its order (the pending_of_queue query:
-# priority, then submitted first, then job id), then those held (an array's max_parallel, a retry's backoff,
-# an --after), which no pass reads until their hold lifts. total: every waiting job the viewer sees there.
-WAITING_LINE = """
-SELECT *, COUNT(*) OVER () AS waiting_total FROM jobs
-WHERE queue = :queue AND status IN ('PENDING', 'QUEUED')
-  AND (CAST(:owner AS text) IS NULL OR lower(user_id) = lower(:owner))
-ORDER BY CASE WHEN status = 'QUEUED' THEN 0 WHEN hold IS NULL THEN 1 ELSE 2 END, priority DESC, submitted_at, job_id
-LIMIT :limit"""
-
-
 def waiting_line(session, queue: str, owner: str | None, limit: int) -> tuple[list[Job], int]:
     """The first ``limit`` jobs waiting in ``queue`` (``owner``'s alone when given), in the order they are
-    served, and how many wait in all."""
+    served (the ``waiting_line`` query), and how many wait in all."""
     from zen.store.repository import job_from_row
 
-    rows = session.sql(WAITING_LINE, queue=queue, owner=owner, limit=limit)
+    rows = session.run("waiting_line", queue=queue, owner=owner, limit=limit)
     return [job_from_row(r) for r in rows], (rows[0]["waiting_total"] if rows else 0)
 
 

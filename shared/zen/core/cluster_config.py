@@ -47,8 +47,26 @@ def _not_bool_or_text(value: Any) -> Any:
     return value
 
 
+def _a_number(value: Any) -> Any:
+    """A number written as one (``_not_bool_or_text``), and no ``.nan``: a bound such as ``gt=0`` told it
+    "greater than 0" (``.inf`` is each field's to refuse: ``allow_inf_nan``, or ``Strict``'s check)."""
+    value = _not_bool_or_text(value)
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError(f"a finite number, not {value}")
+    return value
+
+
+def written_as_number(value: Any) -> bool:
+    """Whether ``value``, as a YAML file holds it, is a number written as one (``_not_bool_or_text``)."""
+    try:
+        _not_bool_or_text(value)
+    except ValueError:
+        return False
+    return True
+
+
 N = TypeVar("N", int, float)
-Number = Annotated[N, BeforeValidator(_not_bool_or_text)]  # a number inside a mapping or list (Strict's own fields: below)
+Number = Annotated[N, BeforeValidator(_a_number)]  # a number inside a mapping or list (Strict's own fields: below)
 
 
 def _plain_number(annotation: Any) -> bool:
@@ -69,8 +87,8 @@ class Strict(BaseModel):
     def _numbers_as_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         if info.field_name is None or not _plain_number(cls.model_fields[info.field_name].annotation):
             return value
-        value = _not_bool_or_text(value)
-        if isinstance(value, float) and not math.isfinite(value):
+        value = _a_number(value)
+        if isinstance(value, float) and math.isinf(value):
             raise ValueError(f"a finite number, not {value}")
         return value
 

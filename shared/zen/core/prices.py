@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import Field, field_validator
 
 from zen.core.cluster_config import ClusterConfig, Number, Strict
 from zen.core.provisioning import MODELS, check_model, pool_key
@@ -87,15 +87,8 @@ class PriceTable:
         return min(times, default=None)
 
 
-def _not_nan(value: Any) -> Any:
-    """``.nan`` refused as what it is, as the configuration's own numbers are (pydantic said "greater than 0")."""
-    if isinstance(value, float) and math.isnan(value):
-        raise ValueError(f"a finite number, not {value}")
-    return value
-
-
-# not .inf, not yes (YAML's true: $1.00/h), not 0 (free wins every ranking and every hedge)
-_Usd = Annotated[Number[float], BeforeValidator(_not_nan), Field(gt=0, allow_inf_nan=False)]
+# not .inf nor .nan, not yes (YAML's true: $1.00/h), not 0 (free wins every ranking and every hedge)
+_Usd = Annotated[Number[float], Field(gt=0, allow_inf_nan=False)]
 
 
 class Pricing(Strict):

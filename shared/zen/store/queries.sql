@@ -614,6 +614,18 @@ WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cl
   AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST') AND queue IS NOT NULL
 GROUP BY queue;
 
+-- name: waiting_line
+-- A queue's waiting jobs in the order they are served (the console's queues page): those admitted (QUEUED:
+-- quota held, a VM to start them is sought), then those an admission pass reads (PENDING, no hold) in its
+-- order (pending_of_queue: priority, then submitted first, then job id), then those held (an array's
+-- max_parallel, a retry's backoff, an --after), which no pass reads until their hold lifts; :owner's alone
+-- when given. waiting_total: every waiting job the viewer sees there.
+SELECT *, COUNT(*) OVER () AS waiting_total FROM jobs
+WHERE queue = :queue AND status IN ('PENDING', 'QUEUED')
+  AND (CAST(:owner AS text) IS NULL OR lower(user_id) = lower(:owner))
+ORDER BY CASE WHEN status = 'QUEUED' THEN 0 WHEN hold IS NULL THEN 1 ELSE 2 END, priority DESC, submitted_at, job_id
+LIMIT :limit;
+
 -- name: pending_of_queue
 -- A queue's waiting jobs of one cluster in admission order; rows another transaction holds are
 -- skipped (a stop being applied, a late report of a preempted attempt): the admission pass never

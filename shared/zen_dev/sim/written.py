@@ -9,11 +9,11 @@ Format: docs/reference/simulator.md#the-simulators-scenario-file
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel
 
+from zen.core.cluster_config import written_as_number
 from zen.core.documents import format_loc
 from zen.scaling.model import Timing
 from zen_dev.capacity.scenario import LognormalBoot
@@ -22,9 +22,7 @@ from zen_dev.capacity.scenario import LognormalBoot
 # is a finite float (a sigma of 1000 overflowed: OverflowError out of the run).
 MAX_SIGMA = 10.0
 MAX_MEDIAN_S = 1e9  # about 31 years
-# What YAML 1.1 leaves text and YAML 1.2 reads as a number (2.9e1); capacity's "unlimited" is a word it takes
 _TIMING_FLAGS = {("timing", name) for name, field in Timing.__dataclass_fields__.items() if field.type in (bool, "bool")}
-_NUMBER_TEXT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+\Z")
 
 
 def _is_number(value: Any) -> bool:
@@ -32,9 +30,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _written_as_number(raw: Any) -> bool:
-    if isinstance(raw, str):
-        return bool(_NUMBER_TEXT.match(raw)) or raw.strip().lower() == "unlimited"
-    return not isinstance(raw, bool)
+    """As Zen's configuration takes a number (``2.9e1`` too); capacity's ``unlimited`` is a word it takes."""
+    return written_as_number(raw) or (isinstance(raw, str) and raw.strip().lower() == "unlimited")
 
 
 def _refused(raw: Any, loc: tuple, key: bool = False) -> tuple[tuple, str]:
