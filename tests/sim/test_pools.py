@@ -4,6 +4,8 @@ and the baselines that keep to one model."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from zen.scaling.model import Plan, VmPhase
@@ -192,7 +194,7 @@ def test_the_model_a_job_accepts_is_the_model_it_is_billed_at():
 
 
 def test_a_synthetic_trace_draws_what_its_jobs_accept_and_refuses_a_model_its_cluster_lacks():
-    from zen_dev.sim.jobs import JobTraceError, load_jobs
+    from zen_dev.sim.jobs import load_jobs
     mixed = _scenario(extra="jobs: {kind: synthetic, count: 400, provisioning: {standard: 1, any: 3}}\n")
     accepts = [job.provisioning for job in load_jobs(mixed)]
     assert set(accepts) == {None, "standard"} and 60 < accepts.count("standard") < 140
@@ -203,8 +205,8 @@ def test_a_synthetic_trace_draws_what_its_jobs_accept_and_refuses_a_model_its_cl
     for bad, message in (("{flex-start: 1}", "flex-start is not in cluster c's provisioning ['spot', 'standard']"),
                          ("{spotty: 1}", "unknown provisioning model 'spotty'"),
                          ("{standard: 0}", "the weight of standard must be > 0")):
-        with pytest.raises(JobTraceError, match=message.replace("[", r"\[").replace("]", r"\]")):
-            load_jobs(_scenario(extra=f"jobs: {{kind: synthetic, count: 3, provisioning: {bad}}}\n"))
+        with pytest.raises(ScenarioError, match="line 7: jobs.provisioning: " + re.escape(message)):
+            _scenario(extra=f"jobs: {{kind: synthetic, count: 3, provisioning: {bad}}}\n")  # refused at load, its line named
 
 
 def test_a_csv_trace_may_say_what_each_job_accepts(tmp_path):

@@ -136,3 +136,35 @@ def test_a_job_csv_of_a_header_alone_is_refused_not_run(tmp_path, capsys):
     csv.write_text("job_id,submit_s,duration_s,cluster\n")
     rc, out, err = _simulate(tmp_path, capsys, _scenario(), "--jobs", str(csv))
     assert (rc, out, err) == (2, "", f"zen: {csv}: no jobs, only a header: give the trace at least one job row\n")
+
+
+MULTILINE_JOBS = """jobs:
+  kind: synthetic
+  count: 3
+  clusters: {c8: 1}
+  allow:
+    - regions: [us-central1]
+    - regions: [us-west1]
+  provisioning:
+    spot: 1
+    stnadard: 1
+"""
+
+
+@pytest.mark.parametrize("jobs, said", [
+    (MULTILINE_JOBS, "line 15: jobs.provisioning: unknown provisioning model 'stnadard'; known: spot, standard, "
+                     "flex-start, or any (every model its cluster lists)"),
+    (MULTILINE_JOBS.replace("stnadard", "flex-start"),
+     "line 15: jobs.provisioning: flex-start is not in cluster c8's provisioning ['spot']"),
+    (MULTILINE_JOBS.replace("stnadard", "any"),
+     "line 9: jobs.clusters names unknown cluster(s): c9"),
+    (MULTILINE_JOBS.replace("us-west1]", "europe-west4]").replace("stnadard", "any"), "line 12: jobs.allow ['europe-west4'] leaves cluster c8 no region"),
+])
+def test_what_synthetic_jobs_name_that_the_clusters_lack_is_refused_with_its_line(tmp_path, capsys, jobs, said):
+    # These were refused only when the jobs were drawn, naming the field and not the line.
+    text = _scenario().split("jobs:")[0] + jobs
+    if "c9" in said:
+        text = text.replace("clusters: {c8: 1}", "clusters: {c8: 1, c9: 1}")
+    rc, out, err = _simulate(tmp_path, capsys, text)
+    assert (rc, out) == (2, "")
+    assert err == f"zen: s.yaml {said}\n"

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from zen.core.provisioning import ANY, check_accepted
 from zen_dev.capacity.scenario import FixedBoot, UniformBoot
 from zen_dev.sim.jobspec import (PHILLY_FILE as PHILLY_FILE, CsvJobs, DataSpec, DistSpec, PhillyJobs, PoissonArrivals,
-                                 SyntheticJobs, validate)
+                                 SyntheticJobs, references, validate)
 from zen_dev.sim.scenario import Scenario, SimCluster, TraceUnavailable, resolve_path
 
 PHILLY_COLUMNS = ("jobid", "submitted_time", "num_gpus", "runtime_min")
@@ -153,21 +153,17 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
     """Jobs from ``spec``; the same seed gives the same trace."""
     rng = random.Random(f"jobs-{seed}")
     by_name = {c.limits.name: c for c in clusters}
+    refused = references(spec, {name: (c.limits.regions, c.models) for name, c in by_name.items()})
+    if refused:
+        raise JobTraceError(refused[0][1])
     mix = spec.clusters or {name: 1.0 for name in by_name}
-    unknown = set(mix) - set(by_name)
-    if unknown:
-        raise JobTraceError(f"jobs.clusters names unknown cluster(s): {', '.join(sorted(unknown))}")
     names, weights = list(mix), list(mix.values())
-    for allow in spec.allow:
-        for name in names:
-            if not _allowed(allow.regions, by_name[name]):
-                raise JobTraceError(f"jobs.allow {allow.regions} leaves cluster {name} no region")
     prios, prio_weights = list(spec.priorities), list(spec.priorities.values())
     if any(n < 1 for n in spec.nodes):
         raise JobTraceError(f"jobs.nodes: nodes per job are >= 1 (got {sorted(spec.nodes)})")
     gangs = random.Random(f"nodes-{seed}") if spec.nodes != {1: 1} else None  # its own draws: the rest unchanged
     node_counts, node_weights = list(spec.nodes), list(spec.nodes.values())
-    accepts = _provisioning(spec.provisioning, [by_name[n] for n in names])
+    accepts = _provisioning(spec.provisioning)
     models = random.Random(f"provisioning-{seed}") if accepts else None  # its own draws: the rest unchanged
     jobs, t = [], spec.start_s
     for i in range(spec.count):
@@ -192,22 +188,10 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
     return jobs
 
 
-def _provisioning(weights: dict[str, float], clusters: list[SimCluster]) -> dict[str | None, float]:
-    """``jobs.provisioning`` checked (each model known and listed by every cluster jobs go to), ``any`` as
-    None; empty where every job accepts any model (no draws)."""
-    out: dict[str | None, float] = {}
-    for accepts, weight in weights.items():
-        try:
-            accepts = check_accepted(accepts, "jobs.provisioning")
-        except ValueError as exc:
-            raise JobTraceError(str(exc)) from None
-        if not weight > 0:
-            raise JobTraceError(f"jobs.provisioning: the weight of {accepts} must be > 0 (got {weight})")
-        for cluster in clusters:
-            if accepts != ANY and accepts not in cluster.models:
-                raise JobTraceError(f"jobs.provisioning: {accepts} is not in cluster {cluster.limits.name}'s "
-                                    f"provisioning {list(cluster.models)}")
-        out[None if accepts == ANY else accepts] = weight
+def _provisioning(weights: dict[str, float]) -> dict[str | None, float]:
+    """``jobs.provisioning`` (checked: ``references``), ``any`` as None; empty where every job accepts any model
+    (no draws)."""
+    out = {None if accepts == ANY else accepts: weight for accepts, weight in weights.items()}
     return {} if list(out) == [None] else out
 
 

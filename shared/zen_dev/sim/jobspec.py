@@ -6,11 +6,11 @@ Formats: docs/reference/simulator.md#job-traces
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from zen.core.provisioning import ANY
+from zen.core.provisioning import ANY, check_accepted
 from zen_dev.capacity.scenario import BootSpec, LognormalBoot
 from zen_dev.sim.written import drawable
 
@@ -75,6 +75,36 @@ class SyntheticJobs(_Spec):
             if not weight > 0:
                 raise ValueError(f"the weight of {key} must be > 0 (got {weight:g})")
         return weights
+
+
+def references(spec: SyntheticJobs, clusters: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
+               ) -> list[tuple[tuple, str]]:
+    """Each (location, sentence) where synthetic jobs name what the scenario's clusters (name -> (regions, models))
+    do not have: a cluster ``jobs.clusters`` names, an ``allow`` entry leaving a cluster jobs go to no region, a model
+    in ``jobs.provisioning`` that is unknown or that a cluster jobs go to does not list. Checked at load, where the
+    location gives the line, and again where the jobs are drawn."""
+    out: list[tuple[tuple, str]] = []
+    unknown = sorted(set(spec.clusters or ()) - set(clusters))
+    if unknown:
+        out.append((("jobs", "clusters", unknown[0]), f"jobs.clusters names unknown cluster(s): {', '.join(unknown)}"))
+    drawn = [name for name in (spec.clusters or clusters) if name in clusters]
+    for i, allow in enumerate(spec.allow):
+        for name in drawn:
+            if allow.regions and not set(allow.regions) & set(clusters[name][0]):
+                out.append((("jobs", "allow", i, "regions"), f"jobs.allow {allow.regions} leaves cluster {name} no region"))
+    for accepts, weight in spec.provisioning.items():
+        try:
+            check_accepted(accepts, "jobs.provisioning")
+        except ValueError as exc:
+            out.append((("jobs", "provisioning", accepts), str(exc)))
+            continue
+        if not weight > 0:
+            out.append((("jobs", "provisioning", accepts),
+                        f"jobs.provisioning: the weight of {accepts} must be > 0 (got {weight})"))
+        out += [(("jobs", "provisioning", accepts), f"jobs.provisioning: {accepts} is not in cluster {name}'s "
+                 f"provisioning {list(clusters[name][1])}") for name in drawn
+                if accepts != ANY and accepts not in clusters[name][1]]
+    return out
 
 
 class PhillyJobs(_Spec):

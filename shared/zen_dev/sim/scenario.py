@@ -26,6 +26,7 @@ from zen.scaling.model import ClusterLimits, Pool, Timing
 from zen_dev.capacity.scenario import BootSpec, CapacitySpec, LognormalBoot
 from zen_dev.capacity.traces import CapacitySchedule, TraceError, load_trace
 from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
+from zen_dev.sim.jobspec import SyntheticJobs, references
 from zen_dev.sim.jobspec import validate as validate_jobs
 from zen_dev.sim.timing import timing_problem
 from zen_dev.sim.written import drawable, scenario_numbers, zones_listed
@@ -327,7 +328,9 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
             errors = [{**err, "loc": ("jobs", *err["loc"])} for err in exc.errors()]
             raise ScenarioError(source, problems_from_validation(errors, lines)) from None
     written = scenario_numbers(raw, spec, jobs)
-    if written:  # a number written as yes or as text: pydantic read it as a number
+    if isinstance(jobs, SyntheticJobs):  # what its jobs name that the clusters do not have
+        written += references(jobs, {c.name: (tuple(c.regions), spec.models_of(c)) for c in spec.clusters})
+    if written:  # a number written as yes or as text (pydantic read it as a number), a name the clusters lack
         raise ScenarioError(source, sorted(((lines.line(loc), why) for loc, why in written), key=lambda p: p[0] or 0))
     base_dir = base_dir or Path.cwd()
     capacity = _build_capacity(spec, source, base_dir, lines)
