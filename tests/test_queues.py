@@ -311,8 +311,8 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
     queued = zen_cli("explain", "a0")
     assert queued.startswith(f"a0: QUEUED - admitted by queue team-a; waiting for a VM of {CLUSTER}")
     # A start no VM takes (lost, expired) waits for its republish: when it comes is said, not only the scaling.
-    assert re.search(r"its start was published at (\d\d:\d\d:\d\d), and is published again at the first tick "
-                     r"after (\d\d:\d\d:\d\d) if no VM has claimed it \(start_republish_s\)", queued), queued
+    assert re.search(r"its start was published at ([\d-]+ )?(\d\d:\d\d:\d\d), and is published again at the first "
+                     r"tick after ([\d-]+ )?(\d\d:\d\d:\d\d) if no VM has claimed it \(start_republish_s\)", queued), queued
     # An ended job in one line: its final report's message (the output's tail, many lines) was printed.
     *beats, final = agent_run("a0", final="FAILED", exit_code=3)
     for beat in beats + [{**final, "message": "step 1\nTraceback (most recent call last):\n  boom"}]:

@@ -98,14 +98,22 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
     return 0
 
 
-def local_time(moment: datetime) -> str:
-    """A time in ``zen explain``'s line: this machine's local time, as ``zen jobs list`` and ``zen watch`` show."""
-    return f"{moment.astimezone():%H:%M:%S}"
+def _clock(moment: datetime, zone: timezone | None, now: datetime | None) -> str:
+    """``moment`` as a time of day in ``zone`` (None: this machine's), with its date unless it is ``now``'s day
+    there: a decision of yesterday read as a time of today."""
+    shown, today = moment.astimezone(zone), (now or datetime.now(timezone.utc)).astimezone(zone)
+    return f"{shown:%H:%M:%S}" if shown.date() == today.date() else f"{shown:%Y-%m-%d %H:%M:%S}"
 
 
-def utc_time(moment: datetime) -> str:
-    """A time in the console's line: UTC, as its pages show times, and saying so."""
-    return f"{moment.astimezone(timezone.utc):%H:%M:%S} UTC"
+def local_time(moment: datetime, now: datetime | None = None) -> str:
+    """A time in ``zen explain``'s line: this machine's local time, as ``zen jobs list`` and ``zen watch`` show
+    (dated unless it is today's)."""
+    return _clock(moment, None, now)
+
+
+def utc_time(moment: datetime, now: datetime | None = None) -> str:
+    """A time in the console's line: UTC, as its pages show times, and saying so (dated unless it is today's)."""
+    return f"{_clock(moment, timezone.utc, now)} UTC"
 
 
 def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time) -> str:
