@@ -82,8 +82,10 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
 
 def quota_kind(errors: list[MigError]) -> str:
     """``RegionMemory.quota_block`` of a strike for ``errors`` (capacity errors of one pass): "read" when each is the
-    tick's quota read's (``MigError.detail``), "refused" when Compute refused one for quota, else ""."""
-    if all(e.detail for e in errors):
+    tick's quota read's (a ``MigError.detail`` of no instance: a failed flex-start request's names its own, and its
+    block was lifted by the next read with room, pass after pass), "refused" when Compute refused one for quota,
+    else ""."""
+    if all(e.detail and e.instance is None for e in errors):
         return "read"
     return "refused" if any(e.kind is ErrorKind.QUOTA for e in errors) else ""
 
