@@ -20,6 +20,7 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
 from google.cloud import compute_v1
 
+from zen.core.quotas import named
 from zen.scaling.model import ErrorKind, MigError
 from zen.scaling.port import (  # noqa: F401 - the port's types, importable from the adapter too
     MigApiError, MigInstance, MigNotFound, MigPort, MigRateLimited, MigState, MigSummary, MigUnconfirmed,
@@ -144,7 +145,7 @@ class MigManager:
                     continue
                 instance = item.instance_action_details.instance if item.instance_action_details else None
                 out.append(MigError(self.region, error_kind(item.error.code), at,
-                                    instance.rsplit("/", 1)[-1] if instance else None))
+                                    instance.rsplit("/", 1)[-1] if instance else None, quota=named(item.error.message)))
         return sorted(out, key=lambda e: e.at)
 
     def region_summaries(self) -> dict[str, "MigSummary"]:

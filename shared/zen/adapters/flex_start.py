@@ -40,6 +40,7 @@ from google.cloud import compute_v1
 from zen.adapters.compute import MigManager, error_kind, raise_first
 from zen.core.clock import utc_now
 from zen.core.provisioning import PENDING_SEP
+from zen.core.quotas import named
 from zen.scaling.model import MigError
 from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, resize_requests
 
@@ -111,7 +112,8 @@ class FlexStartMig(MigManager):
         code = errors[0].code if errors else ""
         said = "; ".join(f"{e.code}: {e.message}" if e.message else e.code for e in errors) or "no reason given"
         return MigError(self.region, error_kind(code), self._now(), pending_name(self.name, request.name, 0),
-                        detail=f"flex-start resize request {request.name} failed ({said})")
+                        detail=f"flex-start resize request {request.name} failed ({said})",
+                        quota=named(errors[0].message if errors else None))
 
     def _over(self, request: compute_v1.InstanceGroupManagerResizeRequest) -> bool:
         """Whether an ended request can go: failed or cancelled, or granted and past its run duration."""

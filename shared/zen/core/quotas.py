@@ -10,6 +10,7 @@ check and raise them: docs/how-to/deploy.md#gpu-quotas. Pure: no SDK.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -23,6 +24,13 @@ _FAMILIES = {
 }
 # The provisioning models (zen.core.provisioning) whose VMs count against the preemptible quotas.
 _PREEMPTIBLE_MODELS = ("spot", "flex-start")
+
+
+def named(message: str | None) -> str | None:
+    """The quota a QUOTA_EXCEEDED message of Compute names (``Quota 'NVIDIA_A100_GPUS' exceeded.  Limit: 16.0 in
+    region us-central1.``), if it is a GPU quota, one the scale tick reads (``zen.scaling.quotas``); else None."""
+    found = re.search(r"Quota '([A-Z0-9_]+)' exceeded", message or "")
+    return found.group(1) if found and (found.group(1) == ALL_REGIONS or found.group(1).endswith("_GPUS")) else None
 
 
 def gpu_metric(gpu_type: str, model: str) -> str:

@@ -61,8 +61,8 @@ class MigError:
     at: datetime  # the failure (the last of them when ``count`` > 1)
     instance: str | None = None
     count: int = 1  # failures this stands for: Compute reports each; the simulator folds an instance's retries
-    # Not a creation error but a GPU quota read before asking (``ClusterManager.quota_short``): why, in words.
-    detail: str | None = None
+    detail: str | None = None  # why, in words (no instance: the quota read before asking, ClusterManager.quota_short)
+    quota: str | None = None  # the quota Compute's QUOTA_EXCEEDED named (zen.core.quotas.named)
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ class RegionMemory:
     quota_room: int | None = None
     quota_listed: int = 0
     quota_shared: tuple[tuple[str, int], ...] = ()  # the quotas behind it, which other pools count against too
-    quota_block: str = ""  # its block's quota: "read" (the tick's read: one with room lifts it), "refused" (Compute's)
+    quota_block: str = ""  # its block's quota: "read", the tick's read; "refused", Compute's (probes.quota_kind)
     # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to
     # hold while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
     sized: int = 0

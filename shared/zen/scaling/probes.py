@@ -83,11 +83,16 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
 def quota_kind(errors: list[MigError]) -> str:
     """``RegionMemory.quota_block`` of a strike for ``errors`` (capacity errors of one pass): "read" when each is the
     tick's quota read's (a ``MigError.detail`` of no instance: a failed flex-start request's names its own, and its
-    block was lifted by the next read with room, pass after pass), "refused" when Compute refused one for quota,
-    else ""."""
-    if all(e.detail and e.instance is None for e in errors):
+    block was lifted by the next read with room, pass after pass); "refused" when Compute refused one for quota,
+    "refused:<quotas>" when each refusal named a GPU quota the tick reads (``MigError.quota``: another cluster's
+    VMs took its room, say), which a read with room lifts as it does its own blocks; else ""."""
+    read = [e for e in errors if e.detail and e.instance is None]
+    if len(read) == len(errors):
         return "read"
-    return "refused" if any(e.kind is ErrorKind.QUOTA for e in errors) else ""
+    refused = [e.quota for e in errors if e.kind is ErrorKind.QUOTA and e not in read]
+    if not refused:
+        return ""
+    return "refused" if None in refused else "refused:" + ",".join(sorted({q for q in refused if q}))
 
 
 def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: list[str], now: datetime,
@@ -112,12 +117,14 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
     if in_a_row >= SILENT_IN_A_ROW and any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked):
         return lead + (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
                        "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
-    refused = [p for p in blocked if p not in short and memory[p].quota_block == "refused"]  # were "stocked out"
+    refused = [p for p in blocked if p not in short and memory[p].quota_block.startswith("refused")]  # "stocked out"
     held = {*short, *refused}
     stocked, queued = [p for p in blocked if not flex(p) and p not in held], [p for p in blocked if flex(p) and p not in held]
     if not queued and not full and not held:
         return f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity"
-    parts = ([f"Compute refused VMs for a quota (QUOTA_EXCEEDED) in {', '.join(refused)}"] if refused else []) + (
+    named = sorted({q for p in refused for q in memory[p].quota_block.partition(":")[2].split(",") if q})
+    parts = ([f"Compute refused VMs for a quota (QUOTA_EXCEEDED{': ' + ', '.join(named) if named else ''}) in "
+              f"{', '.join(refused)}"] if refused else []) + (
         [f"stocked out: {', '.join(stocked)}"] if stocked else []) + (
         [f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"]
         if queued else [])

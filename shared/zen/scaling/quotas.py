@@ -116,13 +116,15 @@ def lift(memory: dict[str, RegionMemory], fresh: bool, now: datetime,
          unread: Collection[str] = ()) -> list[Decision]:
     """The blocks the tick's quota read laid (``RegionMemory.quota_block`` "read") on pools a ``fresh`` read of this pass
     finds room in again: lifted (a VM of the cluster gone frees its GPUs; the pool stayed blocked up to
-    ``max_block_s`` while jobs waited). A block after Compute's own QUOTA_EXCEEDED stays: Compute counts quotas
-    Zen does not read; so does a pool whose MIG this pass could not read (``unread``: it was unblocked, and
+    ``max_block_s`` while jobs waited). So are those after Compute's QUOTA_EXCEEDED naming GPU quotas the read
+    counts ("refused:<quotas>"): another cluster of the GPU type took their room between two reads, and its VMs
+    gone, the pool waited out the block. One after a QUOTA_EXCEEDED naming no such quota stays: Compute counts
+    quotas Zen does not read; so does a pool whose MIG this pass could not read (``unread``: it was unblocked, and
     asked for VMs of its ``min_vms``)."""
     lifted = []
     for pool, m in memory.items():
-        if (fresh and pool not in unread and m.quota_block == "read" and m.blocked_until is not None and m.blocked_until > now
-                and m.quota_room != 0):
+        if (fresh and pool not in unread and m.quota_block.startswith(("read", "refused:")) and m.blocked_until is not None
+                and m.blocked_until > now and m.quota_room != 0):
             memory[pool] = m.replaced(blocked_until=None, quota_block="")
             lifted.append(Decision(Action.UNBLOCK, pool, "the tick's GPU quota read finds room for more again"))
     return lifted
