@@ -34,13 +34,14 @@ def _instance(name: str, zone: str | None, action: str, status: str, error: Erro
 def _error(region: str, at: datetime, instance: str, count: int) -> MigError:
     """``MigError(region, STOCKOUT, at, instance, count)``, the same way as :func:`_instance`."""
     made = object.__new__(MigError)
-    made.__dict__.update(region=region, kind=ErrorKind.STOCKOUT, at=at, instance=instance, count=count, detail=None)
+    made.__dict__.update(region=region, kind=ErrorKind.STOCKOUT, at=at, instance=instance, count=count, detail=None,
+                         quota=None)
     return made
 
 
 # Both set every field: they follow the dataclasses.
 assert list(MigInstance.__dataclass_fields__) == ["name", "zone", "current_action", "status", "creation_error"]
-assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count", "detail"]
+assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count", "detail", "quota"]
 
 
 def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
