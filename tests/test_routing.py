@@ -239,7 +239,7 @@ def test_an_idle_vm_that_ran_the_image_by_digest_draws_the_job(routed, publisher
 def test_zen_explain_says_where_a_narrowed_start_goes_and_until_when(routed, tmp_path, monkeypatch, capsys):
     import yaml
 
-    from zen.cli.queues import explain_job
+    from zen.cli.queues import explain_job, local_time
 
     zen, functions = routed
     functions.submit(job_request("d7", inputs=DATA))
@@ -249,12 +249,12 @@ def test_zen_explain_says_where_a_narrowed_start_goes_and_until_when(routed, tmp
     assert explain_job("d7", False, zen.db) == 0
     widen_at = get(zen, "d7").widen_at
     assert (f"d7: QUEUED - admitted; waiting for a VM of 4xa100-40gb in europe-west4 (its start goes there first; "
-            f"to every allowed region at the first tick after {widen_at:%H:%M:%S})") in capsys.readouterr().out
+            f"to every allowed region at the first tick after {local_time(widen_at)})") in capsys.readouterr().out
 
 
 def test_a_warm_vm_not_heard_from_lately_draws_nothing(routed, publisher, clock):
     """A VM that died without saying so leaves its row; its cache must not narrow later jobs to its
-    region (review finding): only VMs heard from within fleet.WARM_VM_SEEN_S count."""
+    region: only VMs heard from within fleet.WARM_VM_SEEN_S count."""
     zen, functions = routed
     functions.heartbeat(vm_heartbeat("vm-gone", "us-west1", 1, cached_inputs=["gs://eu-data/shards/"]))
     clock.advance(fleet.WARM_VM_SEEN_S + 1)
@@ -264,7 +264,7 @@ def test_a_warm_vm_not_heard_from_lately_draws_nothing(routed, publisher, clock)
 
 
 def test_room_on_a_busy_vm_absorbs_only_narrowed_jobs_its_region_reaches(routed, clock):
-    """Several jobs per VM meet routing (review finding): a data job narrowed to europe-west4 is not
+    """Several jobs per VM meet routing: a data job narrowed to europe-west4 is not
     absorbed by room on a busy VM in us-central1; the demand the planner sees stays in europe-west4."""
     from datetime import datetime, timezone
 

@@ -74,7 +74,7 @@ def test_a_start_that_comes_back_is_claimed_after_every_earlier_report_of_its_at
     """The answers to the first claim come too late (the agent has given the start back); the start
     comes back to this VM. Zen drops a report at or below the last seq it applied for the attempt, so
     the second claim's reports must go on after the first claim's: a seq starting again at 1 went
-    unanswered, and the start was given back again and again (review finding)."""
+    unanswered, and the start was given back again and again."""
     transport = real_time_transport
     first, again = transport.add_start(start_message()), transport.add_start(start_message())
     applied: list[int] = []

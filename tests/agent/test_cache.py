@@ -116,7 +116,7 @@ def test_the_vm_heartbeat_reports_the_inputs_held_and_the_images_run(client, tmp
 
 
 def test_two_attempts_keeping_one_object_at_once_never_share_a_partial_file(tmp_path, monkeypatch):
-    """Two attempts on one VM (max_jobs_per_vm > 1) miss on the same object together (review finding):
+    """Two attempts on one VM (max_jobs_per_vm > 1) miss on the same object together:
     each copies into a partial file of its own. With one shared partial file, the second writer's
     open truncated the first's copy, which then went into the cache with a hole of zeros while the
     second had not yet rewritten it: a third attempt hitting then read corrupt input."""

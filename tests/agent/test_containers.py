@@ -1,4 +1,4 @@
-"""A job's container never outlives the agent's belief that it stopped (review finding): the docker
+"""A job's container never outlives the agent's belief that it stopped: the docker
 CLI is not the container, and ``docker kill`` may fail. After a container job ends or is stopped its
 container is removed by name and checked gone; one docker cannot remove keeps the attempt's GPUs and
 retires the VM; a STOP for an attempt this agent does not hold removes its container; the agent's

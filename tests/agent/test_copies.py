@@ -1,7 +1,7 @@
 """Copies of a start this VM already ran: a failed ack redelivers it, a narrowed start is widened,
 a warm offer and its region's copy both come. Zen's reports may lag (the run's RUNNING and final
 reports delayed by a retried publish), so a claim of such a copy could be confirmed and the same
-attempt run twice on this VM. The agent acks and drops them, never claims them (review finding).
+attempt run twice on this VM. The agent acks and drops them, never claims them.
 Against the fake transport; the real runner runs the jobs."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fence (``zen.agent.fence``): a VM cut off from Pub/Sub while its job runs stops the job itself
 before Zen takes the attempt for lost and runs the job elsewhere. Its job ran on beside the next
-attempt: the STOP Zen sends the lost attempt never reached it (review finding). Real jobs, a fake
+attempt: the STOP Zen sends the lost attempt never reached it. Real jobs, a fake
 Pub/Sub transport whose publishes fail for spans of the agent's manual clock."""
 
 from __future__ import annotations

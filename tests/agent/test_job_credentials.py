@@ -1,4 +1,4 @@
-"""Job code must not get the VM's credentials (review finding): a container on docker's default
+"""Job code must not get the VM's credentials: a container on docker's default
 bridge could reach the metadata server and take the agent's service-account token (forged heartbeats,
 other clusters' start messages), and a job without an image ran as a plain process, as root, beside
 the agent. The startup script rejects containers' traffic to the metadata server before the agent

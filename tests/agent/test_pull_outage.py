@@ -1,6 +1,6 @@
 """An agent that cannot pull its start subscription (NotFound, PermissionDenied) must not say IDLE:
 the planner counts an IDLE VM as supply for its region's queued jobs, which then waited for ever
-while the VM was billed (review finding). Past ``PULL_OUTAGE_S`` of failing pulls it sends no IDLE
+while the VM was billed. Past ``PULL_OUTAGE_S`` of failing pulls it sends no IDLE
 heartbeat, so Zen, hearing nothing for ``agent_silence_s``, deletes the VM; once a pull works it
 says IDLE again at once. On the fake transport's manual clock."""
 

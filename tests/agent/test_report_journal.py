@@ -1,7 +1,7 @@
 """An attempt's final report outlives the agent that sends it (``zen.agent.journal``): an agent killed
 after its job ended (SIGKILL, the OOM killer) lost the report it was still publishing; the agent
 systemd restarted knew nothing of it, and Zen, hearing nothing, took the attempt for lost and ran the
-job again (review finding). Here an agent "dies" by a ``Killed`` raised from its final report's
+job again. Here an agent "dies" by a ``Killed`` raised from its final report's
 publish, which nothing in the agent catches; a new agent on the same work directory plays the restart."""
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def test_a_pull_limit_counts_claims_waiting_for_their_answer_until_it_comes():
 
 
 def test_a_second_copy_of_a_start_the_vm_holds_is_dropped_and_the_running_attempt_keeps_its_slot_and_stops():
-    """A widened or republished start reaches the VM that already runs its attempt (review finding):
+    """A widened or republished start reaches the VM that already runs its attempt:
     the copy is acked at once; it must not take a second slot, replace the attempt's control inbox,
     or, when its claim goes unanswered, give the running attempt's slot back."""
     transport = FakeTransport(VM, virtual_time=False)

@@ -1,4 +1,4 @@
-"""The startup script's reads of instance metadata and its installs, when they fail (review finding):
+"""The startup script's reads of instance metadata and its installs, when they fail:
 ``curl --fail || true`` read a 5xx or a timeout as "not set", so one failed read of zen-config wrote
 the unit without ZEN_CONFIG and the agent ran on the default configuration, even on a reboot that had
 /etc/zen/config.yaml. Only a 404 means "not set" now; other failures are retried, then fail the

@@ -79,7 +79,7 @@ def test_the_unit_removes_leftover_job_containers_before_the_agent_starts(metada
 
 def test_a_reboot_leaves_the_running_agent_alone_unless_what_it_runs_changed(metadata, tmp_path):
     """On a reboot the enabled unit starts the agent, which may claim a job before this script runs: a
-    restart then ended that job PREEMPTED (review finding). Only a new package, configuration or unit
+    restart then ended that job PREEMPTED. Only a new package, configuration or unit
     restarts it."""
 
     def last_command() -> str:
