@@ -88,7 +88,7 @@ HOT_QUERIES = [
     ("jobs_on_vm", {"vm_name": "vm-13"}),
     ("vm_loads_of_cluster", {"cluster": "1xl4"}),
     ("queued_demand_by_gpus", {"cluster": "1xl4"}),
-    ("held_vms_of_cluster", {"cluster": "1xl4"}),  # with a gang's nodes (jobs_gangs)
+    ("held_vms_of_cluster", {"cluster": "1xl4", "left_running": "x"}),  # with a gang's nodes (jobs_gangs)
     ("arrivals_since", {"cluster": "1xl4", "since": NOW - timedelta(minutes=10)}),
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),
     ("prune_outbox", {"cutoff": NOW - timedelta(days=1), "limit": 5000}),

@@ -165,24 +165,24 @@ class AttemptRunner:
         final = final or (AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED)
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
-        # Stopped for the disk: nothing is uploaded, so its directory goes at once and its neighbours get
-        # their space back now, not after an upload of what filled it (the job is not rerun: FAILED).
+        # Stopped for the disk: nothing uploaded, its directory goes at once, its neighbours' space back (not rerun: FAILED).
         spent = self._disk is not None and note is not None and note == self._disk.verdict(key)
         if spent and checkpoint is not None:
             checkpoint.stop_periodic(0.0)
-        note = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
-                             self._clock, lambda: self._shutdown.stopping)  # a container that may run on: report later
+        note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
+                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(  # stopped: no report
+                                         self._pulls, self._vm_beats, key, final is AgentStatus.STOPPED and attempt.gang is None))
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
-                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint,
+                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report,
                   over_limit="disk" if spent else "max_runtime_s" if timed_out else None)  # not retried
         return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",
-             limit_s: float | None = None, checkpoint: Checkpoint | None = None, over_limit: OverLimit | None = None) -> None:
-        """Upload the outputs, close the output, send the final report; the attempt's directories are
-        removed and its end counted whatever happens meanwhile.
+             limit_s: float | None = None, checkpoint: Checkpoint | None = None, over_limit: OverLimit | None = None, report: bool = True) -> None:
+        """Upload the outputs, close the output, send the final report (unless not ``report``: zen.agent.leftover);
+        the attempt's directories are removed and its end counted whatever happens meanwhile.
 
         The status reported is the job's own (``final``: its exit code, or how the agent ended it), never the
         upload's: a STOP during the upload is ignored (the job has ended or was stopped already; Zen repeats STOP to
@@ -223,8 +223,9 @@ class AttemptRunner:
                                self._shutdown.budget(SHUTDOWN_REPORT_S) if self._shutdown.stopping else
                                min(OUTPUT_BUDGET_S, max(1.0, attempt.report_by + SHUTDOWN_OUTPUT_S - self._clock())))
             budget = self._shutdown.budget(0.0) if self._shutdown.stopping else FINAL_BUDGET_S
-            self._reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message, over_limit=over_limit,
-                               data=data.heartbeat_fields() if data is not None else None)
+            if report:  # (not: a container the agent stopped may run on, zen.agent.leftover)
+                self._reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
+                                   over_limit=over_limit, data=data.heartbeat_fields() if data is not None else None)
         finally:
             if data is not None:
                 self._log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,

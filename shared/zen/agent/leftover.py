@@ -2,20 +2,26 @@
 failing) may still run the job. Its final report then waits: the attempt goes on reporting RUNNING, as it
 may be, while the agent tries the removal again every ``RETRY_S``, so Zen reruns nothing beside it (a
 stopped attempt's rerun waits while its VM says it runs: ``zen.core.lifecycle``, ``zen.core.gang``). The
-report goes once the container is gone, or after ``WAIT_S`` with a note saying it may still run; the VM
-then retires (``zen.agent.agent``: its slot is never another job's) and Zen deletes it, the container with it.
-Not while the VM shuts down: it is going, and the container with it.
+report goes once the container is gone. Past ``WAIT_S``, the VM retires (``zen.agent.agent``: its slot is never
+another job's) and Zen deletes it, the container with it; a job that ended on its own is reported then, with a
+note saying its container is left, and one the agent stopped is not reported at all (:func:`hold`). Not while the
+VM shuts down: it is going, and the container with it.
 """
-
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
+
+from zen.core.reports import LEFT_RUNNING
+
+if TYPE_CHECKING:
+    from zen.agent.limits import DailyPulls
+    from zen.agent.vmbeat import VmBeats
 
 WAIT_S = 300.0  # the longest a final report waits for a container that may still run
 RETRY_S = 10.0  # between two removals tried (each ``docker rm -f``, bounded by ``zen.agent.removal``)
 ROUND_S = 1.0  # the least time one round of heartbeat and orders takes (its orders are ignored: it has ended)
-RUNNING_NOTE = "zen: the job's container could not be removed and may still run; the agent tries again"
+RUNNING_NOTE = LEFT_RUNNING  # what the attempt says meanwhile: Zen deletes a retired VM whose stopping job says it
 
 
 class Removable(Protocol):
@@ -24,29 +30,56 @@ class Removable(Protocol):
     def remove_container(self, budget_s: float = ...) -> None: ...
 
 
+def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], stopped: bool) -> Callable[[], None] | None:
+    """What :func:`hold` retires the VM by (no more jobs, RETIRED said now: the loop may be the attempt's own thread,
+    with one slot) for a job the agent ``stopped``; None for one that ended on its own."""
+    def retire() -> None:
+        pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")
+        vm_beats.retire()
+        vm_beats.beat(force=True)
+    return retire if stopped else None
+
+
 def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock: Callable[[], float],
-         stopping: Callable[[], bool], sleep: Callable[[float], None] = time.sleep) -> str | None:
+         stopping: Callable[[], bool], retire: Callable[[], None] | None = None,
+         sleep: Callable[[float], None] = time.sleep) -> tuple[str | None, bool]:
     """Wait while ``job``'s container may run (``container_gone`` False), ``beat(next_beat)`` sending the
-    attempt's RUNNING heartbeat when due (returns the next time one is due) and taking its orders; the final
-    report's ``note`` then, with what happened to the container added when there is something to say."""
+    attempt's RUNNING heartbeat when due (returns the next time one is due) and taking its orders. Returns the final
+    report's ``note``, with what happened to the container added when there is something to say, and whether the
+    report goes at all.
+
+    ``retire``: given for a job the agent stopped (docker could not kill it: it may run on), which Zen may rerun
+    elsewhere once it hears the stop answered (a queue's preemption). Past ``WAIT_S`` the VM retires, and Zen
+    deletes it, the container with it (a retired VM whose stopping job says ``RUNNING_NOTE`` is held for it no more:
+    ``zen.store.fleet.held_vms``); the wait goes on until the container is gone or the VM shuts down, and then no
+    final report goes (False): Zen reruns the job once its VM has been silent ``preempted_stop_s``
+    (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. (A final report went after
+    ``WAIT_S``, and Zen reran the job at once, beside the container.) A job that ended on its own (its exit code
+    known: its container runs no more), or a gang's node, reports after ``WAIT_S`` as before."""
     if job.container_gone is not False:
-        return note
-    said = _wait(job, beat, clock, stopping, WAIT_S, sleep)
-    return note if said is None else f"{note}\n{said}" if note else said
+        return note, True
+    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, retire)
+    return (note if said is None else f"{note}\n{said}" if note else said), report
 
 
 def _wait(job: Removable, beat: Callable[[float], float], clock: Callable[[], float], stopping: Callable[[], bool],
-          wait_s: float, sleep: Callable[[float], None]) -> str | None:
+          wait_s: float, sleep: Callable[[float], None], retire: Callable[[], None] | None) -> tuple[str | None, bool]:
     began = clock()
-    next_beat, next_try = began, began + RETRY_S
-    while job.container_gone is False and not stopping() and clock() - began < wait_s:
+    next_beat, next_try, retired = began, began + RETRY_S, False
+    while job.container_gone is False and not stopping() and (retire is not None or clock() - began < wait_s):
         round_began = clock()
+        if retire is not None and not retired and round_began - began >= wait_s:
+            retire()  # the VM takes no more jobs and says RETIRED: Zen deletes it
+            retired = True
         next_beat = beat(next_beat)
         if clock() >= next_try:
             job.remove_container(RETRY_S)
             next_try = clock() + RETRY_S
         sleep(max(0.0, ROUND_S - (clock() - round_began)))
     if job.container_gone:
-        return f"zen: the job's container was removed {clock() - began:.0f} s after the job ended (docker failed before)"
+        return f"zen: the job's container was removed {clock() - began:.0f} s after the job ended (docker failed before)", True
+    if retire is not None:  # the VM shuts down: the container goes with it, and Zen reruns nothing before
+        return ("zen: the job's container could not be removed and may have run until this VM shut down; no final "
+                "report: Zen ends the attempt once the VM is silent"), False
     return (None if stopping() else f"zen: the job's container could not be removed within {wait_s:.0f} s: it may "
-            "still run; this VM takes no more jobs and is deleted")
+            "still run; this VM takes no more jobs and is deleted"), True

@@ -18,6 +18,12 @@ class AgentStatus(str, enum.Enum):
     PREEMPTED = "PREEMPTED"
 
 
+# What an attempt says while its container, which docker could not remove after the agent stopped it, may still run
+# (zen.agent.leftover): its VM retires, and a retired VM whose stopping job says this is held for it no more, but
+# deleted (zen.store.fleet.held_vms), before Zen reruns the job on another (its silence: zen.core.lifecycle).
+LEFT_RUNNING = "zen: the job's container could not be removed and may still run; the agent tries again"
+
+
 class VmState(str, enum.Enum):
     IDLE = "IDLE"
     BUSY = "BUSY"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from zen.core.reports import LEFT_RUNNING
 from zen.store.encoding import to_json
 
 if TYPE_CHECKING:
@@ -46,8 +47,9 @@ def vm_loads(session: Session, cluster: str) -> dict[str, tuple[int, int]]:
 
 
 def held_vms(session: Session, cluster: str) -> dict[str, str]:
-    """VM name -> the job it holds (assigned, running or stopping)."""
-    return {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=cluster)}
+    """VM name -> the job it holds (assigned, running or stopping; not a retired VM's stopping job whose container
+    may still run, ``LEFT_RUNNING``: that VM is deleted)."""
+    return {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=cluster, left_running=LEFT_RUNNING)}
 
 
 def agents(session: Session, cluster: str) -> dict[str, dict[str, Any]]:
