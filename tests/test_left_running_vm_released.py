@@ -43,3 +43,19 @@ def test_a_retired_vms_stopping_job_whose_container_may_run_holds_it_no_more(fun
         statuses = {j: session.one("get_job", job_id=j)["status"] for j in ("left", "usual", "runs")}
     assert statuses == {"left": "STOPPING", "usual": "STOPPING", "runs": "RUNNING"}
     assert set(held) == {"vm-usual", "vm-runs"}, held  # vm-left: its deletion is what ends the container
+
+
+def test_a_gangs_node_whose_container_may_run_on_a_retired_vm_holds_it_no_more(functions, zen):
+    from tests.test_gang_fates import running
+
+    running(functions)  # gang g: vm-1 and vm-2 run it (cluster 4xa100-40gb)
+    functions.stop({"job_id": "g"})
+    functions.heartbeat(heartbeat("g", "RUNNING", 5, vm="vm-2", message=LEFT_RUNNING))
+    functions.heartbeat(heartbeat("g", "RUNNING", 5, vm="vm-1"))  # stopping as usual
+    for n, vm in enumerate(("vm-1", "vm-2")):
+        functions.heartbeat(_vm_beat(vm, 200 + n, "RETIRED"))
+    with zen.db.transaction() as session:
+        held = fleet.held_vms(session, CLUSTER)
+        status = session.one("get_job", job_id="g")["status"]
+    assert status == "STOPPING"
+    assert set(held) == {"vm-1"}, held  # vm-2's deletion ends its node's container; the gang waits while it runs

@@ -171,7 +171,7 @@ class AttemptRunner:
             checkpoint.stop_periodic(0.0)
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
                                      self._clock, lambda: self._shutdown.stopping, leftover.retirer(  # stopped: no report
-                                         self._pulls, self._vm_beats, key, final is AgentStatus.STOPPED and attempt.gang is None))
+                                         self._pulls, self._vm_beats, key, final is AgentStatus.STOPPED))
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
                   data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report,

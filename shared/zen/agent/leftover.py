@@ -49,13 +49,13 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
     report goes at all.
 
     ``retire``: given for a job the agent stopped (docker could not kill it: it may run on), which Zen may rerun
-    elsewhere once it hears the stop answered (a queue's preemption). Past ``WAIT_S`` the VM retires, and Zen
-    deletes it, the container with it (a retired VM whose stopping job says ``RUNNING_NOTE`` is held for it no more:
-    ``zen.store.fleet.held_vms``); the wait goes on until the container is gone or the VM shuts down, and then no
+    elsewhere once it hears the stop answered (a queue's preemption, a gang's lost node). Past ``WAIT_S`` the VM retires, and Zen
+    deletes it, the container with it (a retired VM whose stopping job, or gang node, says ``RUNNING_NOTE`` is held
+    for it no more: ``zen.store.fleet.held_vms``); the wait goes on until the container is gone or the VM shuts down, and then no
     final report goes (False): Zen reruns the job once its VM has been silent ``preempted_stop_s``
     (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. (A final report went after
     ``WAIT_S``, and Zen reran the job at once, beside the container.) A job that ended on its own (its exit code
-    known: its container runs no more), or a gang's node, reports after ``WAIT_S`` as before."""
+    known: its container runs no more) reports after ``WAIT_S`` as before."""
     if job.container_gone is not False:
         return note, True
     said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, retire)

@@ -37,7 +37,7 @@ from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, most_silent
 from zen.core.lease import Deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
-from zen.core.reports import gave_up
+from zen.core.reports import LEFT_RUNNING, gave_up
 from zen.core.retries import next_retry, rerun_as_taken_back
 from zen.core.stops import PREEMPTED, users_reason
 
@@ -151,7 +151,8 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     own = status == hb.status.value  # its word taken: the node's last word then (not a claim overtaken, nor an end's)
     node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=now if own and was.status not in ENDED else
                                        node.beat_at, exit_code=hb.exit_code if own and hb.exit_code is not None else
-                                       node.exit_code, over_limit=hb.over_limit if own else node.over_limit))
+                                       node.exit_code, over_limit=hb.over_limit if own else node.over_limit,
+                                       left_running=hb.message == LEFT_RUNNING if own else node.left_running))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
     if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop, but a rerun waits while a

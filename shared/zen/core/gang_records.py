@@ -48,6 +48,7 @@ class GangNode(BaseModel):
     beat_at: datetime  # when Zen last heard from it (its claim, first)
     exit_code: int | None = None
     over_limit: str | None = None  # its report's (Heartbeat.over_limit): its failure is not retried
+    left_running: bool = False  # its last report says its container may run on (LEFT_RUNNING): its VM is deleted
     confirmed_at: datetime | None = None  # when the gang completed (its claim: ASSIGNED), where its usage starts
     # While the gang assembles: when another node left it after this one's claim (the gang then needs one
     # more VM; a planner pass before then counted that VM busy: zen.core.gang.room_seen_after).

@@ -467,8 +467,9 @@ SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 -- name: held_vms_of_cluster
 -- VMs that hold a job: never removed. Every node of a gang, and those that claimed a part of one assembling,
 -- but a node that sent its final report (zen.core.gang.ENDED): its VM is idle while the gang runs on. Not a
--- RETIRED VM whose stopping job says its container may still run (:left_running, zen.core.reports.LEFT_RUNNING):
--- deleting that VM is what ends it, and the job is rerun only once the VM is silent (zen.agent.leftover).
+-- RETIRED VM whose stopping job (a gang's node: GangNode.left_running) says its container may still run
+-- (:left_running, zen.core.reports.LEFT_RUNNING): deleting that VM is what ends it, and the job is rerun only once
+-- the VM is silent (zen.agent.leftover).
 SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL
                               AND gang IS NULL
                               AND NOT (status = 'STOPPING' AND message = :left_running AND EXISTS (
@@ -476,7 +477,9 @@ SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','
 UNION ALL
 SELECT node ->> 'vm', job_id FROM jobs, jsonb_array_elements(gang) AS node
 WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
-  AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK');
+  AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK')
+  AND NOT (status = 'STOPPING' AND node ->> 'left_running' = 'true' AND EXISTS (
+      SELECT 1 FROM vms WHERE vms.name = node ->> 'vm' AND vms.state = 'RETIRED'));
 
 -- name: vms_of_cluster
 -- shares: its agent may run several jobs at once (its heartbeats list them all, none included: zen.scaling.sharing)
