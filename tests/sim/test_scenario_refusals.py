@@ -158,6 +158,8 @@ MULTILINE_JOBS = """jobs:
      "line 15: jobs.provisioning: flex-start is not in cluster c8's provisioning ['spot']"),
     (MULTILINE_JOBS.replace("stnadard", "any"),
      "line 9: jobs.clusters names unknown cluster(s): c9"),
+    (MULTILINE_JOBS.replace("stnadard", "any") + "  nodes: {0: 1}\n",
+     "line 16: jobs.nodes: nodes per job are >= 1 (got [0])"),
     (MULTILINE_JOBS.replace("us-west1]", "europe-west4]").replace("stnadard", "any"), "line 12: jobs.allow ['europe-west4'] leaves cluster c8 no region"),
 ])
 def test_what_synthetic_jobs_name_that_the_clusters_lack_is_refused_with_its_line(tmp_path, capsys, jobs, said):

@@ -159,8 +159,6 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
     mix = spec.clusters or {name: 1.0 for name in by_name}
     names, weights = list(mix), list(mix.values())
     prios, prio_weights = list(spec.priorities), list(spec.priorities.values())
-    if any(n < 1 for n in spec.nodes):
-        raise JobTraceError(f"jobs.nodes: nodes per job are >= 1 (got {sorted(spec.nodes)})")
     gangs = random.Random(f"nodes-{seed}") if spec.nodes != {1: 1} else None  # its own draws: the rest unchanged
     node_counts, node_weights = list(spec.nodes), list(spec.nodes.values())
     accepts = _provisioning(spec.provisioning)

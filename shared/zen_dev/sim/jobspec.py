@@ -80,13 +80,15 @@ class SyntheticJobs(_Spec):
 def references(spec: SyntheticJobs, clusters: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
                ) -> list[tuple[tuple, str]]:
     """Each (location, sentence) where synthetic jobs name what the scenario's clusters (name -> (regions, models))
-    do not have: a cluster ``jobs.clusters`` names, an ``allow`` entry leaving a cluster jobs go to no region, a model
+    do not have: a cluster ``jobs.clusters`` names, fewer than one node a job, an ``allow`` entry leaving a cluster jobs go to no region, a model
     in ``jobs.provisioning`` that is unknown or that a cluster jobs go to does not list. Checked at load, where the
     location gives the line, and again where the jobs are drawn."""
     out: list[tuple[tuple, str]] = []
     unknown = sorted(set(spec.clusters or ()) - set(clusters))
     if unknown:
         out.append((("jobs", "clusters", unknown[0]), f"jobs.clusters names unknown cluster(s): {', '.join(unknown)}"))
+    if any(n < 1 for n in spec.nodes):
+        out.append((("jobs", "nodes"), f"jobs.nodes: nodes per job are >= 1 (got {sorted(spec.nodes)})"))
     drawn = [name for name in (spec.clusters or clusters) if name in clusters]
     for i, allow in enumerate(spec.allow):
         for name in drawn:
