@@ -31,18 +31,20 @@ def test_a_retired_vms_stopping_job_whose_container_may_run_holds_it_no_more(fun
     _running(functions, "left", "vm-left")
     _running(functions, "usual", "vm-usual")
     _running(functions, "runs", "vm-runs")
-    for job_id in ("left", "usual"):
+    _running(functions, "quiet", "vm-quiet")
+    for job_id in ("left", "usual", "quiet"):
         functions.stop({"job_id": job_id})  # STOPPING
     functions.heartbeat(heartbeat("left", "RUNNING", 10, vm="vm-left", message=LEFT_RUNNING))
     functions.heartbeat(heartbeat("usual", "RUNNING", 10, vm="vm-usual", message="saving a checkpoint"))
     functions.heartbeat(heartbeat("runs", "RUNNING", 10, vm="vm-runs", message=LEFT_RUNNING))
-    for n, vm in enumerate(("vm-left", "vm-usual", "vm-runs")):
+    functions.heartbeat(heartbeat("quiet", "RUNNING", 10, vm="vm-quiet"))  # no message at all
+    for n, vm in enumerate(("vm-left", "vm-usual", "vm-runs", "vm-quiet")):
         functions.heartbeat(_vm_beat(vm, 100 + n, "RETIRED"))
     with zen.db.transaction() as session:
         held = fleet.held_vms(session, CLUSTER)
-        statuses = {j: session.one("get_job", job_id=j)["status"] for j in ("left", "usual", "runs")}
-    assert statuses == {"left": "STOPPING", "usual": "STOPPING", "runs": "RUNNING"}
-    assert set(held) == {"vm-usual", "vm-runs"}, held  # vm-left: its deletion is what ends the container
+        statuses = {j: session.one("get_job", job_id=j)["status"] for j in ("left", "usual", "runs", "quiet")}
+    assert statuses == {"left": "STOPPING", "usual": "STOPPING", "runs": "RUNNING", "quiet": "STOPPING"}
+    assert set(held) == {"vm-usual", "vm-runs", "vm-quiet"}, held  # vm-left: its deletion is what ends the container
 
 
 def test_a_gangs_node_whose_container_may_run_on_a_retired_vm_holds_it_no_more(functions, zen):

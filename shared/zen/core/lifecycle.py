@@ -15,7 +15,7 @@ from typing import Any
 from zen.core.lease import Deadlines, silent_for
 from zen.core.retries import budget_spent, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
-from zen.core.reports import gave_up, refused_floor
+from zen.core.reports import LEFT_RUNNING, gave_up, refused_floor
 from zen.core.stops import PREEMPTED, users_reason
 
 
@@ -160,6 +160,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
         decision.changes.append(Change(JobStatus.ASSIGNED, f"claimed by {hb.vm}"))
         decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone)
+        if job.message == LEFT_RUNNING:  # an earlier attempt's (its VM deleted): not this one's (zen.store.fleet.held_vms)
+            decision.fields["message"] = None
         if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
             decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
         current = JobStatus.ASSIGNED

@@ -173,7 +173,7 @@ def drain_unless_busy(session: Session, vm: str, cluster: str, region: str, now:
     """Mark ``vm`` as going away unless it holds a job, under the VM's advisory lock (which a claim
     by that VM also takes: see ``repository.vm_is_draining``). True when drained."""
     session.run("lock_vm", vm_name=vm)
-    if session.one("vm_holds_job", vm_name=vm):
+    if session.one("vm_holds_job", vm_name=vm, left_running=LEFT_RUNNING):
         return False
     session.run("drain_vm", vm_name=vm, cluster=cluster, region=region, now=now)
     return True

@@ -472,13 +472,13 @@ SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 -- the VM is silent (zen.agent.leftover).
 SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL
                               AND gang IS NULL
-                              AND NOT (status = 'STOPPING' AND message = :left_running AND EXISTS (
+                              AND NOT (status = 'STOPPING' AND message IS NOT DISTINCT FROM :left_running AND EXISTS (
                                   SELECT 1 FROM vms WHERE vms.name = jobs.vm AND vms.state = 'RETIRED'))
 UNION ALL
 SELECT node ->> 'vm', job_id FROM jobs, jsonb_array_elements(gang) AS node
 WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
   AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK')
-  AND NOT (status = 'STOPPING' AND node ->> 'left_running' = 'true' AND EXISTS (
+  AND NOT (status = 'STOPPING' AND node ->> 'left_running' IS NOT DISTINCT FROM 'true' AND EXISTS (
       SELECT 1 FROM vms WHERE vms.name = node ->> 'vm' AND vms.state = 'RETIRED'));
 
 -- name: vms_of_cluster
@@ -545,13 +545,18 @@ SELECT first_seen_at FROM vms WHERE name = :vm_name;
 
 -- name: vm_holds_job
 -- Also a node of a gang, or a VM that claimed a part of one assembling (zen.core.gang), but a node that sent
--- its final report (as held_vms_of_cluster).
+-- its final report, nor a RETIRED VM's stopping job or node whose container may still run (as held_vms_of_cluster:
+-- deleting the VM is what ends it).
 SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') AND gang IS NULL
+  AND NOT (status = 'STOPPING' AND message IS NOT DISTINCT FROM :left_running AND EXISTS (
+      SELECT 1 FROM vms WHERE vms.name = jobs.vm AND vms.state = 'RETIRED'))
 UNION ALL
 SELECT job_id FROM jobs WHERE gang @> jsonb_build_array(jsonb_build_object('vm', CAST(:vm_name AS text)))
   AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(gang) AS node WHERE node ->> 'vm' = CAST(:vm_name AS text)
-                  AND node ->> 'status' IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK'))
+                  AND (node ->> 'status' IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK')
+                       OR (status = 'STOPPING' AND node ->> 'left_running' IS NOT DISTINCT FROM 'true' AND EXISTS (
+                           SELECT 1 FROM vms WHERE vms.name = CAST(:vm_name AS text) AND vms.state = 'RETIRED'))))
 LIMIT 1;
 
 -- name: jobs_on_vm
