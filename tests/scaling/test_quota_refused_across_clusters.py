@@ -74,3 +74,37 @@ def test_a_refusal_for_a_quota_the_tick_does_not_read_runs_its_course():
                                        quota_room={}))
     assert not [d for d in later.decisions if d.action is Action.UNBLOCK], later.decisions
     assert later.add == {}
+
+
+@pytest.mark.parametrize("message, quota", [
+    ("Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 0.0 globally.", ALL_REGIONS),
+    ("The GPUS-ALL-REGIONS-per-project quota maximum has been exceeded. Current limit: 0.0. Metric: "
+     "compute.googleapis.com/gpus_all_regions.", ALL_REGIONS),
+    ("Quota 'NVIDIA_A100_80GB_GPUS' exceeded.  Limit: 8.0 in region us-central1.", "NVIDIA_A100_80GB_GPUS"),
+    ("Quota 'COMMITTED_NVIDIA_A100_GPUS' exceeded.  Limit: 8.0 in region us-central1.", None),  # not read
+    ("Quota 'NVIDIA_T4_VWS_GPUS' exceeded.  Limit: 1.0 in region us-central1.", None),
+    ("Quota 'GPUS_PER_GPU_FAMILY' exceeded.  Limit: 8.0 in region us-central1.", None),
+])
+def test_the_quotas_named_are_those_the_tick_reads(message, quota):
+    assert named(message) == quota
+
+
+def test_a_stockout_beside_a_refusal_for_a_gpu_quota_keeps_its_block():
+    from zen.scaling import probes
+
+    stockout = MigError(CENTRAL, ErrorKind.STOCKOUT, at(0), f"zen-{EIGHT}-{CENTRAL}-efgh")
+    assert probes.quota_kind([_refused(ALL_REGIONS), stockout]) == "refused"  # no read lifts a stockout
+    assert probes.quota_kind([_refused(ALL_REGIONS), _refused("NVIDIA_A100_GPUS")]) == \
+        "refused:GPUS_ALL_REGIONS,NVIDIA_A100_GPUS"
+
+
+def test_a_failed_flex_start_request_names_its_gpu_quotas_only_when_each_refusal_names_one():
+    from google.cloud import compute_v1
+
+    from zen.adapters.flex_start import _named_quota
+
+    gpus = compute_v1.Errors(code="QUOTA_EXCEEDED", message="Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 8.0 globally.")
+    cpus = compute_v1.Errors(code="QUOTA_EXCEEDED", message="Quota 'A2_CPUS' exceeded.  Limit: 96.0 in region x.")
+    assert _named_quota([gpus]) == ALL_REGIONS
+    assert _named_quota([gpus, cpus]) is None  # its CPUs' refusal stays: no GPU read lifts it (it read the first alone)
+    assert _named_quota([compute_v1.Errors(code="ZONE_RESOURCE_POOL_EXHAUSTED", message="no capacity")]) is None

@@ -74,7 +74,7 @@ def test_a_block_silent_boots_lay_is_not_lifted_by_a_quota_read_whatever_block_i
     silent = vm("silent-1", CENTRAL, VmPhase.BOOTING)
     probes.silent_boot(memory, CENTRAL, silent, 600, now, timing)
     assert not memory[WEST].quota_block
-    assert not quotas.lift(memory, True, now + timedelta(seconds=60))
+    assert not quotas.lift(memory, {}, now + timedelta(seconds=60))
     assert memory[WEST].blocked_until is not None and memory[WEST].blocked_until > now + timedelta(seconds=60)
 
 

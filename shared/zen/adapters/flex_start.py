@@ -41,7 +41,7 @@ from zen.adapters.compute import MigManager, error_kind, raise_first
 from zen.core.clock import utc_now
 from zen.core.provisioning import PENDING_SEP
 from zen.core.quotas import named
-from zen.scaling.model import MigError
+from zen.scaling.model import ErrorKind, MigError
 from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, resize_requests
 
 _PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
@@ -64,6 +64,13 @@ def resize_requests_client_from_env() -> compute_v1.RegionInstanceGroupManagerRe
     return compute_v1.RegionInstanceGroupManagerResizeRequestsClient(
         transport=RegionInstanceGroupManagerResizeRequestsRestTransport(
             host=endpoint.removeprefix("http://"), credentials=AnonymousCredentials(), url_scheme="http"))
+
+
+def _named_quota(errors: Sequence[compute_v1.Errors]) -> str | None:
+    """The GPU quotas a failed request's QUOTA_EXCEEDED errors name (``zen.core.quotas.named``), joined; None when
+    one names none the tick reads (a CPU quota, say): its block then runs its course."""
+    names = [named(e.message) for e in errors if error_kind(e.code) is ErrorKind.QUOTA]
+    return ",".join(sorted({n for n in names if n})) if names and all(names) else None
 
 
 def pending_name(mig: str, request: str, index: int) -> str:
@@ -113,7 +120,7 @@ class FlexStartMig(MigManager):
         said = "; ".join(f"{e.code}: {e.message}" if e.message else e.code for e in errors) or "no reason given"
         return MigError(self.region, error_kind(code), self._now(), pending_name(self.name, request.name, 0),
                         detail=f"flex-start resize request {request.name} failed ({said})",
-                        quota=named(errors[0].message if errors else None))
+                        quota=_named_quota(errors))
 
     def _over(self, request: compute_v1.InstanceGroupManagerResizeRequest) -> bool:
         """Whether an ended request can go: failed or cancelled, or granted and past its run duration."""

@@ -28,9 +28,14 @@ _PREEMPTIBLE_MODELS = ("spot", "flex-start")
 
 def named(message: str | None) -> str | None:
     """The quota a QUOTA_EXCEEDED message of Compute names (``Quota 'NVIDIA_A100_GPUS' exceeded.  Limit: 16.0 in
-    region us-central1.``), if it is a GPU quota, one the scale tick reads (``zen.scaling.quotas``); else None."""
-    found = re.search(r"Quota '([A-Z0-9_]+)' exceeded", message or "")
-    return found.group(1) if found and (found.group(1) == ALL_REGIONS or found.group(1).endswith("_GPUS")) else None
+    region us-central1.``, or ``... Metric: compute.googleapis.com/gpus_all_regions.``), if it is one the scale tick
+    reads (``GPUS_ALL_REGIONS``, a region's ``[PREEMPTIBLE_]NVIDIA_<family>_GPUS``: not a committed or virtual
+    workstation one, nor ``GPUS_PER_GPU_FAMILY``); else None."""
+    found = re.search(r"Quota '([A-Z0-9_]+)' exceeded", message or "") or re.search(
+        r"Metric: compute\.googleapis\.com/([a-z0-9_]+)", message or "")
+    metric = found.group(1).upper() if found else ""
+    return metric if metric == ALL_REGIONS or (re.fullmatch(r"(PREEMPTIBLE_)?NVIDIA_[A-Z0-9_]+_GPUS", metric)
+                                               and "_VWS_" not in metric) else None
 
 
 def gpu_metric(gpu_type: str, model: str) -> str:

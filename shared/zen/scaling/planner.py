@@ -80,7 +80,7 @@ class _Planning:
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
-        self.plan.decisions += quotas.lift(self.memory, self.s.quota_room is not None, self.now, self.s.unread)
+        self.plan.decisions += quotas.lift(self.memory, self.s.quota_room, self.now, self.s.unread)
         new_errors = probes.unseen_errors(self.s.errors, self.memory)
         recovered: dict[str, RegionMemory] = {}  # pools blocked before that delivered now: their memory then
         for region in self.regions:

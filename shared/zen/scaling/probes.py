@@ -89,10 +89,12 @@ def quota_kind(errors: list[MigError]) -> str:
     read = [e for e in errors if e.detail and e.instance is None]
     if len(read) == len(errors):
         return "read"
-    refused = [e.quota for e in errors if e.kind is ErrorKind.QUOTA and e not in read]
+    others = [e for e in errors if e not in read]
+    refused = [e.quota for e in others if e.kind is ErrorKind.QUOTA]
     if not refused:
         return ""
-    return "refused" if None in refused else "refused:" + ",".join(sorted({q for q in refused if q}))
+    named = len(refused) == len(others) and None not in refused  # (a stockout beside it: no read lifts that)
+    return "refused:" + ",".join(sorted({q for q in refused if q})) if named else "refused"
 
 
 def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: list[str], now: datetime,

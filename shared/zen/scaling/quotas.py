@@ -68,11 +68,14 @@ def shares(cluster: ClusterConfig, pool: Pool, quotas: dict[str, dict[str, Quota
 
 class Rooms(dict[str, int]):
     """Pool -> the VMs a quota read leaves room for, where fewer than its pools could ask (the least of its
-    ``shares``); ``shared``: pool -> those shares, which the pools' memory keeps (``RegionMemory.quota_shared``)."""
+    ``shares``); ``shared``: pool -> those shares, which the pools' memory keeps (``RegionMemory.quota_shared``);
+    ``unread``: the pools whose region's or the project's quotas this read could not read (it found room in
+    nothing there, and lifts no block of theirs: :func:`lift`)."""
 
-    def __init__(self, shared: dict[str, tuple[tuple[str, int], ...]]):
+    def __init__(self, shared: dict[str, tuple[tuple[str, int], ...]], unread: frozenset[str] = frozenset()):
         super().__init__({pool: min(n for _, n in found) for pool, found in shared.items() if found})
         self.shared = {pool: found for pool, found in shared.items() if found}
+        self.unread = unread
 
 
 def remember(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None,
@@ -112,18 +115,19 @@ def short(memory: RegionMemory, per_region: int) -> bool:
     return memory.quota_room is not None and memory.quota_room < per_region
 
 
-def lift(memory: dict[str, RegionMemory], fresh: bool, now: datetime,
+def lift(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None, now: datetime,
          unread: Collection[str] = ()) -> list[Decision]:
-    """The blocks the tick's quota read laid (``RegionMemory.quota_block`` "read") on pools a ``fresh`` read of this pass
-    finds room in again: lifted (a VM of the cluster gone frees its GPUs; the pool stayed blocked up to
+    """The blocks the tick's quota read laid (``RegionMemory.quota_block`` "read") on pools this pass's fresh read
+    (``rooms``, ``ClusterManager.quota_room``; None: none this pass) finds room in again: lifted (a VM of the cluster gone frees its GPUs; the pool stayed blocked up to
     ``max_block_s`` while jobs waited). So are those after Compute's QUOTA_EXCEEDED naming GPU quotas the read
     counts ("refused:<quotas>"): another cluster of the GPU type took their room between two reads, and its VMs
     gone, the pool waited out the block. One after a QUOTA_EXCEEDED naming no such quota stays: Compute counts
-    quotas Zen does not read; so does a pool whose MIG this pass could not read (``unread``: it was unblocked, and
-    asked for VMs of its ``min_vms``)."""
-    lifted = []
+    quotas Zen does not read; so does a pool whose MIG this pass could not read, or whose quotas this read could
+    not (``unread``: it was unblocked, and asked for VMs of its ``min_vms``; ``Rooms.unread``: a failed read found
+    room in nothing, and lifted a refusal's block every tick, the pool struck again by the same refusal)."""
+    lifted, unread = [], {*unread, *getattr(rooms, "unread", ())}
     for pool, m in memory.items():
-        if (fresh and pool not in unread and m.quota_block.startswith(("read", "refused:")) and m.blocked_until is not None
+        if (rooms is not None and pool not in unread and m.quota_block.startswith(("read", "refused:")) and m.blocked_until is not None
                 and m.blocked_until > now and m.quota_room != 0):
             memory[pool] = m.replaced(blocked_until=None, quota_block="")
             lifted.append(Decision(Action.UNBLOCK, pool, "the tick's GPU quota read finds room for more again"))
@@ -146,5 +150,6 @@ def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[
     room for what its pools could ask, nothing the cluster asks there is refused)."""
     quotas = read_quotas(reader, regions, map_)
     return [(held_back(cluster, pools, quotas), Rooms({
-        key: shares(cluster, pool, quotas, pools.values()) for key, pool in pools.items()}))
+        key: shares(cluster, pool, quotas, pools.values()) for key, pool in pools.items()}, frozenset(
+        key for key, pool in pools.items() if not quotas.get(pool.region) or not quotas.get(PROJECT))))
             for cluster, pools in clusters]
