@@ -7,6 +7,7 @@ another job's) and Zen deletes it, the container with it; a job that ended on it
 note saying its container is left, and one the agent stopped is not reported at all (:func:`hold`). Not while the
 VM shuts down: it is going, and the container with it.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from zen.agent.limits import DailyPulls
     from zen.agent.vmbeat import VmBeats
 
-WAIT_S = 300.0  # the longest a final report waits for a container that may still run
+WAIT_S = 300.0  # how long a final report waits for a container that may still run before the VM retires
 RETRY_S = 10.0  # between two removals tried (each ``docker rm -f``, bounded by ``zen.agent.removal``)
 ROUND_S = 1.0  # the least time one round of heartbeat and orders takes (its orders are ignored: it has ended)
 RUNNING_NOTE = LEFT_RUNNING  # what the attempt says meanwhile: Zen deletes a retired VM whose stopping job says it
@@ -49,13 +50,13 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
     report goes at all.
 
     ``retire``: given for a job the agent stopped (docker could not kill it: it may run on), which Zen may rerun
-    elsewhere once it hears the stop answered (a queue's preemption, a gang's lost node). Past ``WAIT_S`` the VM retires, and Zen
-    deletes it, the container with it (a retired VM whose stopping job, or gang node, says ``RUNNING_NOTE`` is held
-    for it no more: ``zen.store.fleet.held_vms``); the wait goes on until the container is gone or the VM shuts down, and then no
-    final report goes (False): Zen reruns the job once its VM has been silent ``preempted_stop_s``
-    (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. (A final report went after
-    ``WAIT_S``, and Zen reran the job at once, beside the container.) A job that ended on its own (its exit code
-    known: its container runs no more) reports after ``WAIT_S`` as before."""
+    elsewhere once it hears the stop answered (a queue's preemption, a gang's lost node). Past ``WAIT_S`` the VM
+    retires, and Zen deletes it, the container with it (a retired VM whose stopping job, or gang node, says
+    ``RUNNING_NOTE`` is held for it no more: ``zen.store.fleet.held_vms``); the wait goes on until the container is
+    gone or the VM shuts down, and then no final report goes (False): Zen reruns the job once its VM has been
+    silent ``preempted_stop_s`` (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. (A
+    final report went after ``WAIT_S``, and Zen reran the job at once, beside the container.) A job that ended on its
+    own (its exit code known: its container runs no more) reports after ``WAIT_S`` as before."""
     if job.container_gone is not False:
         return note, True
     said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, retire)
