@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from zen.adapters.joblogs import Sink
 from zen.adapters.secret_manager import secret_reader
+from zen.agent import leftover
 from zen.agent.attempt import AttemptRunner
 from zen.agent.backoff import ClaimBackoff
 from zen.agent.cache import InputCache
@@ -302,7 +303,7 @@ class Agent:
             if not ran or gone or self.stopping or remove_container(container_name(*key), self.settings.docker):
                 self.slots.give_back(key)
             else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
-                self.pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")
+                self.pulls.retire(leftover.left_reason(key))
             pulled(answer == "confirm")
         if answer == "timeout":
             self.vm_beats.changed()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat

@@ -31,11 +31,16 @@ class Removable(Protocol):
     def remove_container(self, budget_s: float = ...) -> None: ...
 
 
+def left_reason(key: tuple[str, int]) -> str:
+    """Why the VM takes no more jobs once an attempt's container could not be removed (``DailyPulls.retire``)."""
+    return f"the container of {key[0]} attempt {key[1]} could not be removed"
+
+
 def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], stopped: bool) -> Callable[[], None] | None:
     """What :func:`hold` retires the VM by (no more jobs, RETIRED said now: the loop may be the attempt's own thread,
     with one slot) for a job the agent ``stopped``; None for one that ended on its own."""
     def retire() -> None:
-        pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")
+        pulls.retire(left_reason(key))
         vm_beats.retire()
         vm_beats.beat(force=True)
     return retire if stopped else None

@@ -125,9 +125,11 @@ def lift(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None, now: 
     quotas Zen does not read; so does a pool whose MIG this pass could not read, or whose quotas this read could
     not (``unread``: it was unblocked, and asked for VMs of its ``min_vms``; ``Rooms.unread``: a failed read found
     room in nothing, and lifted a refusal's block every tick, the pool struck again by the same refusal)."""
+    if rooms is None:
+        return []
     lifted, unread = [], {*unread, *getattr(rooms, "unread", ())}
     for pool, m in memory.items():
-        if (rooms is not None and pool not in unread and m.quota_block.startswith(("read", "refused:")) and m.blocked_until is not None
+        if (pool not in unread and m.quota_block.startswith(("read", "refused:")) and m.blocked_until is not None
                 and m.blocked_until > now and m.quota_room != 0):
             memory[pool] = m.replaced(blocked_until=None, quota_block="")
             lifted.append(Decision(Action.UNBLOCK, pool, "the tick's GPU quota read finds room for more again"))
