@@ -48,7 +48,7 @@ def vm_loads(session: Session, cluster: str) -> dict[str, tuple[int, int]]:
 
 def held_vms(session: Session, cluster: str) -> dict[str, str]:
     """VM name -> the job it holds (assigned, running or stopping; not a retired VM's stopping job whose container
-    may still run, ``LEFT_RUNNING``: that VM is deleted)."""
+    may still run, ``LEFT_RUNNING``: that VM is deleted), as SQL's ``vm_holders`` defines it for the drain too."""
     return {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=cluster, left_running=LEFT_RUNNING)}
 
 

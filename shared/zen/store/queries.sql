@@ -465,21 +465,9 @@ RETURNING name, first_seen_at;
 SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 
 -- name: held_vms_of_cluster
--- VMs that hold a job: never removed. Every node of a gang, and those that claimed a part of one assembling,
--- but a node that sent its final report (zen.core.gang.ENDED): its VM is idle while the gang runs on. Not a
--- RETIRED VM whose stopping job (a gang's node: GangNode.left_running) says its container may still run
--- (:left_running, zen.core.reports.LEFT_RUNNING): deleting that VM is what ends it, and the job is rerun only once
--- the VM is silent (zen.agent.leftover).
-SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL
-                              AND gang IS NULL
-                              AND NOT (status = 'STOPPING' AND message IS NOT DISTINCT FROM :left_running AND EXISTS (
-                                  SELECT 1 FROM vms WHERE vms.name = jobs.vm AND vms.state = 'RETIRED'))
-UNION ALL
-SELECT node ->> 'vm', job_id FROM jobs, jsonb_array_elements(gang) AS node
-WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
-  AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK')
-  AND NOT (status = 'STOPPING' AND node ->> 'left_running' IS NOT DISTINCT FROM 'true' AND EXISTS (
-      SELECT 1 FROM vms WHERE vms.name = node ->> 'vm' AND vms.state = 'RETIRED'));
+-- VMs that hold a job (vm_holders, migration 0045: a gang's nodes, and not a RETIRED VM whose stopping job says its
+-- container may still run, :left_running): never removed.
+SELECT vm, job_id FROM vm_holders(:left_running) WHERE cluster = :cluster;
 
 -- name: vms_of_cluster
 -- shares: its agent may run several jobs at once (its heartbeats list them all, none included: zen.scaling.sharing)
@@ -544,20 +532,8 @@ UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last
 SELECT first_seen_at FROM vms WHERE name = :vm_name;
 
 -- name: vm_holds_job
--- Also a node of a gang, or a VM that claimed a part of one assembling (zen.core.gang), but a node that sent
--- its final report, nor a RETIRED VM's stopping job or node whose container may still run (as held_vms_of_cluster:
--- deleting the VM is what ends it).
-SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') AND gang IS NULL
-  AND NOT (status = 'STOPPING' AND message IS NOT DISTINCT FROM :left_running AND EXISTS (
-      SELECT 1 FROM vms WHERE vms.name = jobs.vm AND vms.state = 'RETIRED'))
-UNION ALL
-SELECT job_id FROM jobs WHERE gang @> jsonb_build_array(jsonb_build_object('vm', CAST(:vm_name AS text)))
-  AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
-  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(gang) AS node WHERE node ->> 'vm' = CAST(:vm_name AS text)
-                  AND (node ->> 'status' IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK')
-                       OR (status = 'STOPPING' AND node ->> 'left_running' IS NOT DISTINCT FROM 'true' AND EXISTS (
-                           SELECT 1 FROM vms WHERE vms.name = CAST(:vm_name AS text) AND vms.state = 'RETIRED'))))
-LIMIT 1;
+-- Whether a job holds the VM, as held_vms_of_cluster reads it (vm_holders): its drain before a delete.
+SELECT job_id FROM vm_holders(:left_running) WHERE vm = CAST(:vm_name AS text) LIMIT 1;
 
 -- name: jobs_on_vm
 -- The jobs a VM holds (a claim from it is checked against them: zen.jobs.claims). The partial vm index's.
