@@ -149,7 +149,10 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
         return Decision(duplicate=True, controls=[answer] if answer else [])
     status, was = word_after(node.status, hb.status), node
     own = status == hb.status.value  # its word taken: the node's last word then (not a claim overtaken, nor an end's)
-    node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=now if own and was.status not in ENDED else
+    # A claim again by a node past its claim (its restarted agent's) keeps the node's seq: its dead agent's journaled
+    # reports come after it, and dropped as seen, a part that succeeded read as silent (lifecycle.decide_heartbeat).
+    seq = node.seq if hb.status is AgentStatus.CLAIMED and node.status != AgentStatus.CLAIMED.value else hb.seq
+    node = node.model_copy(update=dict(seq=seq, status=status, beat_at=now if own and was.status not in ENDED else
                                        node.beat_at, exit_code=hb.exit_code if own and hb.exit_code is not None else
                                        node.exit_code, over_limit=hb.over_limit if own else node.over_limit,
                                        left_running=hb.message == LEFT_RUNNING if own else node.left_running))

@@ -183,7 +183,13 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         if hb.seq <= job.last_seq:
             return _seen_already(job, hb)
 
-    decision.fields.update(last_seq=max(job.last_seq, hb.seq), last_heartbeat_at=now)
+    decision.fields.update(last_heartbeat_at=now)
+    if hb.status is not AgentStatus.CLAIMED or current is JobStatus.ASSIGNED:
+        # Running or stopping, a claim again by the VM holding the attempt (its restarted agent's, of a copy of the
+        # start) is no report of the attempt: it must not raise the floor past the reports its dead agent journaled,
+        # which the new one sends after it (Pub/Sub keeps no order); dropped as seen, a SUCCEEDED was lost and the job
+        # ran again. Assigned, it does: a VM heartbeat sent before it no longer gives the claim back (decide_given_back).
+        decision.fields["last_seq"] = max(job.last_seq, hb.seq)
     if hb.message is not None:
         decision.fields["message"] = hb.message
     if current is JobStatus.STOPPING or current is JobStatus.RUNNING and hb.status is AgentStatus.CLAIMED:
