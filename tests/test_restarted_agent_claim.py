@@ -7,7 +7,7 @@ attempt for lost and a job that SUCCEEDED runs again."""
 from __future__ import annotations
 
 from tests.messages import heartbeat, job_request
-from tests.test_late_final_reports import job, starts
+from tests.test_late_final_reports import job, orders, starts
 from tests.test_gang_fates import running
 from tests.test_queues import queued_zen  # noqa: F401 - fixture
 
@@ -73,3 +73,22 @@ def test_a_gang_nodes_restarted_agent_does_not_hide_its_dead_agents_exit(functio
     record = job(zen, "g")
     assert (record.status.value, [n.status for n in record.gang]) == ("SUCCEEDED", ["SUCCEEDED", "SUCCEEDED"]), (
         record.status, record.gang)
+
+
+def test_an_assigned_attempts_outcome_is_applied_below_a_claims_seq(functions, zen, publisher, clock):
+    """The attempt still ASSIGNED (its RUNNING not delivered yet; RUNNING is not journaled) when an agent restarted
+    before this release claims a copy of its start: Zen confirms it, as any claim of the holder's while assigned
+    (zen.agent.ranlog keeps a restarted agent from making it). The dead agent's SUCCEEDED, an older seq, still ends
+    the job: assigned, no outcome was applied, so only claims raised the floor. Its RUNNING after that, and the
+    second run's, are told STOP."""
+    functions.submit(job_request("job-1"))
+    t0 = 1_700_000_000_000
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", t0, vm="vm-a"))
+    clock.advance(45)
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", t0 + 50_000, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "SUCCEEDED", t0 + 40_000, vm="vm-a", exit_code=0, message="done"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", t0 + 30_000, vm="vm-a"))  # the dead agent's, at last
+    functions.heartbeat(heartbeat("job-1", "RUNNING", t0 + 60_000, vm="vm-a"))  # the second run's
+    record = job(zen, "job-1")
+    assert (record.status.value, record.exit_code, ("STOP", 1) in orders(publisher, "vm-a")) == ("SUCCEEDED", 0, True), (
+        record.status, orders(publisher, "vm-a"))

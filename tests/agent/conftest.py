@@ -187,7 +187,10 @@ class Agents:
         env.update({
             "ZEN_VM_NAME": vm, "ZEN_CLUSTER": CLUSTER, "ZEN_REGION": region, "ZEN_ZONE": zone or f"{region}-a",
             "ZEN_PROJECT": self._config.project, "ZEN_CONFIG": str(self._config_file),
-            "PUBSUB_EMULATOR_HOST": self._pubsub_address, **tuning,
+            "PUBSUB_EMULATOR_HOST": self._pubsub_address,
+            # The test's own, as a VM's disk is its own: what an agent keeps there (its journal, the attempts it ran:
+            # zen.agent.ranlog) is not another test's agent's of the same name.
+            "ZEN_AGENT_WORK_DIR": str(self._log_dir / "agents-work"), **tuning,
         })
         log_path = self._log_dir / f"agent-{vm}.log"
         with open(log_path, "ab") as out:

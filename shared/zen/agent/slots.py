@@ -12,11 +12,13 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from pydantic import ValidationError
 
 from zen.agent.limits import given_or_attribute
+from zen.agent.ranlog import RanLog
 from zen.agent.removal import remove_container
 from zen.agent.runner import container_name
 from zen.agent.shutdown import SLICE_S
@@ -73,6 +75,14 @@ class Slots:
         self._running: dict[Key, None] = {}  # of those, confirmed and not yet ended
         self._given_back: deque[Key] = deque(maxlen=GIVEN_BACK_KEPT)  # starts dropped (``dropped``), newest first
         self._ran: deque[Key] = deque(maxlen=RAN_KEPT)  # confirmed here, newest last
+        self._ran_log: RanLog | None = None  # kept on disk for the next agent of this VM (zen.agent.ranlog)
+
+    def remember_in(self, path: Path) -> None:
+        """Keep the attempts run here in ``path`` too, and take those an earlier agent of this VM ran."""
+        self._ran_log = RanLog(path, RAN_KEPT)
+        earlier = self._ran_log.load()
+        with self._lock:
+            self._ran.extend(key for key in earlier if key not in self._ran)
 
     def never_fits(self, gpus: int | None) -> str | None:
         """Why an attempt asking for ``gpus`` (None: the whole VM) can never run here, if it cannot."""
@@ -120,6 +130,9 @@ class Slots:
         with self._lock:
             self._running[key] = None
             self._ran.append(key)
+            newest = list(self._ran)
+        if self._ran_log is not None:
+            self._ran_log.add(key, newest)
 
     def dropped(self, key: Key) -> None:
         """``key``'s start was dropped, its claim unanswered (given back) or told RELEASE (a later try of

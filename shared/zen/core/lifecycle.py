@@ -180,8 +180,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         return decision
     else:
         current = job.status
-        if hb.seq <= job.last_seq:
-            return _seen_already(job, hb)
+        if hb.seq <= job.last_seq and not (current is JobStatus.ASSIGNED and hb.status in _OUTCOMES):
+            return _seen_already(job, hb)  # assigned, no outcome was applied: only claims raised the floor since
 
     decision.fields.update(last_heartbeat_at=now)
     if hb.status is not AgentStatus.CLAIMED or current is JobStatus.ASSIGNED:
@@ -202,6 +202,9 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
             decision.controls.append(_control(job, hb, ControlAction.STOP, stopping_reason(job)))
     _advance(decision, current, job, hb, now)
     return decision
+
+
+_OUTCOMES = (AgentStatus.SUCCEEDED, AgentStatus.FAILED)  # a run's (not a claim's PREEMPTED, nor a stop's STOPPED)
 
 
 def _seen_already(job: Job, hb: Heartbeat) -> Decision:
