@@ -28,12 +28,12 @@ def _queue_notify_example() -> str:
 
 
 def test_the_documented_job_file_with_notify_on_is_read_as_written(tmp_path):
-    from zen.cli.user import _read_job_file
+    from zen.cli.jobfiles import read_job_file
     from zen.core.models import JobRequest
 
     path = tmp_path / "train.yaml"
     path.write_text(_job_file_example())
-    data = _read_job_file(str(path))  # what `zen submit train.yaml` reads
+    data = read_job_file(str(path))  # what `zen submit train.yaml` reads
     # was refused: "notify.0.1: Keys should be strings"
     request = JobRequest.model_validate({"job_id": "train-42", "user_id": "alice", **data})
     assert request.notify[0].on == ["FAILED", "PREEMPTED"]

@@ -126,7 +126,7 @@ def test_a_stop_says_what_will_happen(zen_cli, publisher, functions):
     assert publisher.on("zen-job-stop") == []
     functions.submit(job_request("job-1"))
     running = zen_cli("stop", "job-1")
-    assert running.returncode == 0 and "job job-1 is QUEUED: it will be stopped" in running.stdout
+    assert running.returncode == 0 and "job job-1 is QUEUED: it is cancelled before it runs" in running.stdout
     forced = zen_cli("stop", "--force", "later-job")
     assert forced.returncode == 0 and "a job submitted with that id in that time is cancelled" in forced.stdout
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["job-1", "later-job"]

@@ -46,16 +46,36 @@ def _dispatch(argv: list[str]) -> int:
         # `zen submit [FILE] [flags] -- PROGRAM ARGS`: everything after -- is the job's command.
         cut = argv.index("--")
         argv, trailing = argv[:cut], argv[cut + 1:]
+    if argv[:1] and argv[0].startswith("-") and argv[0].split("=")[0] not in parser._option_string_actions:
+        _misplaced(parser, argv, [argv[0]])  # `zen --cluster c submit`: argparse would call c the command
     args, rest = parser.parse_known_args(argv)
     args.trailing = trailing
     if getattr(args, "passthrough", False):
         return args.func(args, rest)
     if rest:
+        _misplaced(parser, argv, rest)
         hint = ""
         if argv[:1] == ["submit"] and not trailing:  # a job's own flags (python -c ...) without the --
             hint = f" (a job's command goes after --: zen submit ... -- {shlex.join(args.words + rest)})"
         _named(parser, argv).error(f"unrecognized arguments: {' '.join(rest)}{hint}")
     return args.func(args)
+
+
+def _misplaced(parser: argparse.ArgumentParser, argv: list[str], rest: list[str]) -> None:
+    """A usage error naming where the flags of ``rest`` that the named command has go (``zen --json jobs list``:
+    "--json goes after the command: zen jobs list --json"); nothing when it has none of them."""
+    path, named = [], parser
+    for word in argv:
+        subcommands = [a for a in named._actions if isinstance(a, argparse._SubParsersAction)]
+        if subcommands and word in subcommands[0].choices:
+            path.append(word)
+            named = subcommands[0].choices[word]
+    misplaced = [word for word in rest if word.startswith("-") and word.split("=")[0] in named._option_string_actions]
+    if path and misplaced:
+        at = argv.index(misplaced[0])
+        value = [argv[at + 1]] if "=" not in misplaced[0] and at + 1 < len(argv) and argv[at + 1] not in path and (
+            named._option_string_actions[misplaced[0]].nargs != 0) else []
+        named.error(f"{' '.join(misplaced)} goes after the command: zen {' '.join(path + [misplaced[0]] + value)} ...")
 
 
 def _named(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:

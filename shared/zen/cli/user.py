@@ -18,18 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
+from zen.cli.jobfiles import is_job_file, read_job_file
 from zen.cli.kit import CliError, Context, database, database_configured, deployed_config
-from zen.core.documents import load_json, load_yaml
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
 
-JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-_MAPPINGS = ("env", "labels", "secrets", "array", "checkpoint")  # a job file's fields that flags lay fields over
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
 
 
@@ -58,25 +55,6 @@ def default_job_id(user: str, now: datetime | None = None) -> str:
     return f"{name}-{now:%Y%m%d-%H%M%S}-{suffix}"
 
 
-def _read_file(path: str, flag: str = ""):
-    """A YAML or JSON file's content (``flag``: the option that named it, for the error)."""
-    try:
-        text = Path(path).read_text()
-        return load_json(text) if path.endswith(".json") else load_yaml(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise CliError(f"{flag}{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
-                       f"{str(exc).splitlines()[0]}", 2) from None
-
-
-def _read_job_file(path: str) -> dict:
-    data = _read_file(path)
-    if not isinstance(data, dict):
-        raise CliError(f"{path}: expected a mapping of job fields (cluster, command, ...)", 2)
-    if bad := next((k for k in _MAPPINGS if not isinstance(data.get(k) or {}, dict)), None):  # flags add to these
-        raise CliError(f"{path}: {bad} must be a mapping (KEY: VALUE lines under it), not {str(data[bad])[:40]}", 2)
-    return data
-
-
 def _default_user() -> str:
     """``$USER`` (else the login name), or ``CliError`` asking for --user when neither is known (a
     container's uid without a passwd entry)."""
@@ -97,7 +75,10 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     data: dict = {}
     positional, trailing = list(args.words), list(getattr(args, "trailing", []))
     args.file = None
-    if positional and positional[0].endswith(JOB_FILE_SUFFIXES):
+    if positional and Path(positional[0]).is_dir():  # no program: a job that could only fail (exit 126 or 127)
+        raise CliError(f"{positional[0]} is a directory, not a job file (a job file ends in .yaml, .yml or .json) nor "
+                       "a program (a command goes after --: zen submit --cluster C -- PROGRAM ARGS)", 2)
+    if positional and is_job_file(positional[0]):
         if not Path(positional[0]).is_file():
             raise CliError(f"job file {positional[0]} does not exist (a command goes after --: "
                            "zen submit --cluster C -- PROGRAM ARGS)", 2)
@@ -109,7 +90,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
         raise CliError(f"the command {words[0]!r} is one word with spaces, and no program is called that: "
                        f"give the words separately (-- {' '.join(parts)}), or -- sh -c {words[0]!r}", 2)
     if args.file:
-        data = _read_job_file(args.file)
+        data = read_job_file(args.file)
         if any(v is not None for v in (args.cluster, args.gpu_type, args.gpu_count)):
             for field in ("cluster", "gpu_type", "gpu_types", "gpu_count"):  # the shape is the flags' alone
                 data.pop(field, None)
@@ -155,7 +136,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
             raise nothing from None
         fields = {str(e["loc"][0]) if e["loc"] else "" for e in exc.errors()} - {k for k, v in flags.items() if v is not None}
         where = f"{args.file}: " if args.file and fields else ""  # a file's mistyped field (`comand:`), not a flag's value
-        raise CliError(f"invalid job request: {where}{describe_validation_error(exc, model=JobRequest)}", 2) from None
+        raise CliError(f"invalid job request: {where}{describe_validation_error(exc, top='', model=JobRequest)}", 2) from None
     if not request.command and not request.image:
         raise nothing
     return request
@@ -315,6 +296,9 @@ def _stop_outlook(job_id: str) -> tuple[str, Any]:
         return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`", None
     if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):
         return f"job {job_id} has already ended ({job.status.value}): the stop changes nothing", job
+    if job.status.value in ("QUEUED", "PENDING"):
+        return (f"job {job_id} is {job.status.value}: it is cancelled before it runs (follow with `zen jobs get "
+                f"{job_id}`)"), job
     return f"job {job_id} is {job.status.value}: it will be stopped (follow with `zen jobs get {job_id}`)", job
 
 
@@ -326,8 +310,10 @@ def cmd_stop(args) -> int:
         raise CliError(f"{args.job_id!r}: job_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
                        "starting with a letter or digit", 2)
     outlook, job = _stop_outlook(args.job_id)
-    if outlook.startswith("no job") and not args.force:
-        raise CliError(f"{outlook}; to send it anyway: zen stop --force {args.job_id}", 1)
+    if outlook.startswith("no job") and not args.force:  # refused: what a sent stop would do is no outlook of this one
+        raise CliError(f"no job {args.job_id} is known: stop not sent. Check the id with `zen jobs list`; to stop a "
+                       f"job you are about to submit with that id: zen stop --force {args.job_id} (Zen keeps such a "
+                       f"stop {EARLY_STOP_KEPT_DAYS} days and cancels the job when it arrives)", 1)
     if outlook.startswith(f"job {args.job_id} has already ended") and not args.force:
         print(f"{outlook}; not sent (Zen would only record it as refused; zen stop --force sends it anyway)")
         return 0

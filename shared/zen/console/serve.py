@@ -12,8 +12,10 @@ process, ``zen console``) or the ``console`` HTTP function (functions/main.py).
 
 from __future__ import annotations
 
+import errno
 import os
-from typing import Mapping
+import socket
+from typing import Callable, Mapping
 
 from flask import Flask
 
@@ -54,11 +56,24 @@ def from_env(env: Mapping[str, str] = os.environ, hosts: tuple[str, ...] = (), *
                       refresh_s=refresh_s, output_timing=timing)
 
 
-def serve(app: Flask, host: str, port: int) -> None:
-    """Serve until interrupted, a thread per request (each page's output stream holds one)."""
+def serve(app: Flask, host: str, port: int, on_bound: Callable[[], None] = lambda: None) -> None:
+    """Serve until interrupted, a thread per request (each page's output stream holds one); ``on_bound`` once the
+    address is Zen's. An address taken is one ``CliError`` line (werkzeug prints its own lines and exits)."""
     from werkzeug.serving import make_server
 
-    make_server(host, port, app, threaded=True).serve_forever()
+    from zen.cli.kit import CliError
+
+    try:
+        listening = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        taken = exc.errno == errno.EADDRINUSE
+        raise CliError(f"cannot serve the console on {host}:{port}: " + (
+            "the port is taken (a local stack serves its console on 8097: zen local up prints its address); "
+            "use --port N" if taken else f"{exc.strerror or exc}")) from None
+    with listening:
+        server = make_server(host, port, app, threaded=True, fd=listening.fileno())
+        on_bound()
+        server.serve_forever()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8097, help="port (default 8097)")
     args = parser.parse_args(argv)
     app = from_env(hosts=(args.host,), local=True)
-    print(f"Zen console: http://{args.host}:{args.port}/", flush=True)
     try:
-        serve(app, args.host, args.port)
+        serve(app, args.host, args.port, lambda: print(f"Zen console: http://{args.host}:{args.port}/", flush=True))
     except KeyboardInterrupt:
         pass
     return 0

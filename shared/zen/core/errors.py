@@ -15,7 +15,8 @@ def describe_validation_error(exc: ValidationError, *, top: str = "(message)", l
                               model: type[BaseModel] | None = None) -> str:
     """One line a person can act on from a pydantic ValidationError: ``field.path: problem; ...``.
     What it quotes of the input (field names are the message's own keys) is escaped and bounded. Given
-    the ``model``, an unknown top-level field names the field it is closest to (``comand``: command)."""
+    the ``model``, an unknown top-level field names the field it is closest to (``comand``: command). ``top``: what
+    a problem of the whole message is said of ("" : nothing, as a command line's job, which has no name)."""
     known = list(model.model_fields) if model is not None else []
     parts = []
     for err in exc.errors():
@@ -32,7 +33,7 @@ def describe_validation_error(exc: ValidationError, *, top: str = "(message)", l
             # a value of the wrong type, quoted (bounded): "10m" for seconds says what to change
             unit = " of seconds" if str(err["loc"][-1] if err["loc"] else "").endswith("_s") else ""
             message = f"{message}{unit}, not {repr(err['input'])[:40]}"
-        parts.append(f"{where}: {message}{hint}")
+        parts.append(f"{where}: {message}{hint}" if where else f"{message}{hint}")  # top "": the whole request's
     return escape_unstorable("; ".join(parts), limit)
 
 

@@ -1,0 +1,48 @@
+"""Job files as ``zen submit`` reads them: YAML or JSON by the name's suffix (any case), a parse error said as its
+problem and where, and the fields flags lay theirs over checked to be mappings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from zen.cli.kit import CliError
+from zen.core.documents import load_json, load_yaml
+
+JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+_MAPPINGS = ("env", "labels", "secrets", "array", "checkpoint")  # a job file's fields that flags lay fields over
+
+
+def is_job_file(word: str) -> bool:
+    return word.lower().endswith(JOB_FILE_SUFFIXES)
+
+
+def read_file(path: str, flag: str = ""):
+    """A YAML or JSON file's content (``flag``: the option that named it, for the error)."""
+    try:
+        text = Path(path).read_text()
+        return load_json(text) if path.lower().endswith(".json") else load_yaml(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"{flag}{path}: cannot read it as {'JSON' if path.lower().endswith('.json') else 'YAML'}: "
+                       f"{_parse_error(exc)}", 2) from None
+
+
+def _parse_error(exc: Exception) -> str:
+    """The parser's words a person can act on: YAML's problem and where (its first line is only its context,
+    "while scanning for the next token"), else the first line of the error."""
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem and mark is not None:
+        return f"{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def read_job_file(path: str) -> dict:
+    data = read_file(path)
+    if not isinstance(data, dict):
+        raise CliError(f"{path}: expected a mapping of job fields (cluster, command, ...)", 2)
+    if bad := next((k for k in _MAPPINGS if not isinstance(data.get(k) or {}, dict)), None):  # flags add to these
+        raise CliError(f"{path}: {bad} must be a mapping (KEY: VALUE lines under it), not {str(data[bad])[:40]}", 2)
+    return data
+
+

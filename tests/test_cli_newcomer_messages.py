@@ -1,0 +1,103 @@
+"""What a new user meets in `zen` (through ``zen.cli.main``, the Pub/Sub stand-in and the real Postgres):
+
+- `zen stop later-1` of an id no job has is refused (not sent, exit 1), yet it says "Zen keeps the stop for 7 days:
+  a job submitted with that id in that time is cancelled when it arrives": a job then submitted with that id runs.
+- `zen --json jobs list` says "unrecognized arguments: --json", a flag `zen jobs list` has: it is in the wrong place.
+- A job file that is not YAML says only the parser's first line ("while scanning for the next token"): no line, no
+  problem.
+- `zen submit job.YAML` takes the file's name as the job's command ("give a cluster ...").
+- `zen console` on a port already taken prints its address as if it served, then werkzeug's lines, not one `zen:` line.
+- `zen submit --cluster C examples` (a directory) published a job whose command was the directory: it could only fail.
+- A job given no cluster said "invalid job request: (message): give a cluster ...".
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from zen.cli.main import main
+
+
+@pytest.fixture
+def user_env(config, publisher, db_url, monkeypatch):
+    monkeypatch.setenv("ZEN_PROJECT", config.project)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    monkeypatch.setenv("USER", "alice")
+    return publisher
+
+
+def test_a_refused_stop_of_an_unknown_id_does_not_say_the_stop_is_kept(user_env, capsys):
+    assert main(["stop", "later-1"]) == 1
+    err = capsys.readouterr().err
+    assert user_env.on("zen-job-stop") == []
+    assert "not sent" in err and "a job submitted with that id in that time is cancelled" not in err.split("--force")[0], err
+
+
+def test_a_commands_flag_before_the_command_is_not_called_unrecognized(user_env, capsys):
+    assert main(["--json", "jobs", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --json" not in err and "jobs list --json" in err, err
+
+
+def test_a_job_file_that_is_not_yaml_names_the_line_and_the_problem(user_env, tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster: 1xl4\n\tcommand: [python, -c, '1']\n")
+    assert main(["submit", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and ("\\t" in err or "tab" in err), err
+
+
+def test_a_job_file_with_an_upper_case_suffix_is_read_as_a_job_file(user_env, tmp_path, capsys):
+    job = tmp_path / "job.YAML"
+    job.write_text("cluster: 1xl4\ncommand: [python, -c, '1']\n")
+    code = main(["submit", str(job)])
+    out, err = capsys.readouterr()
+    assert code == 0 and len(user_env.on("zen-job-submitted")) == 1, (out, err)
+
+
+def test_the_console_on_a_taken_port_says_so_in_one_line(user_env, capsys):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        code = main(["console", "--port", str(taken.getsockname()[1])])
+    finally:
+        taken.close()
+    out, err = capsys.readouterr()
+    assert code == 1 and "Zen console: http" not in out, (out, err)
+    assert [line for line in err.splitlines() if line.strip()] and all(
+        line.startswith("zen: ") for line in err.splitlines() if line.strip()), err
+
+
+def test_a_directory_is_neither_a_job_file_nor_a_program(user_env, tmp_path, capsys):
+    assert main(["submit", "--cluster", "1xl4", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory, not a job file" in err and user_env.on("zen-job-submitted") == [], err
+
+
+def test_a_problem_of_the_whole_request_names_no_field(user_env, capsys):
+    assert main(["submit", "--image", "python:3.11"]) == 2
+    err = capsys.readouterr().err
+    assert "give a cluster" in err and "(message)" not in err, err
+
+
+def test_the_console_serves_once_its_address_is_bound(tmp_path):
+    """The console binds its address itself (so a taken port is one line) and hands it to werkzeug: it serves."""
+    import threading
+    import urllib.request
+
+    from flask import Flask
+
+    from zen.console.serve import serve
+
+    app = Flask("console-bound")
+    app.add_url_rule("/", "root", lambda: "up")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    bound = threading.Event()
+    threading.Thread(target=serve, args=(app, "127.0.0.1", port, bound.set), daemon=True).start()
+    assert bound.wait(10)
+    assert urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read() == b"up"
