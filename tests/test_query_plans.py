@@ -127,6 +127,17 @@ def test_hot_query_reads_through_an_index(big_db, name, params):
     assert "Seq Scan on jobs" not in plan and "Seq Scan on outbox" not in plan, plan
 
 
+@pytest.mark.parametrize("name, params", [("held_vms_of_cluster", {"cluster": "1xl4", "left_running": "x"}),
+                                          ("vm_holds_job", {"vm_name": "vm-13", "left_running": "x"})])
+def test_the_jobs_holding_vms_are_read_inline(big_db, name, params):
+    """``vm_holders`` (migration 0045), the one definition of the jobs that hold a VM, is inlined where the scaling
+    pass and the drain call it: their ``cluster`` or ``vm`` reaches the jobs indexes. Not inlined, Postgres would
+    run the function whole for each call (every held job of every cluster) and filter its rows afterwards."""
+    with big_db.transaction() as session:
+        plan = "\n".join(row["QUERY PLAN"] for row in session.sql("EXPLAIN " + big_db.queries[name], **params))
+    assert "Function Scan on vm_holders" not in plan and "Index" in plan and "Seq Scan on jobs" not in plan, plan
+
+
 def rows_read(plan: str) -> int:
     """The rows the plan's index scans returned and its filters removed: what a page cost."""
     return sum(int(n) for n in re.findall(r"Index Scan using \S+ on jobs .*?actual rows=(\d+)", plan)) + sum(
@@ -206,13 +217,3 @@ def test_the_ticks_early_stops_query_reads_jobs_through_an_index(big_db_with_kep
             "EXPLAIN " + db.queries["early_stops_of_submitted_jobs"], limit=500))
     assert "Seq Scan on jobs" not in plan, plan
 
-
-@pytest.mark.parametrize("name, params", [("held_vms_of_cluster", {"cluster": "1xl4", "left_running": "x"}),
-                                          ("vm_holds_job", {"vm_name": "vm-13", "left_running": "x"})])
-def test_the_jobs_holding_vms_are_read_inline(big_db, name, params):
-    """``vm_holders`` (migration 0045), the one definition of the jobs that hold a VM, is inlined where the scaling
-    pass and the drain call it: their ``cluster`` or ``vm`` reaches the jobs indexes. Not inlined, Postgres would
-    run the function whole for each call (every held job of every cluster) and filter its rows afterwards."""
-    with big_db.transaction() as session:
-        plan = "\n".join(row["QUERY PLAN"] for row in session.sql("EXPLAIN " + big_db.queries[name], **params))
-    assert "Function Scan on vm_holders" not in plan and "Index" in plan and "Seq Scan on jobs" not in plan, plan

@@ -7,7 +7,7 @@
 -- is what ends it, and the job is rerun only once the VM is silent (zen.agent.leftover). A NULL message, or a node
 -- written before the mark existed, is never taken for it.
 -- LANGUAGE sql, STABLE, not STRICT, one SELECT: the planner inlines it where it is called, so a caller's
--- WHERE cluster = ... or vm = ... reaches the jobs indexes (tests/store/test_vm_holders.py checks the plans).
+-- WHERE cluster = ... or vm = ... reaches the jobs indexes (tests/test_query_plans.py checks the plans).
 CREATE FUNCTION vm_holders(left_running text) RETURNS TABLE (vm text, job_id text, cluster text)
 LANGUAGE sql STABLE AS $$
 SELECT jobs.vm, jobs.job_id, jobs.cluster FROM jobs
