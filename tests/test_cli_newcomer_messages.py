@@ -101,3 +101,10 @@ def test_the_console_serves_once_its_address_is_bound(tmp_path):
     threading.Thread(target=serve, args=(app, "127.0.0.1", port, bound.set), daemon=True).start()
     assert bound.wait(10)
     assert urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read() == b"up"
+
+
+def test_a_value_starting_with_a_dash_says_how_to_give_it(user_env, capsys):
+    """argparse reads `--since -3d`'s value as a flag and says none was given: the line says how to give it."""
+    assert main(["usage", "--since", "-3d"]) == 2
+    err = capsys.readouterr().err
+    assert "--since=VALUE" in err, err

@@ -38,6 +38,9 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("zen").strip()
+        if message.endswith(": expected one argument") and (flag := message.split()[-4].rstrip(":")).startswith("-"):
+            # argparse reads a value starting with '-' (-3d, -1) as a flag, and says none was given
+            message += f" (a value starting with '-' goes as {flag}=VALUE)"
         fail(f"{command + ': ' if command else ''}{message} (see `{self.prog} --help`)", 2)
         raise SystemExit(2)
 
