@@ -92,3 +92,15 @@ def test_an_assigned_attempts_outcome_is_applied_below_a_claims_seq(functions, z
     record = job(zen, "job-1")
     assert (record.status.value, record.exit_code, ("STOP", 1) in orders(publisher, "vm-a")) == ("SUCCEEDED", 0, True), (
         record.status, orders(publisher, "vm-a"))
+
+
+def test_a_gang_nodes_outcome_below_its_restarted_agents_claim_is_applied_while_assigned(functions, zen, clock):
+    functions.submit(job_request("g", nodes=2))
+    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))  # both confirmed; no RUNNING delivered yet
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-1", exit_code=0))
+    clock.advance(10)
+    functions.heartbeat(heartbeat("g", "CLAIMED", 50, vm="vm-2", ip="10.0.0.2"))  # vm-2's restarted agent
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 40, vm="vm-2", exit_code=0))  # its dead agent's, journaled
+    record = job(zen, "g")
+    assert [n.status for n in record.gang] == ["SUCCEEDED", "SUCCEEDED"], (record.status, record.gang)

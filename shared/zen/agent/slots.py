@@ -76,6 +76,7 @@ class Slots:
         self._given_back: deque[Key] = deque(maxlen=GIVEN_BACK_KEPT)  # starts dropped (``dropped``), newest first
         self._ran: deque[Key] = deque(maxlen=RAN_KEPT)  # confirmed here, newest last
         self._ran_log: RanLog | None = None  # kept on disk for the next agent of this VM (zen.agent.ranlog)
+        self._disk = threading.Lock()  # its writes, one at a time (not under _lock: a claim never waits on a disk)
 
     def remember_in(self, path: Path) -> None:
         """Keep the attempts run here in ``path`` too, and take those an earlier agent of this VM ran."""
@@ -127,12 +128,13 @@ class Slots:
             return len(self._gpus) >= self.capacity.max_jobs or (self.capacity.shared and used >= self.capacity.gpus)
 
     def running(self, key: Key) -> None:
-        with self._lock:
-            self._running[key] = None
-            self._ran.append(key)
-            newest = list(self._ran)
-        if self._ran_log is not None:
-            self._ran_log.add(key, newest)
+        with self._disk:  # the list copied and written in turn: a rewrite never drops another attempt's line
+            with self._lock:
+                self._running[key] = None
+                self._ran.append(key)
+                newest = list(self._ran)
+            if self._ran_log is not None:
+                self._ran_log.add(key, newest)
 
     def dropped(self, key: Key) -> None:
         """``key``'s start was dropped, its claim unanswered (given back) or told RELEASE (a later try of

@@ -144,7 +144,8 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     node = next((n for n in nodes if n.vm == hb.vm), None)
     if node is None:  # not one of the gang's: as a VM that does not hold the attempt
         return lifecycle.decide_heartbeat(job.model_copy(update={"gang": None}), hb, now)
-    if hb.seq <= node.seq:
+    if hb.seq <= node.seq and not (node.status == AgentStatus.CLAIMED.value and hb.status in lifecycle.OUTCOMES):
+        # (a node still CLAIMED had no outcome applied: only claims raised its seq, as a one-node job's while ASSIGNED)
         answer = _answer(job, nodes, node, hb, config)
         return Decision(duplicate=True, controls=[answer] if answer else [])
     status, was = word_after(node.status, hb.status), node

@@ -180,7 +180,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         return decision
     else:
         current = job.status
-        if hb.seq <= job.last_seq and not (current is JobStatus.ASSIGNED and hb.status in _OUTCOMES):
+        if hb.seq <= job.last_seq and not (current is JobStatus.ASSIGNED and hb.status in OUTCOMES):
             return _seen_already(job, hb)  # assigned, no outcome was applied: only claims raised the floor since
 
     decision.fields.update(last_heartbeat_at=now)
@@ -204,7 +204,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     return decision
 
 
-_OUTCOMES = (AgentStatus.SUCCEEDED, AgentStatus.FAILED)  # a run's (not a claim's PREEMPTED, nor a stop's STOPPED)
+OUTCOMES = (AgentStatus.SUCCEEDED, AgentStatus.FAILED)  # a run's (not a claim's PREEMPTED, nor a stop's STOPPED)
 
 
 def _seen_already(job: Job, hb: Heartbeat) -> Decision:
