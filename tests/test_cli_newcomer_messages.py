@@ -7,7 +7,8 @@
   problem.
 - `zen submit job.YAML` takes the file's name as the job's command ("give a cluster ...").
 - `zen console` on a port already taken prints its address as if it served, then werkzeug's lines, not one `zen:` line.
-- `zen submit --cluster C examples` (a directory) published a job whose command was the directory: it could only fail.
+- `zen submit --cluster C examples/` (a path to a directory) published a job whose command was the directory: it could
+  only fail.
 - A job given no cluster said "invalid job request: (message): give a cluster ...".
 """
 
@@ -72,6 +73,8 @@ def test_the_console_on_a_taken_port_says_so_in_one_line(user_env, capsys):
 
 
 def test_a_directory_is_neither_a_job_file_nor_a_program(user_env, tmp_path, capsys):
+    """A path to a folder here (`zen submit --cluster C examples/`) would publish a job that could only fail; a bare
+    word that is also a folder here may be the image's program (tests/test_submit_program_named_as_a_folder.py)."""
     assert main(["submit", "--cluster", "1xl4", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "is a directory, not a job file" in err and user_env.on("zen-job-submitted") == [], err

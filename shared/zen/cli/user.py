@@ -75,7 +75,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     data: dict = {}
     positional, trailing = list(args.words), list(getattr(args, "trailing", []))
     args.file = None
-    if positional and Path(positional[0]).is_dir():  # no program: a job that could only fail (exit 126 or 127)
+    if positional and "/" in positional[0] and Path(positional[0]).is_dir():  # a path to a folder here: no program
         raise CliError(f"{positional[0]} is a directory, not a job file (a job file ends in .yaml, .yml or .json) nor "
                        "a program (a command goes after --: zen submit --cluster C -- PROGRAM ARGS)", 2)
     if positional and is_job_file(positional[0]):

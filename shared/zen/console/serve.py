@@ -64,7 +64,9 @@ def serve(app: Flask, host: str, port: int, on_bound: Callable[[], None] = lambd
     from zen.cli.kit import CliError
 
     try:
-        listening = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        six = ":" in host  # an IPv6 host (::) answers IPv4 too where the system can, as werkzeug's own bind did
+        listening = socket.create_server((host, port), family=socket.AF_INET6 if six else socket.AF_INET,
+                                         dualstack_ipv6=six and socket.has_dualstack_ipv6())
     except OSError as exc:
         taken = exc.errno == errno.EADDRINUSE
         raise CliError(f"cannot serve the console on {host}:{port}: " + (
@@ -86,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     app = from_env(hosts=(args.host,), local=True)
     try:
-        serve(app, args.host, args.port, lambda: print(f"Zen console: http://{args.host}:{args.port}/", flush=True))
+        shown = f"[{args.host}]" if ":" in args.host else args.host  # http://[::1]:8097/, a URL a browser takes
+        serve(app, args.host, args.port, lambda: print(f"Zen console: http://{shown}:{args.port}/", flush=True))
     except KeyboardInterrupt:
         pass
     return 0

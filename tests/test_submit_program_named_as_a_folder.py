@@ -1,0 +1,25 @@
+"""`zen submit ... WORD` where WORD is also a folder of the submitter's current one: the job runs on a VM, in its --image
+container when one is given, where a program of that name (a package's console script, submitted from the package's
+checkout, which holds a folder of the same name) runs fine. Only a path to a folder is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from zen.cli.main import main
+
+
+@pytest.fixture
+def user_env(config, publisher, db_url, monkeypatch):
+    monkeypatch.setenv("ZEN_PROJECT", config.project)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    monkeypatch.setenv("USER", "alice")
+    return publisher
+
+
+def test_an_images_program_named_as_a_local_folder_is_submitted(user_env, tmp_path, monkeypatch, capsys):
+    (tmp_path / "mytrain").mkdir()  # the package's source, in the checkout the user submits from
+    monkeypatch.chdir(tmp_path)
+    code = main(["submit", "--cluster", "1xl4", "--image", "ghcr.io/me/mytrain:1", "mytrain"])
+    out, err = capsys.readouterr()
+    assert code == 0 and len(user_env.on("zen-job-submitted")) == 1, (out, err)
