@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "cluster's, or zones: lists others for it): not used", file=sys.stderr)
     seed = scenario.spec.seed if args.seed is None else args.seed  # what the run drew with
     if args.json:
-        print(json.dumps(json_report(results)))
+        print(json.dumps(json_report(results), allow_nan=False))  # strict JSON: a NaN is a bug, said
     else:
         print(f"scenario {scenario.name}: {scenario.spec.description or '-'}; {len(jobs)} jobs, seed {seed}")
         print(format_table(results))

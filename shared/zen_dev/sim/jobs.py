@@ -125,10 +125,12 @@ def _taken_by_production(jobs: list[SimJob], scenario: Scenario) -> list[SimJob]
         cluster = clusters[job.cluster]
         if ((job.provisioning,) if job.provisioning else cluster.models) != ("flex-start",):
             continue
-        bound = cluster.max_start_wait_s if cluster.max_start_wait_s is not None else scenario.timing.max_start_wait_s
+        own = cluster.max_start_wait_s is not None
+        bound = cluster.max_start_wait_s if own else scenario.timing.max_start_wait_s
         if bound < cluster.flex_min_wait_s:
             raise JobTraceError(
-                f"job {job.job_id} accepts flex-start alone, and cluster {job.cluster}'s max_start_wait_s ({bound:g} s) "
+                f"job {job.job_id} accepts flex-start alone, and "
+                f"{f'cluster {job.cluster}' + chr(39) + 's max_start_wait_s' if own else 'timing.max_start_wait_s'} ({bound:g} s) "
                 f"is below its flex_start_min_wait_s ({cluster.flex_min_wait_s:g} s): production refuses such a job; "
                 "allow a longer max_start_wait_s, or let the job accept another model (provisioning)")
         if job.duration_s > cluster.flex_run_s:
@@ -207,16 +209,19 @@ def _with_data(jobs: list[SimJob], data: DataSpec, rng: random.Random) -> list[S
             if rng.random() < data.fraction else job for job in jobs]
 
 
-def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+def _read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """(the file's line each row ends on, the row): a blank line or a quoted cell of several lines moves it."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's byte-order mark ignored
             reader = csv.DictReader(handle)
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:
                 raise JobTraceError(f"{path}: missing column(s) {', '.join(missing)}")
-            return list(reader)
+            return [(reader.line_num, row) for row in reader]
     except OSError as exc:
         raise JobTraceError(f"cannot read job trace {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise JobTraceError(f"cannot read job trace {path}: not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
 
 
 def _field(row: dict[str, str], name: str, kind: type, default: Any = ...) -> Any:
@@ -226,12 +231,19 @@ def _field(row: dict[str, str], name: str, kind: type, default: Any = ...) -> An
     if not text and default is not ...:
         return default
     try:
-        value = kind(text)
+        value = kind(text) if kind is not int else _integer(text)
     except ValueError:
         raise ValueError(f"{name} is {'an integer' if kind is int else 'a number'} (got {text!r})") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} is a finite number (got {text!r})")
     return value
+
+
+def _integer(text: str) -> int:
+    """An integer, written as one or as a float with nothing after the point (``1.0``: pandas writes an integer
+    column with blanks in it so)."""
+    whole, point, zeros = text.partition(".")
+    return int(whole if point and zeros.strip("0") == "" and whole.strip("+-") else text)  # 1e3, 1.5: ValueError
 
 
 def _unique(seen: dict[str, int], job_id: str, path: Path, line: int) -> None:
@@ -250,7 +262,7 @@ def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
     by_size = sorted(clusters, key=lambda c: c.gpu_count)
     parsed = []
     seen: dict[str, int] = {}
-    for n, row in enumerate(rows, start=2):
+    for n, row in rows:
         try:
             submitted = datetime.fromisoformat(row["submitted_time"])
             gpus, runtime_min = _field(row, "num_gpus", int), _field(row, "runtime_min", float)
@@ -284,22 +296,23 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
     """Zen's job CSV (``compression`` default 1), or a Philly-format file, recognised by its header and read
     as ``kind: philly`` reads it (its default compression, 10)."""
     with_header = _read_csv(path, ())
-    if with_header and all(c in with_header[0] for c in PHILLY_COLUMNS):
+    if with_header and all(c in with_header[0][1] for c in PHILLY_COLUMNS):
         return philly_jobs(path, clusters, compression or PhillyJobs.model_fields["compression"].default, max_jobs)
     compression = compression or 1.0
     rows = _read_csv(path, ZEN_COLUMNS)
     by_name = {c.limits.name: c for c in clusters}
     jobs = []
     seen: dict[str, int] = {}
-    for n, row in enumerate(rows, start=2):
+    for n, row in rows:
         _unique(seen, row["job_id"], path, n)
         cluster = by_name.get(row["cluster"])
         if cluster is None:
             raise JobTraceError(f"{path} line {n}: unknown cluster {row['cluster']!r}")
         wanted = [r.strip() for r in (row.get("regions") or "").split(";") if r.strip()]
         regions = _allowed(wanted, cluster)
-        if not regions:
-            raise JobTraceError(f"{path} line {n}: regions {wanted} are not regions of {cluster.limits.name}")
+        if outside := [r for r in wanted if r not in cluster.limits.regions]:  # production refuses it at submission
+            raise JobTraceError(f"{path} line {n}: regions {outside} are not regions of {cluster.limits.name} "
+                                f"{list(cluster.limits.regions)}")
         try:
             submit, duration = _field(row, "submit_s", float), _field(row, "duration_s", float)
             if submit < 0 or duration < 0:  # a job before the run began, or one that ends before it starts

@@ -31,6 +31,8 @@ from zen_dev.sim.jobspec import validate as validate_jobs
 from zen_dev.sim.timing import timing_problem
 from zen_dev.sim.written import drawable, scenario_numbers, zones_listed
 
+MAX_PRICE = 1e6  # USD per VM-hour: above any machine's, and a 30-day bill of it stays a finite float
+
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -159,13 +161,14 @@ class ScenarioSpec(_Spec):
 
     def models_of(self, cluster: ClusterSpec) -> tuple[str, ...]:
         """The models a cluster may use, the one its VMs run as first: its ``provisioning``, else spot when
-        the scenario's VMs are spot and spot is priced (or nothing is), else the first model priced in its
-        first region, else standard."""
+        the scenario's VMs are spot and spot is priced in any of its regions (or nothing is: a region without it is
+        then refused, naming the line), else the first model priced in its first region, else standard. (Spot
+        looked for in the first region alone, a table without it there ran every policy on standard VMs.)"""
         if cluster.provisioning:
             return tuple(cluster.provisioning)
         table = self.prices_of(cluster)
         priced = list((table or {}).get(cluster.regions[0], {}))
-        if self.spot_vms and (table is None or "spot" in priced):
+        if self.spot_vms and (table is None or any("spot" in table.get(r, {}) for r in cluster.regions)):
             return ("spot",)
         return (priced[0],) if priced else ("standard",)
 
@@ -193,19 +196,20 @@ class ScenarioSpec(_Spec):
                 for model, price in by_model.items():
                     if model not in MODELS:
                         raise ValueError(f"{field}.{region}: unknown model {model!r}; known: {', '.join(MODELS)}")
-                    if not math.isfinite(price) or price < 0:
-                        raise ValueError(f"{field}.{region}.{model}: a price is USD per VM-hour, >= 0 (got {price})")
+                    if not math.isfinite(price) or not 0 <= price <= MAX_PRICE:  # a bill of a finite price stays finite
+                        raise ValueError(f"{field}.{region}.{model}: a price is USD per VM-hour, 0 to {MAX_PRICE:,.0f} "
+                                         f"(got {price})")
         shared = {(c.machine_type, c.gpu_count): c.name for c in self.clusters if c.prices is None}
         if self.prices is not None and len(shared) > 1:  # one VM-hour price for VMs of different sizes
             shapes = ", ".join(f"{name}: {machine}, {gpus} GPUs" for (machine, gpus), name in shared.items())
             raise ValueError(f"prices: one table is USD per VM-hour of one shape, and clusters of different shapes "
                              f"would share it ({shapes}): give each cluster its own prices:")
-        for cluster in self.clusters:
+        for index, cluster in enumerate(self.clusters):
             table = self.prices_of(cluster)
             field = "prices" if cluster.prices is None else f"cluster {cluster.name}: prices"
-            if table is None:
-                raise ValueError(f"cluster {cluster.name} has no prices while others do: give it prices "
-                                 "(or a top-level prices: table)")
+            if table is None:  # the path first: its line is named (yamllines.problems_from_validation)
+                raise ValueError(f"clusters.{index}: cluster {cluster.name} has no prices while others do: give it "
+                                 "prices (or a top-level prices: table)")
             for region in cluster.regions:
                 if region not in table:
                     raise ValueError(f"{field}: no price for region {region} (cluster {cluster.name})")
@@ -295,10 +299,12 @@ def load_scenario(name_or_path: str | os.PathLike) -> Scenario:
     if not path.suffix and (SCENARIO_DIR / f"{path.name}.yaml").exists():
         path = SCENARIO_DIR / f"{path.name}.yaml"
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         hint = f" (built-in scenarios: {', '.join(builtin_names())})" if not path.suffix else ""
         raise ScenarioError(str(name_or_path), [(None, f"cannot read the scenario: {exc.strerror or exc}{hint}")]) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(str(name_or_path), [(None, f"not UTF-8 text (byte {exc.start}): save it as UTF-8")]) from None
     return parse_scenario(text, source=path.name, base_dir=path.resolve().parent, name=path.stem)
 
 
@@ -370,11 +376,12 @@ def _build_capacity(spec: ScenarioSpec, source: str, base_dir: Path, lines: Line
     steps: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
     for step in spec.capacity.schedule:
         steps.setdefault((step.zone, step.capacity_key), []).append((step.at_s, step.capacity))
-    try:
-        for (zone, machine_type), items in steps.items():
+    for (zone, machine_type), items in steps.items():
+        try:
             schedule.add_steps(zone, machine_type, items)
-    except ValueError as exc:
-        raise ScenarioError(source, [(lines.line(("capacity", "schedule")), str(exc))]) from None
+        except ValueError as exc:  # which steps: the zone's and machine type's (two at one at_s, say)
+            raise ScenarioError(source, [(lines.line(("capacity", "schedule")),
+                                          f"capacity.schedule {zone}/{machine_type or '*'}: {exc}")]) from None
     for i, trace_spec in enumerate(spec.capacity.traces):
         where = lines.line(("capacity", "traces", i, "file"))
         path = resolve_path(trace_spec.file, base_dir)
