@@ -88,7 +88,7 @@ def test_email_without_an_email_configuration_is_refused(functions, zen, publish
 
 def test_email_to_an_address_not_allowed_is_refused(config, db, publisher, clock, db_url, monkeypatch):
     mailing = ZenConfig.model_validate({**config.model_dump(), "notifications": {"email": {
-        "api_key_secret": "projects/p1-project/secrets/zen-notify-sendgrid/versions/1",
+        "api_key_secret": f"projects/{config.project}/secrets/zen-notify-sendgrid/versions/1",
         "sender": "zen@example.com", "recipients": ["*@example.com"]}}})
     zen, functions = submitted_functions(mailing, db, publisher, clock, db_url, monkeypatch)
     assert_rejected(functions, zen, publisher, job_request("j", notify=[{"email": "eve@elsewhere.org"}]),

@@ -22,12 +22,12 @@ from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.gang_records import GangConfig
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
-from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
+from zen.core.cluster_config import Number, Strict as _Strict, describe_pull_limits as describe_pull_limits
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
 from zen.core.prices import pricing_problem
 from zen.core.shapes import machine_problem
 from zen.core.principals import matches, pattern_error
-from zen.core.notify import NotificationsConfig, NotifyTargets, refused_target
+from zen.core.notify import NotificationsConfig, NotifyTargets, foreign_secret, refused_target
 from zen.core.secrets import SecretPattern
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
@@ -91,7 +91,7 @@ class Limits(_Strict):
     max_array_tasks: int = Field(default=1000, gt=0, description="Most tasks one array submission may have")
 
 
-_Gpus = Annotated[int, Field(ge=0, strict=True)]
+_Gpus = Annotated[Number[int], Field(ge=0)]  # 16.0 is 16, as every integer field reads it; no bool, no text
 
 
 class QueueConfig(_Strict):
@@ -273,6 +273,9 @@ class ZenConfig(_Strict):
             for index, target in enumerate(queue.notify):
                 if why := refused_target(self.notifications, target, f"notify.{index}", self.project):
                     raise ValueError(f"queue {queue.name}: {why}")
+        email = self.notifications.email  # its key read by the notifier as a target's secret is
+        if email is not None and (why := foreign_secret(email.api_key_secret, self.project, "key")):
+            raise ValueError(f"notifications.email.api_key_secret: {why}")
         return self
 
     @model_validator(mode="after")

@@ -138,6 +138,16 @@ def _unreadable_name(prefix: str, reference: str, holding: str = "URL") -> str |
     return f"the notifier reads only secrets named {prefix}*, not {name}: store the {holding} in a secret named {prefix}{name}"
 
 
+def foreign_secret(reference: str, project: str | None, holding: str = "URL") -> str | None:
+    """Why the notifier may not read ``reference``, a secret of another project than this Zen's ``project``
+    (terraform grants it this project's alone; a project number is let through, IAM judges it); None: it may."""
+    _, owner, _, name, *_ = reference.split("/")
+    if project is None or owner == project or owner.isdigit():
+        return None
+    return (f"the notifier reads only secrets of this Zen's project {project}, not {owner}'s: store the {holding} in "
+            f"projects/{project}/secrets/{name}")
+
+
 def refused_target(config: NotificationsConfig, target: NotifyTarget, where: str,
                    project: str | None = None) -> str | None:
     """Why the notifier could never deliver to ``target`` (None: it could): a secret it may not read (named
@@ -145,12 +155,8 @@ def refused_target(config: NotificationsConfig, target: NotifyTarget, where: str
     this project's alone; a project number is let through, IAM judges it), an email with no email configured
     or to an address not allowed."""
     if target.secret is not None:
-        _, owner, _, name, *_ = target.secret.split("/")
-        if why := _unreadable_name(config.secret_prefix, target.secret):
+        if why := _unreadable_name(config.secret_prefix, target.secret) or foreign_secret(target.secret, project):
             return f"{where}.{target.kind}: {why}"
-        if project is not None and owner != project and not owner.isdigit():
-            return (f"{where}.{target.kind}: the notifier reads only secrets of this Zen's project {project}, not "
-                    f"{owner}'s: store the URL in projects/{project}/secrets/{name}")
         return None
     assert target.email is not None
     if config.email is None:

@@ -25,7 +25,10 @@ def pattern_error(pattern: str, groups: Mapping[str, list[str]]) -> str | None:
     """Why ``pattern`` is no rule (None: it is one)."""
     if not PATTERN.match(pattern):
         return (f"{pattern!r} is not a principal pattern: an e-mail (alice@example.com), a domain (*@example.com), "
-                "a group (group:NAME, defined under auth.groups) or * (anyone)")
+                "a group (group:NAME, defined under auth.groups), * (anyone) or a bare user id (alice)")
+    if "@" not in pattern and pattern.endswith(".gserviceaccount.com"):  # a bare name matches only a user id as given
+        return (f"{pattern!r} is a service account's e-mail without its '@' (e.g. "
+                f"{pattern.split('.', 1)[0]}@{pattern.split('.', 1)[1] if '.' in pattern else '...'})")
     if pattern.startswith("group:") and pattern[6:] not in groups:
         return f"{pattern!r} names no group of auth.groups (its groups: {', '.join(sorted(groups)) or 'none'})"
     return None

@@ -1,0 +1,64 @@
+"""What docs/reference/configuration.md promises of a configuration, loaded."""
+
+import re
+import typing
+
+import pytest
+from pydantic import BaseModel
+
+from zen.core.config import DEFAULT_CONFIG_PATH, ZenConfig, load_config
+from zen.core.errors import ConfigError
+
+CLUSTER = """clusters:
+  - name: 1xl4
+    gpu_type: nvidia-l4
+    gpu_count: 1
+    machine_type: g2-standard-8
+    regions: [us-central1]
+    max_vms_per_region: 2
+    max_vms: 2
+"""
+
+
+def test_an_email_key_in_another_project_is_refused_at_load(tmp_path):
+    # The notifier reads only secrets named with the prefix in Zen's own project (terraform's grant is conditioned
+    # on this project's number): a Slack or webhook target in another project is refused, and so is the email
+    # API's key (it loaded, and every email notice then failed on its read).
+    path = tmp_path / "zen.yaml"
+    path.write_text("project: zen-prod\n" + CLUSTER + (
+        "notifications:\n  email: {api_key_secret: projects/other-project/secrets/zen-notify-sendgrid/versions/latest,"
+        " sender: zen@example.com, recipients: ['*@example.com']}\n"))
+    with pytest.raises(ConfigError, match="api_key_secret"):
+        load_config(path)
+
+
+def _fields(model: type[BaseModel], path: str = ""):
+    for name, field in model.model_fields.items():
+        yield f"{path}{name}", name
+        stack = [field.annotation]
+        while stack:
+            annotation = stack.pop()
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                yield from _fields(annotation, f"{path}{name}.")
+            stack.extend(typing.get_args(annotation))
+
+
+def test_the_default_configuration_documents_every_field():
+    # "the shipped shared/zen/core/default_config.yaml is used (it documents every field)"; its first line says so.
+    text = DEFAULT_CONFIG_PATH.read_text()
+    missing = sorted({dotted for dotted, name in _fields(ZenConfig)
+                      if not re.search(rf"(^|[\s{{,]){re.escape(name)}:", text, re.M)})
+    assert not missing, f"fields default_config.yaml does not show: {missing}"
+
+
+def test_a_service_accounts_email_without_its_at_is_refused(tmp_path):
+    path = tmp_path / "zen.yaml"
+    path.write_text("project: zen-prod\n" + CLUSTER + "auth: {admins: [ci.zen-prod.iam.gserviceaccount.com]}\n")
+    with pytest.raises(ConfigError, match="without its '@'"):
+        load_config(path)
+
+
+def test_a_queue_quota_of_a_whole_float_is_that_integer(tmp_path):
+    path = tmp_path / "zen.yaml"
+    path.write_text("project: zen-prod\n" + CLUSTER + "queues: [{name: prod, quota: {1xl4: 16.0}}]\n")
+    assert load_config(path).queues[0].quota == {"1xl4": 16}
