@@ -16,17 +16,9 @@ from __future__ import annotations
 
 import socket
 
-import pytest
 
+from tests.test_usercli_write_side import user_env  # noqa: F401 - fixture
 from zen.cli.main import main
-
-
-@pytest.fixture
-def user_env(config, publisher, db_url, monkeypatch):
-    monkeypatch.setenv("ZEN_PROJECT", config.project)
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    monkeypatch.setenv("USER", "alice")
-    return publisher
 
 
 def test_a_refused_stop_of_an_unknown_id_does_not_say_the_stop_is_kept(user_env, capsys):
@@ -84,26 +76,6 @@ def test_a_problem_of_the_whole_request_names_no_field(user_env, capsys):
     assert main(["submit", "--image", "python:3.11"]) == 2
     err = capsys.readouterr().err
     assert "give a cluster" in err and "(message)" not in err, err
-
-
-def test_the_console_serves_once_its_address_is_bound(tmp_path):
-    """The console binds its address itself (so a taken port is one line) and hands it to werkzeug: it serves."""
-    import threading
-    import urllib.request
-
-    from flask import Flask
-
-    from zen.console.serve import serve
-
-    app = Flask("console-bound")
-    app.add_url_rule("/", "root", lambda: "up")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    bound = threading.Event()
-    threading.Thread(target=serve, args=(app, "127.0.0.1", port, bound.set), daemon=True).start()
-    assert bound.wait(10)
-    assert urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read() == b"up"
 
 
 def test_a_value_starting_with_a_dash_says_how_to_give_it(user_env, capsys):

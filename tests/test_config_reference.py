@@ -9,15 +9,8 @@ from pydantic import BaseModel
 from zen.core.config import DEFAULT_CONFIG_PATH, ZenConfig, load_config
 from zen.core.errors import ConfigError
 
-CLUSTER = """clusters:
-  - name: 1xl4
-    gpu_type: nvidia-l4
-    gpu_count: 1
-    machine_type: g2-standard-8
-    regions: [us-central1]
-    max_vms_per_region: 2
-    max_vms: 2
-"""
+CLUSTER = ("clusters: [{name: 1xl4, gpu_type: nvidia-l4, gpu_count: 1, machine_type: g2-standard-8, regions: [us-central1],"
+           " max_vms_per_region: 2, max_vms: 2}]\n")
 
 
 def test_an_email_key_in_another_project_is_refused_at_load(tmp_path):

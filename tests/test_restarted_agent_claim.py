@@ -1,8 +1,9 @@
 """A restarted agent's CLAIMED (a copy of the start of the attempt its dead predecessor ran: an ack that failed,
-the region copy of a warm offer) reaches Zen before the dead agent's journaled final report (replayed by the new
-agent, zen.agent.journal, with the seq the old agent drew). The CLAIMED is "no sign of life" (delivery-guarantees.md)
-yet it raises ``last_seq`` past the final report's, which is then dropped as a duplicate: the sweep takes the
-attempt for lost and a job that SUCCEEDED runs again."""
+the region copy of a warm offer; an agent of this release keeps what its VM ran and claims no such copy,
+zen.agent.ranlog) reaches Zen before the dead agent's journaled final report (replayed by the new agent,
+zen.agent.journal, with the seq the old agent drew). The CLAIMED is "no sign of life" (delivery-guarantees.md) and
+must not raise ``last_seq`` past the final report's: dropped as a duplicate, the sweep took the attempt for lost and
+a job that SUCCEEDED ran again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ from tests.messages import heartbeat, job_request
 from tests.test_late_final_reports import job, orders, starts
 from tests.test_gang_fates import running
 from tests.test_queues import queued_zen  # noqa: F401 - fixture
+
+
+def _running(functions) -> int:
+    """job-1 claimed and running on vm-a; the epoch-ms seq its claim drew (as agents draw them)."""
+    functions.submit(job_request("job-1"))
+    t0 = 1_700_000_000_000
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", t0, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", t0 + 30_000, vm="vm-a"))
+    return t0
 
 
 def test_restarted_agents_claim_does_not_hide_the_dead_agents_final_report(functions, zen, publisher, clock):
@@ -28,10 +38,7 @@ def test_restarted_agents_claim_does_not_hide_the_dead_agents_final_report(funct
 
 
 def test_and_so_the_job_that_succeeded_runs_again(functions, zen, publisher, clock):
-    functions.submit(job_request("job-1"))
-    t0 = 1_700_000_000_000
-    functions.heartbeat(heartbeat("job-1", "CLAIMED", t0, vm="vm-a"))
-    functions.heartbeat(heartbeat("job-1", "RUNNING", t0 + 30_000, vm="vm-a"))
+    t0 = _running(functions)
     clock.advance(45)
     functions.heartbeat(heartbeat("job-1", "CLAIMED", t0 + 50_000, vm="vm-a"))
     functions.heartbeat(heartbeat("job-1", "SUCCEEDED", t0 + 40_000, vm="vm-a", exit_code=0, message="done"))
@@ -45,11 +52,8 @@ def test_and_so_the_job_that_succeeded_runs_again(functions, zen, publisher, clo
 
 def test_nor_the_dead_agents_exit_during_a_stop(functions, zen, publisher, clock):
     """The same while STOPPING: the job exited 0 as the user's stop came (a SUCCEEDED ends it, delivery-guarantees.md),
-    but the restarted agent's CLAIMED, answered STOP, raised last_seq and the exit was dropped: CANCELLED, no answer."""
-    functions.submit(job_request("job-1"))
-    t0 = 1_700_000_000_000
-    functions.heartbeat(heartbeat("job-1", "CLAIMED", t0, vm="vm-a"))
-    functions.heartbeat(heartbeat("job-1", "RUNNING", t0 + 30_000, vm="vm-a"))
+    but the restarted agent's CLAIMED, answered STOP, raised last_seq and the exit was dropped: it ended CANCELLED."""
+    t0 = _running(functions)
     functions.stop({"job_id": "job-1", "reason": "enough"})
     clock.advance(10)
     functions.heartbeat(heartbeat("job-1", "CLAIMED", t0 + 50_000, vm="vm-a"))

@@ -4,17 +4,9 @@ checkout, which holds a folder of the same name) runs fine. Only a path to a fol
 
 from __future__ import annotations
 
-import pytest
 
+from tests.test_usercli_write_side import user_env  # noqa: F401 - fixture
 from zen.cli.main import main
-
-
-@pytest.fixture
-def user_env(config, publisher, db_url, monkeypatch):
-    monkeypatch.setenv("ZEN_PROJECT", config.project)
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    monkeypatch.setenv("USER", "alice")
-    return publisher
 
 
 def test_an_images_program_named_as_a_local_folder_is_submitted(user_env, tmp_path, monkeypatch, capsys):

@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -87,13 +88,19 @@ def job_reports(transport: Recording) -> list[Heartbeat]:
     return [event[1] for event in transport.events if event[0] == "publish" and isinstance(event[1], Heartbeat)]
 
 
-def test_a_final_report_the_dead_agent_could_not_publish_is_published_by_the_next_one_before_it_pulls(tmp_path):
-    work = tmp_path / "work"
+def died_after_its_job(work: Path, agent_of: Callable[[Recording], Agent] = agent_on) -> Recording:
+    """An agent whose job exits 0 and that dies publishing its SUCCEEDED (kept in its journal): its transport."""
     dying = Recording(VM, work=work, die=True, virtual_time=False)
     dying.add_start(start_message())
     dying.answer = confirm_claims(VM)
     with pytest.raises(Killed):
-        agent_on(dying).run()
+        agent_of(dying).run()
+    return dying
+
+
+def test_a_final_report_the_dead_agent_could_not_publish_is_published_by_the_next_one_before_it_pulls(tmp_path):
+    work = tmp_path / "work"
+    dying = died_after_its_job(work)
     lost = dying.died_with
     assert (lost.status, lost.exit_code) == (AgentStatus.SUCCEEDED, 0)
     earlier = [m.seq for m in job_reports(dying)]

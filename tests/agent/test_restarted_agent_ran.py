@@ -6,14 +6,11 @@ RUNNING not delivered) confirmed it, and the attempt that succeeded ran again he
 
 from __future__ import annotations
 
-import pytest
-
-from tests.agent.fakes import confirm_claims
-from tests.agent.test_agent_loop import VM, start_message
 from dataclasses import replace
 
-from tests.agent.test_agent_loop import IDENTITY, SETTINGS
-from tests.agent.test_report_journal import Killed, Recording, job_reports
+from tests.agent.fakes import confirm_claims
+from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
+from tests.agent.test_report_journal import Recording, died_after_its_job, job_reports
 from zen.agent import ranlog
 from zen.agent.agent import Agent
 from zen.agent.slots import Slots
@@ -31,11 +28,7 @@ def _remembering(transport: Recording):
 
 def test_a_restarted_agent_does_not_claim_a_copy_of_a_start_its_predecessor_ran(tmp_path):
     work = tmp_path / "work"
-    dying = Recording(VM, work=work, die=True, virtual_time=False)
-    dying.add_start(start_message())
-    dying.answer = confirm_claims(VM)
-    with pytest.raises(Killed):
-        _remembering(dying).run()
+    dying = died_after_its_job(work, _remembering)
     assert dying.died_with is not None and dying.died_with.status.value == "SUCCEEDED"
 
     again = Recording(VM, work=work, virtual_time=False)
