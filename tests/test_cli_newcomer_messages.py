@@ -83,3 +83,6 @@ def test_a_value_starting_with_a_dash_says_how_to_give_it(user_env, capsys):
     assert main(["usage", "--since", "-3d"]) == 2
     err = capsys.readouterr().err
     assert "--since=VALUE" in err, err
+    assert main(["usage", "--since"]) == 2  # no value at all: no such hint
+    err = capsys.readouterr().err
+    assert "expected one argument" in err and "--since=VALUE" not in err, err

@@ -22,7 +22,7 @@ def test_an_email_key_in_another_project_is_refused_at_load(tmp_path):
         "notifications:\n  email: {api_key_secret: projects/other-project/secrets/zen-notify-sendgrid/versions/latest,"
         " sender: zen@example.com, recipients: ['*@example.com']}\n"))
     with pytest.raises(ConfigError, match="api_key_secret"):
-        load_config(path)
+        load_config(path).for_project("zen-prod")
 
 
 def _fields(model: type[BaseModel], path: str = ""):
@@ -55,3 +55,20 @@ def test_a_queue_quota_of_a_whole_float_is_that_integer(tmp_path):
     path = tmp_path / "zen.yaml"
     path.write_text("project: zen-prod\n" + CLUSTER + "queues: [{name: prod, quota: {1xl4: 16.0}}]\n")
     assert load_config(path).queues[0].quota == {"1xl4": 16}
+
+
+def test_an_email_key_in_the_deployed_project_loads(tmp_path, monkeypatch):
+    """A deployed Zen's project is ZEN_PROJECT (terraform sets it); a configuration left with the shipped
+    ``project: zen-local`` whose key is in the deployment's project loads, and one in another project is refused."""
+    from zen.cli.kit import deployed_config
+
+    path = tmp_path / "zen.yaml"
+    path.write_text("project: zen-local\n" + CLUSTER + (
+        "notifications:\n  email: {api_key_secret: projects/my-project/secrets/zen-notify-sendgrid/versions/latest,"
+        " sender: zen@example.com, recipients: ['*@example.com']}\n"))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    monkeypatch.setenv("ZEN_PROJECT", "my-project")
+    assert deployed_config().project == "my-project"
+    monkeypatch.setenv("ZEN_PROJECT", "their-project")
+    with pytest.raises(ConfigError, match="not my-project's"):
+        deployed_config()

@@ -121,11 +121,12 @@ def test_a_queue_notify_is_checked_with_the_configuration(config):
 
 def test_a_queue_notify_of_another_projects_secret_is_refused_at_load(config):
     """As a job's at submission: the notifier reads this project's secrets only (the queue loaded, and every
-    notice to it was then refused at delivery, "permission denied")."""
+    notice to it was then refused at delivery, "permission denied"). The project is the one Zen runs in
+    (``ZenConfig.for_project``: ZEN_PROJECT, the file's a fallback)."""
     other = "projects/someone-else/secrets/zen-notify-team/versions/latest"
     with pytest.raises((ConfigError, ValueError), match="queue research: notify.0.slack: the notifier reads only "
                                                         "secrets of this Zen's project"):
-        with_queues(config, [{**QUEUES[0], "notify": [{"slack": other}]}])
+        with_queues(config, [{**QUEUES[0], "notify": [{"slack": other}]}]).for_project(config.project)
 
 
 def test_too_many_queue_targets_are_refused_naming_no_job(config):

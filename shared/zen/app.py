@@ -102,7 +102,7 @@ class Zen:
         """Production wiring. ``ZEN_SCALING=off`` leaves scaling out (a stack without Compute)."""
         config = load_config()
         project = os.environ.get("ZEN_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT") or config.project
-        config = config.model_copy(update={"project": project})
+        config = config.for_project(project)  # the secrets the notifier reads, that project's
         db = Database.from_env()
         scaler = None
         if os.environ.get("ZEN_SCALING", "on").lower() != "off":

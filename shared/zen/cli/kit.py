@@ -36,10 +36,19 @@ class Parser(argparse.ArgumentParser):
     """``zen``'s argument parser (its subcommands' too): a usage error is one line, ``zen: <command>:
     <what is wrong> (<command> --help)``, exit 2, instead of argparse's usage block and ``prog: error:``."""
 
+    argv: list[str] | None = None  # what is parsed (None: sys.argv's), for the error's hint
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args is not None:
+            Parser.argv = list(args)  # every subcommand's parser reads the whole line's words
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("zen").strip()
-        if message.endswith(": expected one argument") and (flag := message.split()[-4].rstrip(":")).startswith("-"):
-            # argparse reads a value starting with '-' (-3d, -1) as a flag, and says none was given
+        flag = message.split()[-4].rstrip(":") if message.endswith(": expected one argument") else ""
+        if flag.startswith("-") and flag in (argv := sys.argv[1:] if self.argv is None else self.argv) and (
+                (after := argv[argv.index(flag) + 1:]) and after[0].startswith("-")):
+            # argparse read the value starting with '-' (-3d, -1) as a flag, and says none was given
             message += f" (a value starting with '-' goes as {flag}=VALUE)"
         fail(f"{command + ': ' if command else ''}{message} (see `{self.prog} --help`)", 2)
         raise SystemExit(2)
@@ -59,8 +68,7 @@ def deployed_config():
     from zen.core.config import load_config
 
     config = load_config()
-    project = os.environ.get("ZEN_PROJECT")
-    return config.model_copy(update={"project": project}) if project and project != config.project else config
+    return config.for_project(os.environ.get("ZEN_PROJECT") or config.project)
 
 
 def database_configured() -> bool:

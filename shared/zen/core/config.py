@@ -270,13 +270,25 @@ class ZenConfig(_Strict):
                 for pattern in patterns:
                     if why := pattern_error(pattern, self.auth.groups):
                         raise ValueError(f"queue {queue.name}: {field}: {why}")
-            for index, target in enumerate(queue.notify):
-                if why := refused_target(self.notifications, target, f"notify.{index}", self.project):
+            for index, target in enumerate(queue.notify):  # whose project: for_project (the file's may be a stand-in)
+                if why := refused_target(self.notifications, target, f"notify.{index}"):
                     raise ValueError(f"queue {queue.name}: {why}")
-        email = self.notifications.email  # its key read by the notifier as a target's secret is
-        if email is not None and (why := foreign_secret(email.api_key_secret, self.project, "key")):
-            raise ValueError(f"notifications.email.api_key_secret: {why}")
         return self
+
+    def for_project(self, project: str) -> "ZenConfig":
+        """This configuration as Zen runs in ``project`` (``ZEN_PROJECT``, which terraform sets; the file's ``project``
+        is a fallback, ``zen-local`` as shipped): ``ConfigError`` naming each secret the notifier reads (a queue's
+        notify target's, the email API's key) that is another project's, where terraform grants it none (it loaded,
+        and every notice was refused on its read)."""
+        email = self.notifications.email
+        problems = [f"queue {queue.name}: notify.{index}.{target.kind}: {why}" for queue in self.queues
+                    for index, target in enumerate(queue.notify)
+                    if target.secret is not None and (why := foreign_secret(target.secret, project))]
+        if email is not None and (why := foreign_secret(email.api_key_secret, project, "key")):
+            problems.append(f"notifications.email.api_key_secret: {why}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return self if project == self.project else self.model_copy(update={"project": project})
 
     @model_validator(mode="after")
     def _clusters_fit(self) -> "ZenConfig":

@@ -125,7 +125,7 @@ def problems_from_validation(errors: Iterable[dict], lines: LineMap) -> list[tup
         sentence = describe_error(err, lines.clean_loc(loc))
         if not loc:  # a check across fields: the line of the field its message starts with, if any
             head = sentence.split(": ", 1)[0]
-            loc = tuple(int(part) if part.isdigit() else part for part in head.split(".")) if (
+            loc = tuple(int(part) if part.isascii() and part.isdigit() else part for part in head.split(".")) if (
                 ": " in sentence and " " not in head) else ()  # clusters.1: the list's second item
         out.append((lines.line(loc) if loc else None, sentence))
     return sorted(out, key=lambda p: (p[0] is None, p[0] or 0))
