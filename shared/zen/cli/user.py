@@ -147,6 +147,7 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     cluster and regions it would use, or ``CliError`` with the reason it would refuse the job."""
     from zen.core.errors import Rejected
     from zen.core.events import decode_payload
+    from zen.core.clearance import data_uris
     from zen.jobs.authorization import may_submit
     from zen.jobs.placement import resolve_request
 
@@ -155,7 +156,8 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     try:
         checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
         resolved = resolve_request(config, checked)
-        if refused := may_submit(config, checked.user_id, resolved.queue, checked.priority):  # the queue's rules
+        if refused := may_submit(config, checked.user_id, resolved.queue, checked.priority,  # the queue's, the data's
+                                 data_uris(checked.model_dump(mode="json", include={"inputs", "outputs"}))):
             raise Rejected(refused)
     except Rejected as rejection:
         raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)})", 1) from None

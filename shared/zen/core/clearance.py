@@ -25,6 +25,8 @@ class ClearanceBinding(Strict):
 
     prefix: str = Field(max_length=1100, description="gs://bucket/ or gs://bucket/some/prefix")
     tags: list[str] = Field(min_length=1, max_length=16, description="A VM must carry every one of them")
+    readers: list[str] | None = Field(default=None, max_length=64, description=(
+        "Who may name its data in a job (principal patterns: zen.core.principals); unset: whoever may submit"))
 
     @field_validator("prefix")
     @classmethod

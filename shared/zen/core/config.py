@@ -304,6 +304,10 @@ class ZenConfig(_Strict):
     @model_validator(mode="after")
     def _data_clearance(self) -> "ZenConfig":
         check_bindings(self.data_clearance, self.clusters)
+        for number, binding in enumerate(self.data_clearance):
+            for pattern in binding.readers or ():
+                if why := pattern_error(pattern, self.auth.groups):
+                    raise ValueError(f"data_clearance[{number}] ({binding.prefix}): readers: {why}")
         return self
 
     def cluster(self, name: str) -> ClusterConfig | None:

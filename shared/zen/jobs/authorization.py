@@ -1,5 +1,5 @@
 """What a principal may do with a job: submit it to its queue at its priority, name the secrets it names
-(in its ``secrets`` and its ``notify``), and stop it. The rules are the configuration's (``auth:`` and each queue's ``submitters``, ``admins``,
+(in its ``secrets`` and its ``notify``) and the data (``data_clearance``'s ``readers``), and stop it. The rules are the configuration's (``auth:`` and each queue's ``submitters``, ``admins``,
 ``max_priority``, ``secrets``; patterns: ``zen.core.principals``, ``zen.core.secrets``); each refusal
 names the rule that refused and what to do instead. Who the principal is comes from the message's
 proof (``zen.adapters.submitters``). The rules: docs/how-to/queues.md#who-may-use-a-queue, #secrets.
@@ -7,6 +7,9 @@ proof (``zen.adapters.submitters``). The rules: docs/how-to/queues.md#who-may-us
 
 from __future__ import annotations
 
+from typing import Iterable
+
+from zen.core.clearance import touches
 from zen.core.config import QueueConfig, ZenConfig
 from zen.core.errors import Rejected
 from zen.core.models import Job
@@ -19,10 +22,15 @@ def _who(patterns: list[str]) -> str:
     return ", ".join(patterns) if patterns else "none"
 
 
-def may_submit(config: ZenConfig, principal: str, queue_name: str | None, priority: int) -> str | None:
+def may_submit(config: ZenConfig, principal: str, queue_name: str | None, priority: int,
+               data: Iterable[str] = ()) -> str | None:
     """Why ``principal`` may not submit a job of ``priority`` to queue ``queue_name`` (None: it may).
     Without queues anyone may; a queue's ``submitters`` (unset: anyone), its ``users`` and ``admins``
-    and Zen's ``auth.admins`` may submit to it, and its ``max_priority`` caps every job's priority."""
+    and Zen's ``auth.admins`` may submit to it, and its ``max_priority`` caps every job's priority. A job's
+    ``data`` (its gs:// inputs and outputs) under a ``data_clearance`` binding with ``readers`` is theirs and Zen's
+    admins' alone: the agent stages it with its VM's account, so naming it is reading it."""
+    if why := _data_refused(config, principal, list(data)):
+        return why
     queue: QueueConfig | None = config.queue(queue_name) if queue_name else None
     if queue is None:
         return None
@@ -36,6 +44,25 @@ def may_submit(config: ZenConfig, principal: str, queue_name: str | None, priori
         return (f"priority {priority} is above queue {queue.name}'s max_priority {queue.max_priority}: ask for "
                 f"{queue.max_priority} or less")
     return None
+
+
+def _data_refused(config: ZenConfig, principal: str, uris: list[str]) -> str | None:
+    for number, binding in enumerate(config.data_clearance):
+        if binding.readers is None or not any(touches(uri, binding.prefix) for uri in uris):
+            continue
+        if not (matches(principal, binding.readers, config.auth.groups) or config.auth.admin(principal)):
+            return (f"{principal} may not name data under {binding.prefix} (data_clearance[{number}].readers: "
+                    f"{_who(binding.readers)}): ask an admin of this Zen to add you")
+    return None
+
+
+def taken_id(job_id: str, owner: str, user: str) -> str:
+    """Why a submission naming a ``job_id`` already used by another request is refused: job ids are one namespace for
+    every user, so one another user took first is said so (not whose), with what to do."""
+    if owner.lower() == user.lower():
+        return f"job_id {job_id} is already used by a different request"
+    return (f"job_id {job_id} is already used by another user's job (job ids are every user's, one namespace): give "
+            "yours an id of your own, e.g. starting with your name as zen submit's own ids do")
 
 
 def may_stop(config: ZenConfig, principal: str, job: Job) -> str | None:

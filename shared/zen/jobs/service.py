@@ -20,13 +20,14 @@ from zen import telemetry
 from zen.core import gang, lifecycle
 from zen.core.lifecycle import Decision
 from zen.core.clock import Clock
+from zen.core.clearance import data_uris
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.jobs import probes
 from zen.jobs.announce import Announcements, RejectionEvent
 from zen.jobs.arrays import ArrayJobs, made_by
-from zen.jobs.authorization import kept_stop, may_stop, may_submit, user_actor
+from zen.jobs.authorization import kept_stop, may_stop, may_submit, taken_id, user_actor
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
 from zen.jobs.decisions import DecisionWriter
@@ -69,10 +70,7 @@ class JobService:
     tick's work over jobs (``zen.jobs.sweeps``), ``vm_beats`` the VM heartbeat (``zen.jobs.vm_beats``)."""
 
     def __init__(self, store: JobStore, config: ZenConfig, relay: OutboxRelay, clock: Clock):
-        self._store = store
-        self._config = config
-        self._relay = relay
-        self._clock = clock
+        self._store, self._config, self._relay, self._clock = store, config, relay, clock
         self._queues = Queueing(config) if config.queues else None  # no queues: all admitted at once
         self._topics = config.topics
         self._announce = Announcements(config)
@@ -108,7 +106,8 @@ class JobService:
         held, resolved = None, None  # what it waits for (zen.core.dependencies)
         try:
             resolved = resolve_request(self._config, request, job_id)
-            if refused := may_submit(self._config, sender or request.user_id, resolved.queue, request.priority):
+            if refused := may_submit(self._config, sender or request.user_id, resolved.queue, request.priority,
+                                     data_uris(canonical)):
                 raise Rejected(refused)
             if request.after and (after := self.decisions.after_hold(request, job_id, sender or request.user_id)):
                 refused, held = after
@@ -185,7 +184,7 @@ class JobService:
             if existing is None:  # its insert met the row, in this same transaction
                 raise TransientError(f"job {job_id} was neither inserted nor found")
             if existing.request_hash != request_hash:
-                return self.reject(envelope, source, f"job_id {job_id} is already used by a different request",
+                return self.reject(envelope, source, taken_id(job_id, existing.user_id, request.user_id),
                                     job_id, "job.rejected", principal=sender)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
