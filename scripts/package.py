@@ -22,6 +22,7 @@ which ``zen`` imports only inside the ``zen`` command's local-only functions (``
 from __future__ import annotations
 
 import argparse
+import os
 import base64
 import hashlib
 import json
@@ -200,7 +201,10 @@ def build(out: Path, config: Path | None = None) -> dict:
         sys.path.insert(0, str(ROOT / "shared"))
         from zen.core.config import load_config
 
-        load_config(config)
+        loaded = load_config(config)
+        project = os.environ.get("ZEN_PROJECT") or loaded.project  # as the functions run: terraform sets ZEN_PROJECT
+        if project != "zen-local":  # the shipped stand-in: the project deployed to is not known here
+            loaded.for_project(project)  # the notifier's secrets, that project's
     functions = build_functions_archive(out, config)
     wheel = build_agent_wheel(out)
     manifest = {

@@ -46,8 +46,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("zen").strip()
         flag = message.split()[-4].rstrip(":") if message.endswith(": expected one argument") else ""
-        if flag.startswith("-") and flag in (argv := sys.argv[1:] if self.argv is None else self.argv) and (
-                (after := argv[argv.index(flag) + 1:]) and after[0].startswith("-")):
+        argv = sys.argv[1:] if self.argv is None else self.argv  # the word typed may be the flag's abbreviation
+        typed = [i for i, word in enumerate(argv) if word.startswith("--") and len(word) > 2 and flag.startswith(word)]
+        if flag.startswith("-") and typed and argv[typed[0] + 1:typed[0] + 2] and argv[typed[0] + 1].startswith("-"):
             # argparse read the value starting with '-' (-3d, -1) as a flag, and says none was given
             message += f" (a value starting with '-' goes as {flag}=VALUE)"
         fail(f"{command + ': ' if command else ''}{message} (see `{self.prog} --help`)", 2)

@@ -169,6 +169,8 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
 
 def _where_to_look(reason: str) -> str:
     """Where a refused job's user reads what the rule is: `zen clusters` knows shapes, regions and limits only."""
+    if "may not name data under" in reason:  # first: a bucket's name may hold any word below
+        return "see docs/how-to/data-placement.md#data-clearance"
     if reason.startswith("notify") or " notify." in reason:
         return "see docs/how-to/notifications.md"
     if "secret" in reason:
