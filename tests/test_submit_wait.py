@@ -34,7 +34,7 @@ def test_a_reused_id_is_reported_refused_not_as_the_other_users_job(functions, z
     functions.submit(bobs, message_id="m-bob")
     err = io.StringIO()
     assert _follow(zen, "shared-id", "m-bob", _published(bobs), err) == 1
-    assert "was refused: job_id shared-id is already used by a different request" in err.getvalue()
+    assert "was refused: job_id shared-id is already used by another user's job" in err.getvalue()
     assert "SUCCEEDED" not in err.getvalue()  # alice's job is not shown as bob's
 
 
