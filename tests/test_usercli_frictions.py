@@ -271,7 +271,7 @@ def test_a_failed_publish_names_the_job_and_how_to_try_again_without_a_second_jo
     def times_out(topic_field, payload, attributes=None):
         raise CliError("could not publish to projects/p/topics/zen-job-submitted: TimeoutError")
 
-    monkeypatch.setattr(usercli, "_publish", times_out)
+    monkeypatch.setattr(usercli, "publish", times_out)
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:9")  # a local stack's (the job needs no image there)
     assert cli.main(["submit", "--cluster", "1xl4", "--", "true"]) == 1
     err = capsys.readouterr().err

@@ -58,7 +58,7 @@ def test_a_failed_array_publish_names_the_array_and_how_to_try_again(monkeypatch
     def times_out(topic_field, payload, attributes=None):
         raise CliError("could not publish to projects/p/topics/zen-job-submitted: TimeoutError")
 
-    monkeypatch.setattr(usercli, "_publish", times_out)
+    monkeypatch.setattr(usercli, "publish", times_out)
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:9")  # a local stack's (the job needs no image there)
     monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
     monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)

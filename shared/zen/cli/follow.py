@@ -16,7 +16,7 @@ from typing import Callable, Iterator, TextIO
 
 from zen.adapters.cloud_logging import reader_from_env
 from zen.adapters.joblogs import OutputEntry, Reader, SinkError
-from zen.cli.kit import CliError, Context, _is_credentials_error, fail, positive
+from zen.cli.kit import CliError, Context, credentials_problem, fail, positive
 from zen.core.errors import TransientError, ZenError
 from zen.core.models import Job, JobStatus
 
@@ -258,8 +258,8 @@ def _run(action: Callable[[], int]) -> int:
     except CliError as exc:  # no database configured, ...
         return fail(str(exc), exc.code)
     except Exception as exc:  # noqa: BLE001 - e.g. no Google credentials for Cloud Logging
-        if _is_credentials_error(exc):
-            return fail(NO_CREDENTIALS, 1)
+        if why := credentials_problem(exc, NO_CREDENTIALS):
+            return fail(why, 1)
         raise
 
 
@@ -331,12 +331,12 @@ class Following:
 
 
 NO_CREDENTIALS = ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`, "
-                  "or run zen in the directory of a local stack (`zen local up`)")
+                  "or start a local stack in this directory with `zen local up`")
 
 
 def _why(exc: Exception) -> str:
-    if _is_credentials_error(exc):
-        return NO_CREDENTIALS
+    if why := credentials_problem(exc, NO_CREDENTIALS):
+        return why
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, TransientError):
         return f"cannot reach the database: {text}"

@@ -21,6 +21,21 @@ NO_CREDENTIALS = ("no Google credentials: run `gcloud auth application-default l
                   "or start a local stack in this directory with `zen local up`")
 
 
+def deployed() -> bool:
+    """Whether this command talks to a deployed Zen: ``ZEN_PROJECT`` set (as the deploy guide has its users do) and no
+    local stack found (``zen.cli.main`` points the clients at one it finds), so advice about the local stack would
+    mislead. Neither: a newcomer in a checkout, told to start one."""
+    return bool(os.environ.get("ZEN_PROJECT")) and not os.environ.get("PUBSUB_EMULATOR_HOST")
+
+
+def for_here(message: str) -> str:
+    """``message`` without its local-stack advice when this command talks to a deployed Zen."""
+    if not deployed():
+        return message
+    return (message.replace(", or start a local stack in this directory with `zen local up`", "")
+            .replace("no local stack is running in this directory or above it (start one with `zen local up`), and ", ""))
+
+
 class CliError(Exception):
     """A failure the user can act on: printed as one line, then exit ``code`` (1, or 2 for usage)."""
 
@@ -81,7 +96,7 @@ def database():
     record sets ZEN_DATABASE_URL), ZEN_DATABASE_URL, or Cloud SQL (ZEN_CLOUDSQL_INSTANCE), else
     ``CliError``."""
     if not database_configured():
-        raise CliError(NO_DATABASE)
+        raise CliError(for_here(NO_DATABASE))
     if os.environ.get("ZEN_CLOUDSQL_INSTANCE") and not os.environ.get("ZEN_DB_USER"):
         raise CliError("ZEN_CLOUDSQL_INSTANCE is set but ZEN_DB_USER is not: set it to your Google account's "
                        "e-mail (your IAM database user)")
@@ -176,8 +191,8 @@ def run(action: Callable[[], int]) -> int:
     except ConfigError as exc:
         return _fail(f"configuration: {exc}", 1)
     except TransientError as exc:
-        return _fail(f"cannot reach the database: {exc} (is the stack up? `zen local up`, or check "
-                     "ZEN_DATABASE_URL / ZEN_CLOUDSQL_INSTANCE)", 1)
+        return _fail(f"cannot reach the database: {exc} ({'' if deployed() else 'is the stack up? `zen local up`, or '}"
+                     "check ZEN_DATABASE_URL / ZEN_CLOUDSQL_INSTANCE)", 1)
     except BrokenPipeError:
         # The reader went away (`zen jobs list | head`): stop quietly, and keep Python from
         # complaining when it flushes stdout at exit.
@@ -187,8 +202,8 @@ def run(action: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
-        if _is_credentials_error(exc):
-            return _fail(NO_CREDENTIALS, 1)
+        if why := credentials_problem(exc, NO_CREDENTIALS):
+            return _fail(why, 1)
         if (missing := _schema_missing(exc)) and not os.environ.get("ZEN_DEBUG"):
             return _fail(f"the database has no {missing} yet: its schema is older than this zen, or not made: run "
                          "`zen db migrate` (docs/how-to/deploy.md)", 1)
@@ -197,12 +212,22 @@ def run(action: Callable[[], int]) -> int:
         return _fail(f"{type(exc).__name__}: {exc} (set ZEN_DEBUG=1 to see where)", 1)
 
 
-def _is_credentials_error(exc: Exception) -> bool:
+def credentials_problem(exc: BaseException, missing: str) -> str | None:
+    """What to do about Google credentials ``exc`` says are wrong (``missing``: none found), else None: refused
+    (a revoked key, an expired login: RefreshError) or not checkable (no way to Google's token endpoint)."""
     try:
-        from google.auth.exceptions import DefaultCredentialsError
+        from google.auth.exceptions import DefaultCredentialsError, RefreshError, TransportError
     except ImportError:
-        return False
-    return isinstance(exc, DefaultCredentialsError)
+        return None
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, DefaultCredentialsError):
+        return for_here(missing)
+    if isinstance(exc, RefreshError):
+        return (f"Google refused your credentials ({first}): run `gcloud auth application-default login` again, or "
+                "renew the key GOOGLE_APPLICATION_CREDENTIALS names")
+    if isinstance(exc, TransportError):
+        return f"could not reach Google to check your credentials ({first}): check the network"
+    return None
 
 
 def _schema_missing(exc: Exception) -> str | None:

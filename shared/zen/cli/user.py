@@ -22,26 +22,13 @@ from typing import Any
 from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.jobfiles import is_job_file, read_job_file
+from zen.cli.publish import publish
 from zen.cli.kit import CliError, Context, database, database_configured, deployed_config
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
 
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
-
-
-def _publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None = None) -> str:
-    from google.cloud import pubsub_v1
-
-    client = pubsub_v1.PublisherClient()
-    topic = submitted.topic(topic_field)
-    try:
-        return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
-    except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
-        if type(exc).__name__ == "DefaultCredentialsError":
-            raise
-        raise CliError(f"could not publish to {topic}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                       " (is the stack up? `zen local up`)") from None
 
 
 def default_job_id(user: str, now: datetime | None = None) -> str:
@@ -210,7 +197,7 @@ def cmd_submit(args) -> int:
         raise no_credentials
     batches.await_dependencies(request.after or [], request.user_id, _read_job, condition=request.after_condition or "ok")
     if request.array is not None:
-        return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish,
+        return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, publish,
                                     lambda ids: submitted.known_job(ids, _taken_ids)[0] or [],
                                     lambda: submitted.known_job(job_id, batches.read_array)[0] or [])
     following = None
@@ -234,7 +221,7 @@ def cmd_submit(args) -> int:
     chosen = submitted.topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
     submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
-        message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+        message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
         submitted.update(chosen, job_id, request_hash, None)
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
@@ -326,7 +313,7 @@ def cmd_stop(args) -> int:
     if job is not None and sender is not None and (why := may_stop(config, sender.email, job)) and not args.force:
         raise CliError(f"Zen would refuse this stop: {why}; not sent (zen stop --force sends it anyway: a Zen with "
                        "ZEN_AUTH=off believes any sender)", 1)
-    message_id = _publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes(),
+    message_id = publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes(),
                           identity.attributes(sender))
     print(f"stop requested for {args.job_id} (message {message_id}) {identity.describe(sender)}: {outlook}")
     return 0

@@ -24,16 +24,14 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 from zen.core.errors import ConfigError, DataRejected, TransientError
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
-# SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
-# intervention (e.g. the server is shutting down), serialization failures and deadlocks.
+# SQLSTATE classes a retry can fix: connection, resources, operator intervention (a shutdown), serialization, deadlocks.
 _TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
-# Data exceptions, integrity violations and program limits exceeded (54: e.g. 54000, a value too large
-# for a btree index row): the input is at fault, and retrying cannot help.
+# Data exceptions, integrity violations and program limits exceeded (54000: a value too large for a btree index row).
 _DATA_SQLSTATE = re.compile(r"^(22|23|54)")
-
 
 # Every session's times in UTC, Cloud SQL's default (a Postgres set to another zone, as the embedded one may be).
 SESSION = {"TimeZone": "UTC"}
+CONNECT_TIMEOUT_S = 10.0  # a connection and Postgres' startup answer; a port that never answered held every command
 
 
 @dataclass(frozen=True)
@@ -51,8 +49,10 @@ class ConnectionTarget:
         # No TLS on a local socket (Postgres offers none there): pg8000 would build a TLS context (~16 ms of CPU)
         # for every connection only to be told no.
         where = {"unix_sock": self.unix_sock, "ssl_context": False} if self.unix_sock else {"host": self.host, "port": self.port}
-        return pg8000.native.Connection(user=self.user, password=self.password, database=self.database,
-                                        startup_params=SESSION, **where)
+        conn = pg8000.native.Connection(user=self.user, password=self.password, database=self.database,
+                                        startup_params=SESSION, timeout=CONNECT_TIMEOUT_S, **where)
+        conn._usock.settimeout(None)  # connected: a query waits as long as it runs (pg8000's socket, TLS or not)
+        return conn
 
     def with_database(self, database: str) -> "ConnectionTarget":
         return ConnectionTarget(self.user, database, self.password, self.host, self.port, self.unix_sock)

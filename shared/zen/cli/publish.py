@@ -1,0 +1,38 @@
+"""What ``zen submit`` and ``zen stop`` publish, and how a failure to is said: one line, with the local stack's advice
+only where a local stack is what the command talks to (``zen.cli.kit.deployed``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zen.cli import submitted
+from zen.cli.kit import CliError, deployed
+
+
+def publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None = None) -> str:
+    from google.cloud import pubsub_v1
+
+    client = pubsub_v1.PublisherClient(credentials=_checked_credentials())
+    topic = submitted.topic(topic_field)
+    try:
+        return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
+        if type(exc).__name__ == "DefaultCredentialsError":
+            raise
+        raise CliError(f"could not publish to {topic}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                       + ("" if deployed() else " (is the stack up? `zen local up`)")) from None
+
+
+def _checked_credentials() -> Any:
+    """A deployed Zen's publisher's credentials, refreshed now: refused (a revoked key, an expired login), they are
+    said at once (``zen.cli.kit.credentials_problem``), not as a publish timing out after 30 s. None: the emulator's."""
+    if not deployed():
+        return None
+    import google.auth
+    from google.auth.transport.requests import Request
+
+    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    credentials.refresh(Request())
+    return credentials
+
+
