@@ -227,6 +227,9 @@ def cmd_submit(args) -> int:
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
                        f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
+    except Exception:  # credentials refused or not checkable before publishing: nothing went out, the id is free
+        submitted.update(chosen, job_id, request_hash, None)
+        raise
     submitted.update(chosen, job_id, request_hash, message_id)
     caveat = ("" if readable or chosen is None
               else f" (if job_id {job_id} is new: the database could not be read to check)")
