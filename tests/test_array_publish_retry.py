@@ -17,20 +17,20 @@ def test_retrying_an_array_whose_publish_landed_is_not_told_to_use_a_new_job_id(
     from zen.cli import user as usercli
     from zen.cli.kit import CliError
 
-    real = usercli._publish
+    real = usercli.publish
 
     def lands_then_times_out(topic_field, payload, attributes=None):
         real(topic_field, payload, attributes)  # it got through; its answer did not
         raise CliError("could not publish to projects/p/topics/zen-job-submitted: TimeoutError")
 
     argv = ["submit", "--job-id", "sweep", "--array", "3", "--cluster", "1xl4", "--", "python", "trial.py"]
-    monkeypatch.setattr(usercli, "_publish", lands_then_times_out)
+    monkeypatch.setattr(usercli, "publish", lands_then_times_out)
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "submit it again with --job-id sweep" in err, err
     [message] = user_env.on("zen-job-submitted")
     functions.submit(json.loads(message.data))  # the function made the array
-    monkeypatch.setattr(usercli, "_publish", real)
+    monkeypatch.setattr(usercli, "publish", real)
 
     code = main(argv)  # what the message said to do
     out, err = capsys.readouterr()
