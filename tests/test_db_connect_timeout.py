@@ -4,46 +4,19 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import pytest
 
+from tests.test_cli_deployed_messages import silent_database  # noqa: F401 - fixture
 from zen.core.errors import TransientError
 from zen.store import db as dbmod
 from zen.store.db import Database, parse_database_url
 
 
-@pytest.fixture
-def silent_port():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    for conn in held:
-        conn.close()
-    server.close()
-
-
-def test_a_database_that_never_answers_is_given_up_on(silent_port, monkeypatch):
+def test_a_database_that_never_answers_is_given_up_on(silent_database, monkeypatch):
     monkeypatch.setattr(dbmod, "CONNECT_TIMEOUT_S", 0.5)
-    db = Database.from_target(parse_database_url(f"postgresql://zen:secret@127.0.0.1:{silent_port}/zen"))
+    db = Database.from_target(parse_database_url(silent_database))
     started = time.monotonic()
     with pytest.raises(TransientError):
         with db.session() as session:
