@@ -11,17 +11,14 @@ from dataclasses import replace
 from tests.agent.fakes import confirm_claims
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from tests.agent.test_report_journal import Recording, died_after_its_job, job_reports
-from zen.agent import ranlog
 from zen.agent.agent import Agent
-from zen.agent.slots import Slots
+from zen.agent.slots import Capacity, Slots
 
 
 def _remembering(transport: Recording):
     """The agent as ``zen.agent.__main__`` makes it: its slots keep what it ran in its work directory."""
-    slots = Slots()
-    slots.remember_in(ranlog.path_for(transport.work, VM))
     agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(transport.work)), transport, local=True,
-                  clock=transport.clock, slots=slots)
+                  clock=transport.clock, slots=Slots.of_vm(Capacity(), transport.work, VM))
     transport.when_idle = lambda: agent.request_shutdown("test over")
     return agent
 
@@ -61,7 +58,7 @@ def test_the_attempts_run_are_kept_compacted_and_a_cut_line_is_skipped(tmp_path)
 
 
 def test_an_unwritable_disk_keeps_them_in_memory(tmp_path, caplog):
-    from zen.agent.slots import Slots
+    from zen.agent.slots import Capacity, Slots
 
     (tmp_path / "file").write_text("")
     slots = Slots()

@@ -23,7 +23,6 @@ from typing import Sequence
 from zen.agent.container import Sandbox, Shape, ensure_networks
 from zen.agent.fence import fence_s
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
-from zen.agent import ranlog
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.removal import ContainersLeft, remove_leftover_containers
 from zen.agent.settings import AgentSettings, with_deadlines
@@ -140,10 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pulls.retire(networks)
     log.info("pull limits", extra={"limits": limits.describe(), "gpus": capacity.gpus,
                                    "max_jobs_per_vm": capacity.max_jobs, "fence_s": fence_s(settings)})
-    slots = Slots(capacity)
-    slots.remember_in(ranlog.path_for(settings.work_dir, identity.vm))  # what this VM's earlier agents ran
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
-                  sink=_output_sink(env, identity, local), pulls=pulls, slots=slots, sandbox=sandbox)
+                  sink=_output_sink(env, identity, local), pulls=pulls,
+                  slots=Slots.of_vm(capacity, settings.work_dir, identity.vm), sandbox=sandbox)
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable
 from pydantic import ValidationError
 
 from zen.agent.limits import given_or_attribute
+from zen.agent import ranlog
 from zen.agent.ranlog import RanLog
 from zen.agent.removal import remove_container
 from zen.agent.runner import container_name
@@ -77,6 +78,13 @@ class Slots:
         self._ran: deque[Key] = deque(maxlen=RAN_KEPT)  # confirmed here, newest last
         self._ran_log: RanLog | None = None  # kept on disk for the next agent of this VM (zen.agent.ranlog)
         self._disk = threading.Lock()  # its writes, one at a time (not under _lock: a claim never waits on a disk)
+
+    @classmethod
+    def of_vm(cls, capacity: Capacity, work_dir: str | Path, vm: str) -> "Slots":
+        """A VM's slots as its agent runs them: what it ran kept in its work directory (``zen.agent.ranlog``)."""
+        slots = cls(capacity)
+        slots.remember_in(ranlog.path_for(work_dir, vm))
+        return slots
 
     def remember_in(self, path: Path) -> None:
         """Keep the attempts run here in ``path`` too, and take those an earlier agent of this VM ran."""

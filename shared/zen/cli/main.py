@@ -64,12 +64,7 @@ def _dispatch(argv: list[str]) -> int:
 def _misplaced(parser: argparse.ArgumentParser, argv: list[str], rest: list[str]) -> None:
     """A usage error naming where the flags of ``rest`` that the named command has go (``zen --json jobs list``:
     "--json goes after the command: zen jobs list --json"); nothing when it has none of them."""
-    path, named = [], parser
-    for word in argv:
-        subcommands = [a for a in named._actions if isinstance(a, argparse._SubParsersAction)]
-        if subcommands and word in subcommands[0].choices:
-            path.append(word)
-            named = subcommands[0].choices[word]
+    path, named = _command(parser, argv)
     misplaced = [word for word in rest if word.startswith("-") and word.split("=")[0] in named._option_string_actions]
     if path and misplaced:
         at = argv.index(misplaced[0])
@@ -81,13 +76,20 @@ def _misplaced(parser: argparse.ArgumentParser, argv: list[str], rest: list[str]
 def _named(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
     """The parser of the command ``argv`` names (``zen jobs list``'s for ``jobs list --usr x``): its usage error
     names that command's ``--help``, which lists the flags (``zen --help`` does not)."""
+    return _command(parser, argv)[1]
+
+
+def _command(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], argparse.ArgumentParser]:
+    """The words of ``argv`` that name a command (``["jobs", "list"]``, wherever they stand) and that command's parser."""
+    path: list[str] = []
     for word in argv:
         subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if not subcommands:
             break
         if word in subcommands[0].choices:
+            path.append(word)
             parser = subcommands[0].choices[word]
-    return parser
+    return path, parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
