@@ -330,8 +330,8 @@ class Following:
                                    poll_s=self.poll_s, message_id=message_id, request_hash=request_hash))
 
 
-NO_CREDENTIALS = ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`, "
-                  "or start a local stack in this directory with `zen local up`")
+NO_CREDENTIALS = ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`{, or start "
+                  "a local stack in this directory with `zen local up`}")
 
 
 def _why(exc: Exception) -> str:

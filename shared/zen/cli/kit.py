@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, NoReturn, Sequence
 
-NO_DATABASE = ("no database to read: no local stack is running in this directory or above it (start one with `zen local up`), "
-               "and neither ZEN_DATABASE_URL nor ZEN_CLOUDSQL_INSTANCE is set (see docs/how-to/deploy.md, 'Using a deployed Zen')")
-NO_CREDENTIALS = ("no Google credentials: run `gcloud auth application-default login` to use a deployed Zen, "
-                  "or start a local stack in this directory with `zen local up`")
+NO_DATABASE = ("no database to read: {no local stack is running in this directory or above it (start one with `zen local "
+               "up`), and }neither ZEN_DATABASE_URL nor ZEN_CLOUDSQL_INSTANCE is set (see docs/how-to/deploy.md, 'Using a "
+               "deployed Zen')")
+NO_CREDENTIALS = ("no Google credentials: run `gcloud auth application-default login` to use a deployed Zen{, or start a "
+                  "local stack in this directory with `zen local up`}")
 
 
 def deployed() -> bool:
@@ -29,11 +30,8 @@ def deployed() -> bool:
 
 
 def for_here(message: str) -> str:
-    """``message`` without its local-stack advice when this command talks to a deployed Zen."""
-    if not deployed():
-        return message
-    return (message.replace(", or start a local stack in this directory with `zen local up`", "")
-            .replace("no local stack is running in this directory or above it (start one with `zen local up`), and ", ""))
+    """``message`` with its local-stack advice (the part in braces) where it may help: not to a deployed Zen's user."""
+    return re.sub(r"\{([^}]*)\}", "" if deployed() else r"\1", message)
 
 
 class CliError(Exception):
