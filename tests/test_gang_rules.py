@@ -108,3 +108,20 @@ def test_a_users_stop_reason_reading_as_a_preemption_is_marked_while_a_gang_stop
                                   Heartbeat.model_validate(heartbeat("g", "RUNNING", 6, vm="vm-2")), T0, GangConfig())
     [order] = [c for c in again.controls if c.action is ControlAction.STOP]
     assert order.reason == "stopped: preempted: moving it to another queue"
+
+
+def test_a_node_giving_its_unstarted_part_back_while_the_gang_stops_is_its_answer_to_the_stop():
+    """A user's stop of a gang whose node vm-2 had claimed but not started: its VM's word that it gave the
+    claim back ends its part at once (the gang is not held, nor its VM counted busy, until the stop's timeout)."""
+    stopping = a_job(JobStatus.STOPPING, stop_reason="user: not needed")
+    stopping = stopping.model_copy(update={"gang": [stopping.gang[0], stopping.gang[1].model_copy(update={"status": "CLAIMED"})]})
+    later = T0 + timedelta(seconds=30)
+    waiting = gang.decide_given_back(stopping, "vm-2", 1, 5, later)
+    assert waiting is not None and waiting.changes == []  # vm-1 still runs: its STOPPED ends the attempt
+    assert [(n.vm, n.status, n.seq) for n in waiting.fields["gang"]] == [("vm-1", "RUNNING", 1), ("vm-2", "GAVE_BACK", 5)]
+    answered = stopping.model_copy(update={"gang": [stopping.gang[0].model_copy(update={"status": "STOPPED"}),
+                                                    stopping.gang[1]]})
+    ended = gang.decide_given_back(answered, "vm-2", 1, 5, later)
+    assert ended is not None and [c.to for c in ended.changes] == [JobStatus.CANCELLED]
+    assert ended.fields["finished_at"] == later
+    assert gang.decide_given_back(answered, "vm-2", 1, 1, later) is None  # a claim it made after that heartbeat stands

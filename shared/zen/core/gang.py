@@ -129,6 +129,11 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
                                "nodes are stopped before it is retried", _told(job, f"{vm} gave its part back", False),
                                now, gang=marked)
         return _given_back(job, vm)
+    if job.status is JobStatus.STOPPING and mine.status == AgentStatus.CLAIMED.value:  # never started: its answer
+        marked = [n.model_copy(update={"status": GAVE_BACK, "seq": seq}) if n.vm == vm else n for n in nodes]
+        decision = Decision(fields=dict(gang=marked), note=f"{vm} gave its part back unstarted while the gang stops")
+        _when_stopped(decision, job, marked, mine, now)  # the last to answer ends the attempt, as a STOPPED would
+        return decision
     if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
@@ -188,18 +193,7 @@ def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, conf
 def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, now: datetime, own: bool) -> None:
     status, who = hb.status, f"node {node.rank} ({node.vm})"
     if job.status is JobStatus.STOPPING:
-        if all(n.status in ENDED for n in nodes):  # every node answered the stop
-            if all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):  # done before the stop came: as one VM
-                _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)}) as the "
-                     "stop came", 0, now)
-            elif job.preempted_by and rerun_as_taken_back(False, next((n.over_limit for n in nodes if n.over_limit), None)):
-                now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
-                _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
-            elif losing_node(job) or job.preempted_by:  # the others have stopped (or one was killed at a limit)
-                _merge(decision, _settle(job, nodes, node, now))
-            else:
-                decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))
-                decision.fields["finished_at"] = now
+        _when_stopped(decision, job, nodes, node, now)
         return
     if not own:  # not the node's last word (``word_after``): one that ended already (a spare claim's PREEMPTED
         return  # after its agent restarted stopped the running gang and reran it), or a word overtaken
@@ -224,6 +218,22 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
                                      job.preemptions >= lifecycle.FREE_PREEMPTIONS), now))
     elif status is AgentStatus.PREEMPTED:  # the last node running: lost for all, requeued as one
         _merge(decision, _node_preempted(job, nodes, node, now))
+
+
+def _when_stopped(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode, now: datetime) -> None:
+    """A stopping gang whose ``nodes`` (``node``'s answer just in) have all answered: its end, by why it stopped."""
+    if not all(n.status in ENDED for n in nodes):
+        return
+    if all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):  # done before the stop came: as one VM
+        _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)}) as the stop came", 0, now)
+    elif job.preempted_by and rerun_as_taken_back(False, next((n.over_limit for n in nodes if n.over_limit), None)):
+        now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
+        _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
+    elif losing_node(job) or job.preempted_by:  # the others have stopped (or one was killed at a limit)
+        _merge(decision, _settle(job, nodes, node, now))
+    else:
+        decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))
+        decision.fields["finished_at"] = now
 
 
 def _told(job: Job, why: str, spends: bool) -> str:
