@@ -499,3 +499,24 @@ def test_a_submit_while_the_local_stack_starts_says_to_wait(zen_cli, publisher):
     said = zen_cli("submit", "--cluster", "1xl4", "--", "true",
                    ZEN_IDENTITY_ENDPOINT=f"http://127.0.0.1:{port}/zen-local/identity")
     assert said.returncode == 1 and "still starting" in one_line(said) and "URLError" not in said.stderr, said.stderr
+
+
+def test_a_stop_right_after_the_submit_goes_out_before_the_database_shows_the_job(zen_cli, publisher, functions, db):
+    """`zen submit` printed "stop: zen stop ID"; run at once, before the function had written the job, it said
+    "no job ID is known: stop not sent" and the job ran. The submit records the id it published (a generated
+    one too), so the stop goes out, Zen keeps it, and the job is cancelled when it arrives."""
+    submitted = zen_cli("submit", "--cluster", "1xl4", "--", "true")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.split()[1]
+    stopped = zen_cli("stop", job_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"job {job_id} was published" in stopped.stdout and "not in the database yet" in stopped.stdout
+    [stop] = publisher.on("zen-job-stop")
+    functions.stop(stop.data, attributes=dict(stop.attributes))  # Pub/Sub keeps no order: the stop first
+    [submit] = publisher.on("zen-job-submitted")
+    functions.submit(submit.data, attributes=dict(submit.attributes))
+    from zen.store import repository
+
+    with db.transaction() as session:
+        assert repository.get_job(session, job_id).status.value == "CANCELLED"
+    assert zen_cli("stop", "never-published").returncode == 1  # an id this machine did not publish: as before

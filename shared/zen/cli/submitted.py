@@ -7,8 +7,8 @@ and that write (a second or so; longer on a cold start) only the publisher knows
 a chosen job_id records (job_id, request fingerprint, message id, time) in ``~/.cache/zen/submitted.json``
 (``$XDG_CACHE_HOME``), under the topic and database it went to, for ``WINDOW_S``; a record is written
 before publishing (``message_id`` None: being published) and dropped when the publish fails. Records are
-read and written under an exclusive lock, so two submits at once see each other. Generated ids are never
-recorded: they are unique.
+read and written under an exclusive lock, so two submits at once see each other. A generated id is recorded
+once published, never checked (it is unique): ``zen stop`` right after ``zen submit`` finds it there.
 """
 
 from __future__ import annotations
@@ -137,6 +137,15 @@ def update(topic: str | None, job_id: str, request_hash: str, message_id: str | 
             book.forget(job_id)
         else:
             book.record(job_id, request_hash, message_id)
+
+
+def published_lately(job_id: str) -> Published | None:
+    """The record of ``job_id`` as published from this machine within ``WINDOW_S`` (a generated id's too), if
+    any: ``zen stop`` sends a stop for it though the database does not show it yet (Zen keeps the stop and
+    cancels the job when it arrives)."""
+    with journal(topic("job_submitted")) as book:
+        found = book.recent(job_id, database_readable=False)
+    return found if found is not None and found.message_id else None
 
 
 def _refused(job_id: str, message_id: str) -> bool:

@@ -218,7 +218,8 @@ def cmd_submit(args) -> int:
     if readable and submitted.known_job(job_id, batches.read_array)[0]:  # the function refuses an array's id
         raise CliError(f"job_id {job_id} is an array's (its tasks {job_id}-N: zen jobs list --array {job_id}): use a "
                        "new job_id (or none: zen makes one). Not published", 1)
-    chosen = submitted.topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
+    where = submitted.topic("job_submitted")
+    chosen = where if getattr(args, "chosen_job_id", True) else None  # a generated id is unique: not checked
     submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
         message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
@@ -230,7 +231,7 @@ def cmd_submit(args) -> int:
     except Exception:  # credentials refused or not checkable before publishing: nothing went out, the id is free
         submitted.update(chosen, job_id, request_hash, None)
         raise
-    submitted.update(chosen, job_id, request_hash, message_id)
+    submitted.update(where, job_id, request_hash, message_id)  # (a generated id's too: for `zen stop` meanwhile)
     caveat = ("" if readable or chosen is None
               else f" (if job_id {job_id} is new: the database could not be read to check)")
     print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) "
@@ -304,7 +305,10 @@ def cmd_stop(args) -> int:
         raise CliError(f"{args.job_id!r}: job_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
                        "starting with a letter or digit", 2)
     outlook, job = _stop_outlook(args.job_id)
-    if outlook.startswith("no job") and not args.force:  # refused: what a sent stop would do is no outlook of this one
+    if outlook.startswith("no job") and (lately := submitted.published_lately(args.job_id)):
+        outlook = (f"job {args.job_id} was published {lately.age()} ago from this machine and is not in the database "
+                   f"yet: Zen keeps the stop and cancels the job when it arrives")
+    elif outlook.startswith("no job") and not args.force:  # refused: what a sent stop would do is no outlook of this one
         raise CliError(f"no job {args.job_id} is known: stop not sent. Check the id with `zen jobs list`; to stop a "
                        f"job you are about to submit with that id: zen stop --force {args.job_id} (Zen keeps such a "
                        f"stop {EARLY_STOP_KEPT_DAYS} days and cancels the job when it arrives)", 1)
