@@ -102,6 +102,18 @@ def _sku(description: str, region: str, usd: float):
                            pricing_info=[SimpleNamespace(pricing_expression=SimpleNamespace(tiered_rates=[rate]))])
 
 
+def test_a_part_two_skus_price_in_one_region_takes_the_higher_whatever_the_order_and_usd_only():
+    """The catalog lists two SKUs for us-east4's G2 cores ("Virginia", "Northern Virginia"): the price was the
+    last page's. A price in another currency was read as USD."""
+    cheap, dear = (_sku("G2 Instance Core running in Virginia", "us-east4", 0.0250),
+                   _sku("G2 Instance Core running in Northern Virginia", "us-east4", 0.0275))
+    for skus in ([cheap, dear], [dear, cheap]):
+        assert parts_of(skus) == {("core", "G2", "us-east4", "standard"): pytest.approx(0.0275)}
+    euros = _sku("G2 Instance Ram running in Virginia", "us-east4", 0.003)
+    euros.pricing_info[0].pricing_expression.tiered_rates[0].unit_price.currency_code = "EUR"
+    assert parts_of([euros]) == {}
+
+
 def test_a_vm_is_its_vcpus_memory_and_gpus():
     # us-central1 on demand, as the public catalog listed them: 12 x core + 85 GiB x RAM + 1 A100
     skus = [_sku("A2 Instance Core running in Americas", "us-central1", 0.031611),

@@ -92,19 +92,24 @@ def classify(description: str) -> tuple[str, str, str] | None:
 
 
 def unit_price(sku: Any) -> float | None:
-    """USD per unit of the SKU's current price (its first tier), None when it lists none; a price per month
+    """USD per unit of the SKU's current price (its first tier), None when it lists none or names another
+    currency (asked in USD, the catalog answers in USD: another is no price Zen can bill); a price per month
     (``usage_unit`` ending ``.mo``, Local SSD's GiB-month) per hour of it."""
     for info in sku.pricing_info:
         rates = sorted(info.pricing_expression.tiered_rates, key=lambda rate: rate.start_usage_amount)
         if rates:
             money = rates[0].unit_price
+            if getattr(money, "currency_code", "USD") not in ("USD", ""):
+                return None
             monthly = str(getattr(info.pricing_expression, "usage_unit", "")).endswith(".mo")
             return (float(money.units) + money.nanos / 1e9) / (HOURS_PER_MONTH if monthly else 1.0)
     return None
 
 
 def parts_of(skus: Iterable[Any], regions: set[str] | None = None) -> dict[Part, float]:
-    """Every VM part the SKUs price, by (kind, family or GPU, region, model); only ``regions`` when given."""
+    """Every VM part the SKUs price, by (kind, family or GPU, region, model); only ``regions`` when given. A
+    part two SKUs price in one region (the catalog lists us-east4 as "Virginia" and "Northern Virginia")
+    takes the higher price: the same whatever order the pages come in, and never below what GCE may bill."""
     parts: dict[Part, float] = {}
     for sku in skus:
         what = classify(sku.description)
@@ -116,7 +121,8 @@ def parts_of(skus: Iterable[Any], regions: set[str] | None = None) -> dict[Part,
         kind, name, model = what
         for region in sku.service_regions:
             if regions is None or region in regions:
-                parts[(kind, name, region, model)] = price
+                key = (kind, name, region, model)
+                parts[key] = max(price, parts.get(key, price))
     return parts
 
 
