@@ -83,8 +83,9 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
     """The DELETING VMs that nobody else deletes, each with why: ``retired`` (its agent is RETIRED: it
     only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
     every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through),
-    or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since
-    ``silent_before`` while its instance still runs: the VM did not go, and would be billed for ever).
+    or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``, or
+    was idle since then, with no job between its restarts, while its instance still runs: the VM did not go,
+    and would be billed for ever).
     Each holds no job, the plan does not delete it, and its MIG is not deleting it.
     ``view_of``: a VM's (instance, first seen, job, agent, Vm, drained) as the manager read it."""
     out = []
@@ -95,8 +96,8 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
         state = view[3]["state"] if view[3] is not None else None
         if state == "RETIRED" or view[5]:
             out.append((vm, "retired" if state == "RETIRED" else "drained"))
-        elif (state == "STOPPING" and silent_before is not None and vm.heard_at is not None
-              and vm.heard_at < silent_before):
+        elif state == "STOPPING" and silent_before is not None and any(  # silent since; or idle since, but restarts
+                at is not None and at < silent_before for at in (vm.heard_at, view[3]["idle_since"])):
             out.append((vm, "silent"))
     return out
 

@@ -517,7 +517,8 @@ class InMemoryJobTx:
         before = self._t.vms.get(name)
         if before is not None and before["last_seq"] >= seq:
             return None
-        idle_since = ((before or {}).get("idle_since") or sent_at) if state == "IDLE" else None
+        kept = (before or {}).get("idle_since")  # an agent's STOPPING keeps it (queries.sql, upsert_vm)
+        idle_since = (kept or sent_at) if state == "IDLE" else kept if state == "STOPPING" else None
         self._t.vms[name] = {
             "name": name, "cluster": cluster, "region": region, "zone": zone, "state": state, "job_id": job_id,
             "attempt": attempt, "jobs": jobs, "last_seq": seq, "last_seen_at": now, "idle_since": idle_since,
