@@ -97,7 +97,7 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
         if state == "RETIRED" or view[5]:
             out.append((vm, "retired" if state == "RETIRED" else "drained"))
         elif state == "STOPPING" and silent_before is not None and any(  # silent since; or idle since, but restarts
-                at is not None and at < silent_before for at in (vm.heard_at, view[3]["idle_since"])):
+                at is not None and at < silent_before for at in (vm.heard_at, (view[3] or {}).get("idle_since"))):
             out.append((vm, "silent"))
     return out
 
