@@ -273,10 +273,11 @@ class JobService:
             return self._vm_heartbeat(envelope, message)
         if message.status is AgentStatus.RUNNING:
             with self._store.session() as tx:  # one statement, its own commit
-                if tx.record_progress(job_id=message.job_id, attempt=message.attempt,
-                                              vm=message.vm, seq=message.seq, message=message.message,
-                                              now=self._clock()):
+                if tx.record_progress(job_id=message.job_id, attempt=message.attempt, vm=message.vm,
+                                      seq=message.seq, message=message.message, now=self._clock()):
                     return Outcome("applied", message.job_id)
+        elif message.status is AgentStatus.CLAIMED:  # a stop that crossed the submission is applied first
+            self.sweeps.before_claim(message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: gang.decide_heartbeat(job, message, now, self._config.gangs),
                             answering=message,

@@ -76,6 +76,9 @@ class EarlyStops(Protocol):
     def take_early_stops(self, job_id: str) -> list[tuple[str, str | None]]:
         """The kept stops' (reason, sender), the first kept first, consumed."""
 
+    def early_stop_kept(self, job_id: str) -> bool:
+        """Whether a stop is kept for ``job_id`` (not consumed)."""
+
     def forget_early_stops(self, cutoff: datetime) -> None:
         """Drop stops kept before ``cutoff``."""
 

@@ -175,6 +175,18 @@ class Sweeps:
 
         return applied + self._for_each_job(job_ids, "user", decide, senders.get)
 
+    def before_claim(self, job_id: str) -> None:
+        """A VM's claim of ``job_id`` is about to be decided: a stop kept for it is applied first, so the claim
+        is answered RELEASE and the job never starts. The submission and the stop may each commit before seeing
+        the other's row (``apply_early_stops``); the claim comes after the submission's commit (its start is
+        published then), so it sees the kept stop, which the tick's sweep would apply a tick later, the job
+        running meanwhile. One indexed read a claim (an array's stop is kept under the array's id: its tasks
+        are left to the sweep)."""
+        with self._store.session() as tx:
+            kept = tx.early_stop_kept(job_id)
+        if kept:
+            self.apply_early_stops([job_id])
+
     def admit_waiting(self) -> int:
         """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
         without queues, the jobs left PENDING when they were removed (``admit_unqueued``); with them, the jobs

@@ -84,6 +84,10 @@ class PostgresJobTx:
     def take_early_stops(self, job_id: str) -> list[tuple[str, str | None]]:
         return repository.take_early_stops(self.session, job_id)
 
+    @hooked("early_stop_kept")
+    def early_stop_kept(self, job_id: str) -> bool:
+        return repository.early_stop_kept(self.session, job_id)
+
     @hooked("forget_early_stops")
     def forget_early_stops(self, cutoff: datetime) -> None:
         repository.forget_early_stops(self.session, cutoff)

@@ -263,6 +263,10 @@ ON CONFLICT (job_id, (COALESCE(principal, ''))) DO NOTHING;
 -- name: take_early_stops
 DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason, principal, requested_at;
 
+-- name: early_stop_kept
+-- Whether a stop is kept for :job_id (the claim path's check: zen.jobs.sweeps.JobSweeps.before_claim).
+SELECT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id) AS kept;
+
 -- name: forget_early_stops
 DELETE FROM early_stops WHERE requested_at < :cutoff;
 

@@ -150,6 +150,11 @@ def take_early_stops(session: Session, job_id: str) -> list[tuple[str, str | Non
     return [(row["reason"], row["principal"]) for row in rows]
 
 
+def early_stop_kept(session: Session, job_id: str) -> bool:
+    row = session.one("early_stop_kept", job_id=job_id)
+    return bool(row and row["kept"])
+
+
 def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | None:
     """Record this tick; returns when Zen came back after its last gap of more than ``gap_s`` (None:
     none seen)."""
