@@ -18,6 +18,8 @@ from typing import Any, Callable
 from zen.cli.kit import CliError, Context, fail, no_job, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
+from zen.core.gang import losing_node
+from zen.core.lifecycle import stop_left_s, stopping_reason
 from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
 from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.core.routing import next_route
@@ -172,6 +174,11 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
         why = f"{job.status.value.lower()}: {len(up)} of {job.nodes} nodes up in {job.region} ({', '.join(up)})"
     else:
         why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
+    if job.status is JobStatus.STOPPING:  # why, and until when its VM may answer (lifecycle.stop_left_s)
+        since = job.last_heartbeat_at
+        wait_s = None if since is None else stop_left_s(job, since, config.deadlines, losing_node(job))
+        why += f"; stopping: {stopping_reason(job)}" + ("" if since is None or wait_s is None else
+                                                        f"; unanswered by {at(since + timedelta(seconds=wait_s))}, it is ended without its VM's word")
     data = _data_line(config, job)
     if data:
         why += f"; {data}"

@@ -396,5 +396,5 @@ def _plain(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value.value if isinstance(value, enum.Enum) else value
 
 
-_PUBLIC = ("job_id", "status", "attempt", "max_attempts", "cluster", "queue", "user_id", "priority", "regions",
-           "region", "zone", "vm", "submitted_at", "started_at", "finished_at", "exit_code", "message", "hold", "retries")
+_PUBLIC = ("job_id", "status", "attempt", "max_attempts", "cluster", "queue", "user_id", "priority", "regions", "region",
+           "zone", "vm", "submitted_at", "started_at", "finished_at", "exit_code", "message", "hold", "retries", "stop_reason")
