@@ -497,12 +497,14 @@ def test_a_folder_swapped_for_a_link_after_the_listing_is_not_uploaded_through_i
     host, first = _host_folder(tmp_path), attempt(tmp_path, client, 1)
     (first.directory / "logs").mkdir()
     (first.directory / "logs" / "shadow").write_text("the job's own file")
-    listing = first.files
+    listing, calls = first.files, []
 
-    def then_swapped():
+    def then_swapped():  # after the save's listings (it lists twice: zen.agent.checkpoint.Checkpoint.save)
         listed = listing()
-        os.rename(first.directory / "logs", first.directory / "logs.old")
-        os.symlink(host, first.directory / "logs")
+        calls.append(listed)
+        if len(calls) == 2:
+            os.rename(first.directory / "logs", first.directory / "logs.old")
+            os.symlink(host, first.directory / "logs")
         return listed
 
     monkeypatch.setattr(first, "files", then_swapped)

@@ -70,10 +70,9 @@ class Checkpoint:
         self._current: list[str] = []  # the objects of the save the manifest names
         self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
         self._seq, self._stop = 0, threading.Event()  # _stop: ends the periodic saves, and cuts the one under way
-        self._writing = threading.Lock()  # a manifest being written; ``close`` waits for it
-        self._closed = False  # the attempt has ended: no manifest is written any more
+        self._writing, self._closed = threading.Lock(), False  # a manifest being written (``close`` waits); ended: none
         self._thread: threading.Thread | None = None
-        self._left_out: set[str] = set()  # files whose names no object may have, said once
+        self._left_out = set[str]()  # files whose names no object may have, said once
 
     kept = property(lambda self: self._last is not None, doc="A checkpoint the next attempt restores: one this attempt restored or saved")
     after = property(lambda self: "the previous one is kept" if self.kept else AFRESH, doc="What a save not made leaves")
@@ -103,7 +102,8 @@ class Checkpoint:
     # -- restore ---------------------------------------------------------------------------------
     def restore(self, progress: Progress, cancel: threading.Event) -> None:
         """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none yet: the
-        folder stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs')."""
+        folder stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs'). A
+        refusal (a 403: an IAM change under way) is ``Unavailable``: the bucket and prefix are Zen's, not the job's."""
         progress.restart()
         try:
             gone: tuple[int | None, str] | None = None  # (the manifest's generation, a file of it not found)
@@ -138,7 +138,7 @@ class Checkpoint:
             raise TransferError(f"checkpoint {self.spec.uri}{MANIFEST} cannot be read: {exc!r}") from None
         except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
             self.disk_fault = disk_fault_of(exc, f"checkpoint {self.spec.uri}")  # one VM disk failing every restore
-            kind = Unavailable if not_the_jobs(exc) else TransferError
+            kind = Unavailable if not_the_jobs(exc) or isinstance(getattr(exc, "code", None), int) else TransferError  # 403: Zen's
             raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}") from None
 
     def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:
@@ -225,6 +225,8 @@ class Checkpoint:
                 return False
             try:
                 listed = self.files()
+                if self.files() != listed:  # made or replaced in a folder listed before (after) it was: a state never there
+                    raise Changed(f"checkpoint not saved ({why}): the folder changed while it was listed; {self.after}")
             except checkpoint_files.Vanished as gone:
                 raise Changed(f"checkpoint not saved ({why}): {gone}; {self.after}") from None
             if listed == self._last or (not listed and self._last is None):
@@ -332,9 +334,8 @@ class Checkpoint:
         raise TransferError("the manifest kept changing while it was written")
 
     def _named(self, generation: str) -> bool:
-        """Whether the latest manifest names ``generation`` (unreadable: taken to, so its files are kept). A dropped
-        save's manifest may have landed with its answer lost, and a later attempt may have restored it and made it
-        its own (``_take_over``): deleting its files then would lose the job's checkpoint."""
+        """Whether the latest manifest names ``generation`` (unreadable: taken to, so its files are kept). A dropped save's
+        manifest may have landed (its answer lost) and a later attempt made it its own (``_take_over``): kept, its files."""
         try:
             found = self._bucket().get_blob(self._prefix + MANIFEST)
             latest = json.loads(found.download_as_bytes()) if found is not None else {}
@@ -370,12 +371,10 @@ class Checkpoint:
             self._thread.join(wait_s)
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
-        """The attempt has ended: no save writes the manifest any more (one under way is cut, one waiting for
-        its turn does nothing). False when a manifest being written did not end within ``wait_s``: the
-        checkpoint is then that save's or the one before."""
+        """The attempt has ended: no save writes the manifest any more (one under way is cut, one waiting for its turn does
+        nothing). False when a manifest being written did not end within ``wait_s``: the checkpoint is that save's or the one before."""
         self._stop.set()
-        written = self._writing.acquire(timeout=wait_s)
-        self._closed = True
+        written, self._closed = self._writing.acquire(timeout=wait_s), True
         if written:
             self._writing.release()
         else:

@@ -1,0 +1,106 @@
+"""Checkpoints through a link to Cloud Storage the test controls: the official client against the Cloud Storage
+stand-in behind a forwarding proxy that moves request bodies at ``LINK_BYTES_S`` (a VM's upload bandwidth, scaled down
+with the files) and can answer 403 as IAM does (``refuse``: a part of the path). The real agent (AttemptRunner) and
+job processes."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import pytest
+from google.cloud import storage as gcs
+
+from tests.agent.fakes import FakeTransport
+from tests.agent.test_agent_loop import VM, make_agent, start_message
+from tests.agent.test_upload_end import finals, settings
+from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+
+URI = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "big")
+PREFIX = "checkpoints/4xa100-40gb/big/"
+LINK_BYTES_S = 5_000_000
+
+class _Link(ThreadingHTTPServer):
+    daemon_threads = True
+    target: str
+
+
+class _Forward(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Link
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _any(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if (refused := getattr(self.server, "refuse", None)) and refused in self.path:  # IAM says no
+            data = json.dumps({"error": {"code": 403, "message": "zen-agent@ does not have storage.objects.get access",
+                                         "errors": [{"reason": "forbidden"}]}}).encode()
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        time.sleep(len(body) / LINK_BYTES_S)  # the VM's upload bandwidth
+        target = urlsplit(self.server.target)
+        connection = http.client.HTTPConnection(target.hostname, target.port, timeout=120)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        connection.request(self.command, self.path, body=body, headers=headers)
+        answer = connection.getresponse()
+        data = answer.read()
+        location = answer.getheader("Location")
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() in ("content-length", "connection", "transfer-encoding", "location"):
+                continue
+            self.send_header(key, value)
+        if location:
+            self.send_header("Location", location.replace(self.server.target, f"http://127.0.0.1:{self.server.server_address[1]}"))
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _any
+
+
+@pytest.fixture
+def slow_link(storage, monkeypatch):
+    link = _Link(("127.0.0.1", 0), _Forward)
+    link.target = storage.address
+    threading.Thread(target=link.serve_forever, daemon=True).start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{link.server_address[1]}")
+    yield link
+    link.shutdown()
+    link.server_close()
+
+
+def test_a_restore_refused_by_cloud_storage_does_not_fail_the_preempted_job_for_good(storage, slow_link, tmp_path):
+    """The checkpoint's bucket and prefix are Zen's, never the job's: a 403 on them (an IAM binding being changed, the
+    configuration's prefix renamed before terraform ran) is no fault of the job. Its restore was reported FAILED with
+    no exit code, which Zen never retries (zen.core.retries.next_retry): the preempted job ended FAILED for good, and
+    its checkpoint, keyed by its job_id, could not be resumed by a resubmission. It is the VM's or the service's now
+    (PREEMPTED: the attempt runs again, within the free preemptions' bound)."""
+    bucket = gcs.Client().create_bucket("ckpt-bkt")
+    bucket.blob(PREFIX + "attempt-1/save-1/step").upload_from_string(b"step 1")
+    bucket.blob(PREFIX + "LATEST.json").upload_from_string(json.dumps({
+        "generation": "attempt-1/save-1/", "attempt": 1, "reason": "every 600 s", "saved_at": time.time(),
+        "files": [{"path": "step", "size": 6}], "folders": []}))
+    slow_link.refuse = "LATEST.json"
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = lambda m: [ControlMessage(vm=VM, job_id="big", attempt=2, action=ControlAction.CONFIRM,
+                                                 reason="won")] if (
+        isinstance(m, Heartbeat) and m.status is AgentStatus.CLAIMED) else []
+    transport.add_start(start_message("big", attempt=2, command=[sys.executable, "-c", "print('ran')"],
+                                      env={"ZEN_PREEMPTED": "1"},
+                                      checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=10**9)))
+    make_agent(transport, settings(tmp_path)).run()
+    final = finals(transport)["big"]
+    assert final.status is AgentStatus.PREEMPTED, (final.status, final.exit_code, final.message)
