@@ -75,8 +75,9 @@ def test_a_checkpoint_saved_by_one_attempt_is_restored_by_the_next(tmp_path, cli
     (second.directory / "step").write_text("42")
     assert second.save("the attempt ended") is True
     assert manifest(client)["generation"] == "attempt-2/save-1/"
-    assert names(client) == [PREFIX + MANIFEST, PREFIX + "attempt-2/save-1/model/weights.bin",
-                             PREFIX + "attempt-2/save-1/step"]  # the save before is deleted once replaced
+    assert names(client) == [PREFIX + MANIFEST, PREFIX + "attempt-1/save-1/model/weights.bin",
+                             PREFIX + "attempt-2/save-1/step"]  # the save before's objects not named again are deleted
+    assert lines[-1].endswith("; 1 unchanged file(s) kept from the save before")  # as restored: its object named again
 
 
 def test_a_restored_file_keeps_its_modification_time(tmp_path, client):

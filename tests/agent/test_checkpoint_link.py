@@ -19,12 +19,23 @@ from google.cloud import storage as gcs
 from tests.agent.fakes import FakeTransport
 from tests.agent.test_agent_loop import VM, make_agent, start_message
 from tests.agent.test_upload_end import finals, settings
+from tests.waiting import wait_for
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
 
 URI = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "big")
 PREFIX = "checkpoints/4xa100-40gb/big/"
 LINK_BYTES_S = 5_000_000
+WEIGHTS = 80_000_000
+
+# Writes its weights once and its step; at SIGTERM writes the step it got to (a few bytes, whole) and exits.
+JOB = ("import os, pathlib, signal, sys, time\n"
+       "d = pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'])\n"
+       "def write(name, data):\n"
+       "    (d / (name + '.tmp')).write_bytes(data); os.replace(d / (name + '.tmp'), d / name)\n"
+       "signal.signal(signal.SIGTERM, lambda *a: (write('step', b'step 2, at the notice'), sys.exit(0)))\n"
+       "write('weights.bin', b'w' * int(sys.argv[1])); write('step', b'step 1')\n"
+       "time.sleep(300)\n")
 
 class _Link(ThreadingHTTPServer):
     daemon_threads = True
@@ -80,6 +91,39 @@ def slow_link(storage, monkeypatch):
     yield link
     link.shutdown()
     link.server_close()
+
+
+def test_the_notice_time_write_is_saved_when_the_rest_was_saved_by_a_periodic_save(storage, slow_link, tmp_path):
+    """A spot VM's notice: the job writes a small file at SIGTERM, as docs/how-to/checkpoints.md ("Time at a
+    preemption") asks, and relies on the periodic saves for the rest. The rest (80 MB of weights, unchanged) was saved
+    by a periodic save, but the last save uploaded every file again: on a link that cannot move the whole folder within
+    the notice's budget it was cut, and the rerun restored the periodic save's step. The last save now uploads the
+    step alone and names the weights' object of the save before (80 MB at 5 MB/s: 5 GiB at 320 MB/s, a VM's link)."""
+    bucket = gcs.Client().create_bucket("ckpt-bkt")
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = lambda m: [ControlMessage(vm=VM, job_id="big", attempt=1, action=ControlAction.CONFIRM,
+                                                 reason="won")] if (
+        isinstance(m, Heartbeat) and m.status is AgentStatus.CLAIMED) else []
+    transport.add_start(start_message("big", command=[sys.executable, "-c", JOB, str(WEIGHTS)],
+                                      checkpoint=StartCheckpoint(uri=URI, every=1, max_bytes=10**9)))
+    agent = make_agent(transport, settings(tmp_path, stop_grace_s=2))
+    manifest = bucket.blob(PREFIX + "LATEST.json")
+
+    def preempted() -> None:  # once the periodic save holding the weights and step 1 has landed
+        wait_for(manifest.exists, timeout_s=120, what="the periodic save of the weights")
+        time.sleep(1.0)
+        agent.request_shutdown("preempted")
+
+    threading.Thread(target=preempted, daemon=True).start()
+    agent.run()
+    final = finals(transport)["big"]
+    assert final.status is AgentStatus.PREEMPTED
+    latest = json.loads(manifest.download_as_bytes())
+    step = bucket.blob(PREFIX + latest["generation"] + "step").download_as_bytes()
+    assert step == b"step 2, at the notice", (step, final.message.splitlines()[:4])
+    [weights] = [item for item in latest["files"] if item["path"] == "weights.bin"]
+    assert not weights["object"].startswith(latest["generation"])  # the periodic save's object, named again
+    assert bucket.get_blob(PREFIX + weights["object"]).size == WEIGHTS  # and kept: the save before's others went
 
 
 def test_a_restore_refused_by_cloud_storage_does_not_fail_the_preempted_job_for_good(storage, slow_link, tmp_path):

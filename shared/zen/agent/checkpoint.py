@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from zen.agent import checkpoint_files
+from zen.agent import checkpoint_files, checkpoint_objects
 from zen.agent.checkpoint_files import Files, Listing
 from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
@@ -68,6 +68,7 @@ class Checkpoint:
         self._lock = threading.Lock()  # one save at a time
         self._last: Listing | None = None  # the files and empty folders as last saved or restored: unchanged, not saved again
         self._current: list[str] = []  # the objects of the save the manifest names
+        self._held: checkpoint_objects.Held = {}  # what holds each file as last saved or restored (checkpoint_objects)
         self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
         self._seq, self._stop = 0, threading.Event()  # _stop: ends the periodic saves, and cuts the one under way
         self._writing, self._closed = threading.Lock(), False  # a manifest being written (``close`` waits); ended: none
@@ -127,8 +128,9 @@ class Checkpoint:
             files = manifest["files"]
             for folder, _, _ in os.walk(self.directory):
                 os.chmod(folder, 0o777)
-            self._current = [self._prefix + manifest["generation"] + item["path"] for item in files]
+            self._current = [self._prefix + checkpoint_objects.object_of(manifest, item) for item in files]
             self._last = self.files()
+            self._held = checkpoint_objects.held_by(manifest, self._last.files)
             saved_by = manifest.get("saved_by", manifest.get("attempt"))
             self._say(f"zen: checkpoint restored: {len(files)} files, {human_bytes(sum(int(i['size']) for i in files))}"
                       f" saved by attempt {saved_by} ({manifest.get('reason', 'saved')})")
@@ -155,7 +157,7 @@ class Checkpoint:
             target = self.directory.joinpath(*checkpoint_files.parts(relative))
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                bucket.blob(self._prefix + manifest["generation"] + relative).download_to_filename(str(target))
+                bucket.blob(self._prefix + checkpoint_objects.object_of(manifest, item)).download_to_filename(str(target))
             except NotFound:
                 return str(relative)
             if target.stat().st_size != size:
@@ -236,22 +238,22 @@ class Checkpoint:
             if total > self.spec.max_bytes:
                 raise TransferError(f"checkpoint not saved ({why}): ZEN_CHECKPOINT_DIR holds {human_bytes(total)}, "
                                     f"above the limit of {human_bytes(self.spec.max_bytes)}; {self.after}")
-            self._seq += 1
+            self._seq, now = self._seq + 1, time.time()
             generation = f"attempt-{self.attempt}/save-{self._seq}/"
+            kept = checkpoint_objects.reusable(self._held, files, now)  # unchanged since their objects were written
             uploaded, written = list[str](), False  # written: its manifest's write begun (it may have landed)
             self.saved.restart()
             try:
-                self._upload(files, generation, uploaded, cancel)
-                manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
-                            "saved_at": time.time(),
-                            "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)],
-                            "folders": list(listed.folders)}
+                self._upload({p: v for p, v in files.items() if p not in kept}, generation, uploaded, cancel)
+                entries = checkpoint_objects.items(files, kept, generation, now)
+                manifest = {"generation": generation, "attempt": self.attempt, "reason": why, "saved_at": now,
+                            "files": entries, "folders": list(listed.folders)}
                 written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
                 # An incomplete save's files go, unless a manifest may name them (cut: no time, lifecycle).
                 if not (cancel.is_set() or self._closed) and not (written and self._named(generation)):
-                    self._delete(uploaded)
+                    checkpoint_objects.delete(self._bucket, uploaded)
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; {self.after}") from None
                 if isinstance(exc, Exception):
@@ -260,11 +262,14 @@ class Checkpoint:
                 raise
             finally:
                 self.saved.ended = time.monotonic()
-            before, self._current, self._last = self._current + overwritten, uploaded, listed
+            named = [self._prefix + item["object"] for item in entries]
+            before = [name for name in self._current + overwritten if name not in set(named)]  # those not named again
+            self._current, self._last, self._held = named, listed, checkpoint_objects.held_by({"files": entries}, files)
             self.saves, self.latest_why = self.saves + 1, why
             self.notes, self._failed = [n for n in self.notes if n not in self._failed], set()  # no longer the latest word
-        self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
-        self._delete(before)  # the save before: outside the lock, so the next save need not wait for it
+        self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}" + (
+            f"; {len(kept)} unchanged file(s) kept from the save before" if kept else ""))
+        checkpoint_objects.delete(self._bucket, before)  # the save before: outside the lock, so the next save need not wait for it
         return True
 
     def _upload(self, files: Files, generation: str, uploaded: list[str], cancel: threading.Event) -> None:
@@ -326,7 +331,7 @@ class Checkpoint:
                                         f"the latest") from None
                 self._generation = int(found.generation) if found is not None else 0
                 if isinstance(other, dict) and isinstance(other.get("files"), list):
-                    overwritten = [f"{self._prefix}{other.get('generation')}{item.get('path')}"
+                    overwritten = [self._prefix + str(item.get("object") or f"{other.get('generation')}{item.get('path')}")
                                    for item in other["files"] if isinstance(item, dict)]
                 continue
             self._generation = int(blob.generation) if blob.generation is not None else None
@@ -342,14 +347,6 @@ class Checkpoint:
         except Exception:  # noqa: BLE001
             return True
         return not isinstance(latest, dict) or latest.get("generation") == generation
-
-    def _delete(self, names: list[str]) -> None:
-        """Best effort: a leftover costs storage only (the bucket's lifecycle ends it), never a wrong restore."""
-        for name in names:
-            try:
-                self._bucket().delete_blob(name)
-            except Exception:  # noqa: BLE001
-                pass
 
     def _bucket(self) -> Any:
         return self._client().bucket(self._bucket_name)

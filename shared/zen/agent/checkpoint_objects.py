@@ -1,0 +1,69 @@
+"""Which Cloud Storage object holds each file of a checkpoint's save (``zen.agent.checkpoint``). A save uploads only
+the files that changed since the save (or the restore) that wrote the object holding them; its manifest names, per
+file, the object that holds it (``object``, under the job's prefix; a manifest written before there was one names
+``<generation><path>``) and when that object was written (``at``). So the save at a preemption's notice uploads what
+the job wrote at the notice, not the whole folder again (an 80 MB weights file saved by the periodic save before
+took the notice's budget, and the rerun lost the notice-time state).
+
+An object is named again only while it is younger than ``REUSE_WITHIN_S``: the bucket's lifecycle rule deletes
+objects ``checkpoint_retention_days`` (at least 1) after they were written, whatever manifest names them; an older
+file is uploaded again. A save's objects still named by the next one are not deleted with the save before."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from zen.agent import checkpoint_files
+from zen.agent.checkpoint_files import Files
+
+REUSE_WITHIN_S = 12 * 3600.0  # half the least checkpoint_retention_days (1 day): never an object the lifecycle deleted
+
+Held = dict[str, tuple[str, float, tuple[int, int, int]]]  # path -> (its object under the prefix, written at, identity)
+
+
+def object_of(manifest: dict[str, Any], item: dict[str, Any]) -> str:
+    """The object (under the job's prefix) that holds a manifest's file; ``ValueError`` for a name no save writes."""
+    named = item.get("object")
+    if named is None:
+        return str(manifest["generation"]) + str(item["path"])
+    if not isinstance(named, str) or not named.startswith("attempt-"):
+        raise ValueError(f"object {named!r} is no save's")
+    checkpoint_files.parts(named)  # no empty, "." or ".." part
+    return named
+
+
+def written_at(manifest: dict[str, Any], item: dict[str, Any]) -> float:
+    """When a manifest's file's object was written (epoch seconds; unknown: 0, never named again)."""
+    at = item.get("at", manifest.get("saved_at"))
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+
+
+def reusable(held: Held, files: Files, now: float) -> dict[str, tuple[str, float]]:
+    """The files of ``files`` an object already holds as they are now (same size, mtime and inode as when it was
+    written or restored), young enough to be named again: path -> (object, written at)."""
+    return {path: (name, at) for path, (name, at, identity) in held.items()
+            if files.get(path) == identity and now - at < REUSE_WITHIN_S}
+
+
+def items(files: Files, kept: dict[str, tuple[str, float]], generation: str, now: float) -> list[dict[str, Any]]:
+    """A save's manifest entries: each file with the object that holds it, kept or uploaded now under ``generation``."""
+    out = []
+    for path in sorted(files):
+        name, at = kept.get(path, (generation + path, now))
+        out.append({"path": path, "size": files[path][0], "mtime_ns": files[path][1], "object": name, "at": at})
+    return out
+
+
+def held_by(manifest: dict[str, Any], files: Files) -> Held:
+    """What each file of ``files`` (as listed now) is held by, per the manifest that names it (saved or restored)."""
+    return {item["path"]: (object_of(manifest, item), written_at(manifest, item), files[item["path"]])
+            for item in manifest["files"] if item["path"] in files}
+
+
+def delete(bucket: Callable[[], Any], names: list[str]) -> None:
+    """Best effort: a leftover costs storage only (the bucket's lifecycle ends it), never a wrong restore."""
+    for name in names:
+        try:
+            bucket().delete_blob(name)
+        except Exception:  # noqa: BLE001
+            pass
