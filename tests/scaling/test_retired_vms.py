@@ -159,3 +159,52 @@ def test_a_vm_whose_agent_restarts_without_end_idle_is_deleted():
     m.run()
 
     assert deletions(calls) == [("delete_instances", "us-central1", ["looping"])]
+
+
+def test_a_vm_still_running_a_job_that_ended_long_since_is_deleted():
+    """The user stopped the job; its VM never got the STOP (its control path broken) and keeps running it: its
+    agent says BUSY, no job in the database holds the VM, and it is heard all the time. It was never deleted (the
+    job's own max_runtime_s, 7 days by default, bounded it). Past the silence deadline after the job ended, it goes,
+    with the reason; one whose job ended lately, or that runs a job not ended (a claim), is left."""
+    from datetime import timedelta
+
+    m, calls, _ = manager(Fixed(Plan()), instances=[instance("zombie"), instance("lately"), instance("claiming")],
+                          states={"zombie": "BUSY", "lately": "BUSY", "claiming": "BUSY"})
+    agents = m._fleet.facts("c", NOW).agents
+    silence = Timing().agent_silence_s
+    agents["zombie"].update(job_id="j-1", job_ended_at=NOW - timedelta(seconds=silence + 1))
+    agents["lately"].update(job_id="j-2", job_ended_at=NOW - timedelta(seconds=silence - 10))
+    agents["claiming"].update(job_id="j-3", job_ended_at=None)
+
+    report = m.run()
+
+    assert deletions(calls) == [("delete_instances", "us-central1", ["zombie"])]
+    [why] = [d.reason for d in report.decisions]
+    assert why.startswith("its agent still runs job j-1, which ended at ") and "no STOP of Zen's reached it" in why
+
+
+def test_the_fleet_read_says_when_the_job_a_busy_agent_names_ended(functions, zen, clock):
+    """What ``leftovers`` reads (``zen.store.fleet.agents``): the job the agent's last VM heartbeat names, and
+    when it ended in the database (None while it has not)."""
+    from zen.store import fleet
+
+    functions.submit(job_request("j-1"))
+    functions.heartbeat(heartbeat("j-1", "CLAIMED", 1, vm="vm-b"))
+    functions.heartbeat(heartbeat("j-1", "RUNNING", 2, vm="vm-b"))
+
+    def busy(seq: int) -> dict:  # as an agent running j-1 says (zen.agent.reports.Reports.vm)
+        return {"version": 1, "kind": "vm", "vm": "vm-b", "cluster": "4xa100-40gb", "region": "us-central1",
+                "zone": "us-central1-a", "state": "BUSY", "seq": seq, "sent_at": clock().isoformat(),
+                "job_id": "j-1", "attempt": 1}
+
+    functions.heartbeat(busy(3))
+    with zen.db.transaction() as session:
+        assert fleet.agents(session, "4xa100-40gb")["vm-b"]["job_ended_at"] is None
+    functions.stop({"job_id": "j-1"})
+    clock.advance(zen.config.deadlines.stop_timeout_s + 1)
+    functions.tick()  # no answer to the STOP: the sweep ends it
+    functions.heartbeat(busy(4))
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "j-1")
+        assert job.status.value == "CANCELLED"
+        assert fleet.agents(session, "4xa100-40gb")["vm-b"]["job_ended_at"] == job.finished_at

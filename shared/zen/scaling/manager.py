@@ -198,8 +198,8 @@ class ClusterManager:
 
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
         """The plan, plus deleting the VMs on their way out that nobody deletes (``leftovers``)."""
-        deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()
-                    if phase is VmPhase.DELETING for vm in group)  # the policy's grouping: no walk of every VM
+        deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()  # the policy's grouping
+                    if phase is VmPhase.DELETING or phase is VmPhase.BUSY for vm in group if vm.job_id is None)
         silence = self._timing.agent_silence_s  # (infinite in the simulator, whose agents only report changes)
         found = leftovers(deleting, self._views.view, {name for _, name in plan.delete},
                           None if silence == float("inf") else snapshot.now - timedelta(seconds=silence))
@@ -210,7 +210,7 @@ class ClusterManager:
                "drained": "drained for a scale-down but still in its MIG (the delete failed): deleted again",
                "silent": f"its agent said it was shutting down, then nothing but restarts for {silence:g}s, and it still runs"}
         return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm, _ in found], decisions=plan.decisions
-                       + [Decision(Action.DELETE, vm.region, why[kind], vm=vm.name) for vm, kind in found])
+                       + [Decision(Action.DELETE, vm.region, why.get(kind, kind), vm=vm.name) for vm, kind in found])
 
     # -- 3. apply ------------------------------------------------------------------------------
     def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport) -> None:

@@ -85,7 +85,9 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
     every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through),
     or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``, or
     was idle since then, with no job between its restarts, while its instance still runs: the VM did not go,
-    and would be billed for ever).
+    and would be billed for ever); and the BUSY ones whose agent still runs a job that ended before
+    ``silent_before`` (the reason itself): none of Zen's STOPs reached it (its control path broken), and it would
+    run until the job's own limit, billed for nothing.
     Each holds no job, the plan does not delete it, and its MIG is not deleting it.
     ``view_of``: a VM's (instance, first seen, job, agent, Vm, drained) as the manager read it."""
     out = []
@@ -96,6 +98,10 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
         state = view[3]["state"] if view[3] is not None else None
         if state == "RETIRED" or view[5]:
             out.append((vm, "retired" if state == "RETIRED" else "drained"))
+        elif (state == "BUSY" and silent_before is not None and view[3] is not None  # its job ended long since: no STOP heard
+              and (ended := view[3].get("job_ended_at")) is not None and ended < silent_before):
+            out.append((vm, f"its agent still runs job {view[3]['job_id']}, which ended at {ended:%Y-%m-%d %H:%M:%S} UTC "
+                            "(no STOP of Zen's reached it): billed for nothing"))
         elif state == "STOPPING" and silent_before is not None and any(  # silent since; or idle since, but restarts
                 at is not None and at < silent_before for at in (vm.heard_at, (view[3] or {}).get("idle_since"))):
             out.append((vm, "silent"))

@@ -476,8 +476,11 @@ SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 SELECT vm, job_id FROM vm_holders(:left_running) WHERE cluster = :cluster;
 
 -- name: vms_of_cluster
--- shares: its agent may run several jobs at once (its heartbeats list them all, none included: zen.scaling.sharing)
-SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at, jobs IS NOT NULL AS shares FROM vms
+-- shares: its agent may run several jobs at once (its heartbeats list them all, none included: zen.scaling.sharing);
+-- job_ended_at: when the job its agent says it runs ended, if it did (a VM that never heard its STOPs: vms.leftovers)
+SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at, jobs IS NOT NULL AS shares,
+       (SELECT j.finished_at FROM jobs j WHERE j.job_id = vms.job_id) AS job_ended_at
+FROM vms
 WHERE cluster = :cluster;
 
 -- name: read_tick_clock
