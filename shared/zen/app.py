@@ -10,7 +10,7 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from zen import telemetry
 from zen.adapters.pubsub import PubSubPublisher
@@ -203,6 +203,16 @@ class Zen:
                                       HttpPoster(), self.clock, email_poster=HttpPoster(public_only=False))
         return self._notifier
 
+    def _dropped(self, session: Any, cluster: str, pool: str, vms: list[str]) -> None:
+        """Say that pool ``pool`` of ``cluster`` left the configuration, with the VMs its last pass listed: they are
+        shown no more, but billed until terraform destroys its MIG (a failed or partial apply leaves them)."""
+        why = (f"pool {pool} is no longer in the configuration; its last pass listed {len(vms)} VM(s) ({', '.join(vms)}): "
+               "shown no more, billed until terraform destroys its MIG (terraform apply)") if vms else (
+               f"pool {pool} is no longer in the configuration: forgotten")
+        fleet.add_scaling_decision(session, cluster=cluster, region=pool, action="HOLD", count=len(vms) or None, vm=None,
+                                   reason=why, now=self.clock())
+        log.log(logging.WARNING if vms else logging.INFO, why, extra={"cluster": cluster, "region": pool})
+
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, prune old
         refusals, scale, then widen again (gangs: the room the pass found). A second concurrent tick skips."""
@@ -227,7 +237,9 @@ class Zen:
                 # the sweep above read the last tick's, which missed every claim made since.
                 report.widened += self.jobs.sweeps.widen_narrowed()
                 with self.db.transaction() as session:  # pools the configuration dropped: no pass lists them again
-                    fleet.forget_dropped_pools(session, {c.name: c.pools() for c in self.config.clusters})
+                    for (cluster, pool), vms in fleet.forget_dropped_pools(
+                            session, {c.name: c.pools() for c in self.config.clusters}).items():
+                        self._dropped(session, cluster, pool, vms)
             if self.controls is not None:  # the instances the passes just listed, booting ones too
                 with self.db.transaction() as instances:
                     report.controls = self.controls.ensure(fleet.mig_instance_names(instances))

@@ -57,3 +57,29 @@ def test_a_dropped_regions_vms_are_not_shown_for_ever(stack, config, db, publish
     # there, so each heartbeat that makes a VM of the cluster usable runs a scaling pass (Zen.on_heartbeat).
     stale = {region: m for region, m in FleetDb(db).memory(CLUSTER).items() if region == DROPPED}
     assert not any(m.booting or m.sized > len(m.known) for m in stale.values()), stale
+
+
+def test_a_dropped_pools_vms_still_listed_are_named_in_the_clusters_decisions(stack, config, db, publisher, clock):
+    """Terraform had not destroyed the pool's MIG yet (or its apply failed): its VMs, billed, vanished from every
+    view at the first tick under the new configuration, and nothing said so. The tick records a decision naming
+    them (``zen explain CLUSTER``) and logs a warning."""
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("a"))
+    fn.submit(job_request("b"))
+    fn.tick()
+    left = sorted(i.name for i in instances(DROPPED))
+    assert left, "the scenario needs a VM of the cluster in the region to drop"
+    clients = compute_clients_from_env()
+    clusters = [c.model_copy(update={"regions": [r for r in c.regions if r != DROPPED]})
+                if c.name == CLUSTER else c for c in config.clusters]
+    changed = config.model_copy(update={"clusters": clusters})
+    scaler = ClusterOrchestrator(changed, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients))
+    FunctionsInvoker(Zen(changed, db, publisher, clock, scaler=scaler)).tick()  # the MIG still there
+    with db.transaction() as session:
+        decisions = session.run("recent_scaling_decisions", cluster=CLUSTER, limit=50)
+    [said] = [d for d in decisions if d["region"] == DROPPED and d["action"] == "HOLD"]
+    assert f"its last pass listed {len(left)} VM(s) ({', '.join(left)})" in said["reason"], said
+    assert "billed until terraform destroys its MIG" in said["reason"]

@@ -150,18 +150,20 @@ def see_instances(session: Session, cluster: str, region: str, names: list[str],
     return first_seen
 
 
-def forget_dropped_pools(session: Session, configured: dict[str, tuple[str, ...]]) -> list[tuple[str, str]]:
+def forget_dropped_pools(session: Session, configured: dict[str, tuple[str, ...]]) -> dict[tuple[str, str], list[str]]:
     """Forget the instances and the planner's memory of every pool the configuration no longer has
     (``configured``: cluster -> its pools): no pass lists such a pool again (terraform destroys its MIG), so
     its last-seen instances stayed in every VM count (``zen watch``, the console, ``zen stats``) and its memory
     of VMs booting made every usable VM's heartbeat run a pass (``ClusterOrchestrator.racing``). Their
-    instances are kept as seen until now (``vm_lifetimes``). Returns the pools forgotten."""
+    instances are kept as seen until now (``vm_lifetimes``). Returns the pools forgotten, each with the
+    instances its last pass listed: billed until terraform destroys the MIG, and no longer shown (the tick says so)."""
     dropped = [(r["cluster"], r["region"]) for r in session.run("fleet_pools")
                if r["region"] not in configured.get(r["cluster"], ())]
+    listed = [(r["cluster"], r["region"], r["name"]) for r in session.run("mig_instance_names")] if dropped else []
     for cluster, pool in dropped:
         session.run("forget_vanished_instances", cluster=cluster, region=pool, present=[])
         session.run("forget_pool_memory", cluster=cluster, region=pool)
-    return dropped
+    return {(cluster, pool): sorted(n for c, p, n in listed if (c, p) == (cluster, pool)) for cluster, pool in dropped}
 
 
 def mig_instance_names(session: Session) -> list[tuple[str, str, str]]:
