@@ -331,6 +331,21 @@ def test_zen_clusters_shows_prices_per_region_and_model(db, db_url, monkeypatch,
     assert "from the snapshot (pricing.catalog is false)" in out and " catalog " not in out
 
 
+def test_zen_clusters_says_when_the_catalog_read_fails_and_the_stored_prices_are_kept(db, db_url, monkeypatch, capsys):
+    """A catalog that keeps failing left prices of months ago shown as "catalog 2024-01-01" with no word: only an
+    hourly WARNING in the tick's log said the read failed."""
+    with db.transaction() as session:
+        price_store.store(session, PriceTable({("a2-highgpu-4g", "us-west1", "spot"): Price(4.0, "catalog", NOW)}), NOW)
+    later = NOW + timedelta(days=40)
+    assert price_store.refresh_if_stale(db, lambda now: (_ for _ in ()).throw(PermissionError("403 billing API off")),
+                                        later).error
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert cli.main(["clusters"]) == 0
+    out = capsys.readouterr().out
+    assert (f"its last read ({later:%Y-%m-%d %H:%M} UTC) failed, kept from {NOW:%Y-%m-%d}: PermissionError: 403 "
+            "billing API off") in out, out
+
+
 def test_zen_clusters_marks_an_unpriced_machine_type(tmp_path, monkeypatch, capsys):
     raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
     raw["clusters"][0]["machine_type"] = "g9-unknown-8"

@@ -119,13 +119,29 @@ def known_prices(config) -> tuple[object, str]:
             db = database()
             try:
                 with db.transaction() as session:
-                    return current(session, config.pricing), ("the database's catalog prices" if config.pricing.catalog
+                    return current(session, config.pricing), ("the database's catalog prices" + _refresh_failing(session)
+                                                               if config.pricing.catalog
                                                                else "the snapshot (pricing.catalog is false)")
             finally:
                 db.close()
         except Exception as exc:  # noqa: BLE001 - prices are shown from the snapshot rather than not at all
             return current(None, config.pricing), f"the snapshot (the database could not be read: {exc})"
     return current(None, config.pricing), "the snapshot (no database configured)"
+
+
+def _refresh_failing(session) -> str:
+    """What to add when the tick's last read of the catalog failed (``vm_price_refresh``): the prices shown are then
+    those stored before, however old; else nothing."""
+    from zen.store.migrate import has_table
+
+    if not has_table(session, "vm_price_refresh"):
+        return ""
+    [row] = session.sql("SELECT tried_at, refreshed_at, error FROM vm_price_refresh WHERE id = 1")
+    if row["error"] is None:
+        return ""
+    since = f"kept from {row['refreshed_at']:%Y-%m-%d}" if row["refreshed_at"] else "none stored yet"
+    return (f"; its last read ({row['tried_at']:%Y-%m-%d %H:%M} UTC) failed, {since}: {row['error']} "
+            "(the tick tries again hourly; its log says each failure)")
 
 
 def price_rows(table, cluster) -> list[dict]:
