@@ -259,7 +259,9 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
           "when it ended")
     if args.by == "region":
         print("fleet: every VM the scaling passes saw in the window, boot and idle included, billed as GCE bills "
-              "(one-minute minimum, per second after) at today's prices")
+              "(one-minute minimum, per second after) at today's prices; its time in the window only, while usd counts "
+              "each attempt whole: one that began before the window makes usd exceed fleet_usd (fleet_usd - usd is no "
+              "idle cost then: widen --since)")
     if report["unpriced"]:
         print(unpriced_note(report["unpriced"]))
     return 0
