@@ -208,3 +208,21 @@ def test_the_fleet_read_says_when_the_job_a_busy_agent_names_ended(functions, ze
         job = repository.get_job(session, "j-1")
         assert job.status.value == "CANCELLED"
         assert fleet.agents(session, "4xa100-40gb")["vm-b"]["job_ended_at"] == job.finished_at
+
+
+def test_an_instance_gce_holds_halted_after_its_agent_spoke_is_deleted_without_striking_its_region():
+    """A VM that ran (its agent spoke) and that GCE now holds TERMINATED, SUSPENDED or under repair, its MIG doing
+    nothing about it: it was taken for a boot stuck after it got capacity, deleted five passes later "its agent was
+    never heard", and its region struck as one whose VMs never come up (blocks growing to hours after three)."""
+    halted = [MigInstance(name, "us-central1-a", "NONE", status, None)
+              for name, status in (("stopped", "TERMINATED"), ("suspended", "SUSPENDED"), ("repairing", "REPAIRING"))]
+    booting = MigInstance("booting", "us-central1-a", "CREATING", "STAGING", None)  # a boot: no agent yet, left
+    m, calls, _ = manager(Fixed(Plan()), instances=[*halted, booting],
+                          states={"stopped": "IDLE", "suspended": "BUSY", "repairing": "IDLE"})
+
+    report = m.run()
+
+    assert deletions(calls) == [("delete_instances", "us-central1", ["repairing", "stopped", "suspended"])]
+    reasons = {d.vm: d.reason for d in report.decisions}
+    assert reasons["stopped"].startswith("its instance is TERMINATED (stopped, suspended or under repair")
+    assert not [d for d in report.decisions if d.action in (Action.BLOCK,)]

@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterable, KeysView, Mapping
 from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index
 from zen.scaling.port import FleetFacts, MigInstance
 
+# An instance GCE holds stopped, suspended or under repair (not booting: PROVISIONING, STAGING, "" before a VM exists).
+HALTED = frozenset({"STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "TERMINATED", "REPAIRING"})
 Agent = Mapping[str, Any]  # an agent's last word (``FleetFacts.agents``): state, idle_since, last_seen_at, ...
 # A VM as a pass read it: (instance, first seen, the job it holds, its agent, its Vm, drained).
 View = tuple[MigInstance, datetime, str | None, Agent | None, Vm, bool, float | None]
@@ -40,6 +42,9 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     until its new agent speaks: the STOPPING was its predecessor's, and the VM its region gave back is the
     requeued job's. Any word older than that boot is its predecessor's (its STOPPING lost as the VM went):
     the recreated VM boots, not an idle or busy VM silent since, which would be deleted as silent.
+    An instance GCE holds ``HALTED`` with no action of its MIG's, whose agent spoke (it ran: no boot failure), is
+    DELETING too: it was taken for a boot stuck after it got capacity, deleted five passes later as one whose
+    "agent was never heard", and its region struck as one whose VMs never come up (its blocks growing to hours).
     ``started``: a booting instance that got capacity (RUNNING, or a status and no creation error: the
     MIG is not retrying it), so it is billed (from RUNNING) and no free probe.
     ``heard_at``: when the agent was last heard, its row's ``last_seen_at`` (when missing, the
@@ -50,7 +55,8 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     predecessors = agent is not None and rebooted is not None and (  # the word of the VM its MIG recreated
         state == "STOPPING" or (agent["last_seen_at"] or first_seen).timestamp() <= rebooted)
     retired = state == "RETIRED" and not predecessors  # (a recreated VM's predecessor retired: not it)
-    if instance.deleting or drained or retired or (state == "STOPPING" and instance.running and not predecessors):
+    halted = instance.status in HALTED and instance.current_action == "NONE" and agent is not None and not predecessors
+    if instance.deleting or drained or retired or halted or (state == "STOPPING" and instance.running and not predecessors):
         phase, since = VmPhase.DELETING, first_seen
     elif instance.name in held:
         phase, since = VmPhase.BUSY, first_seen
@@ -98,6 +104,9 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
         state = view[3]["state"] if view[3] is not None else None
         if state == "RETIRED" or view[5]:
             out.append((vm, "retired" if state == "RETIRED" else "drained"))
+        elif view[0].status in HALTED and view[0].current_action == "NONE":  # its agent was heard: it ran, no boot
+            out.append((vm, f"its instance is {view[0].status} (stopped, suspended or under repair, not at Zen's asking) "
+                            "and its MIG does nothing about it: no VM that runs jobs"))
         elif (state == "BUSY" and silent_before is not None and view[3] is not None  # its job ended long since: no STOP heard
               and (ended := view[3].get("job_ended_at")) is not None and ended < silent_before):
             out.append((vm, f"its agent still runs job {view[3]['job_id']}, which ended at {ended:%Y-%m-%d %H:%M:%S} UTC "
