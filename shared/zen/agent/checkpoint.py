@@ -252,8 +252,11 @@ class Checkpoint:
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
                 # An incomplete save's files go, unless a manifest may name them (cut: no time, lifecycle).
-                if not (cancel.is_set() or self._closed) and not (written and self._named(generation)):
-                    checkpoint_objects.delete(self._bucket, uploaded)
+                # Its manifest may have landed (its answer lost), and a later attempt made it its own (``_take_over``)
+                # and named its objects again: those stay (an unreadable manifest: all of them).
+                named = checkpoint_objects.named(self._bucket, self._prefix, MANIFEST) if written else set()
+                if not (cancel.is_set() or self._closed) and named is not None:
+                    checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in named])
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; {self.after}") from None
                 if isinstance(exc, Exception):
@@ -337,16 +340,6 @@ class Checkpoint:
             self._generation = int(blob.generation) if blob.generation is not None else None
             return overwritten
         raise TransferError("the manifest kept changing while it was written")
-
-    def _named(self, generation: str) -> bool:
-        """Whether the latest manifest names ``generation`` (unreadable: taken to, so its files are kept). A dropped save's
-        manifest may have landed (its answer lost) and a later attempt made it its own (``_take_over``): kept, its files."""
-        try:
-            found = self._bucket().get_blob(self._prefix + MANIFEST)
-            latest = json.loads(found.download_as_bytes()) if found is not None else {}
-        except Exception:  # noqa: BLE001
-            return True
-        return not isinstance(latest, dict) or latest.get("generation") == generation
 
     def _bucket(self) -> Any:
         return self._client().bucket(self._bucket_name)

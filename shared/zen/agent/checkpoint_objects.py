@@ -11,6 +11,7 @@ file is uploaded again. A save's objects still named by the next one are not del
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from zen.agent import checkpoint_files
@@ -58,6 +59,16 @@ def held_by(manifest: dict[str, Any], files: Files) -> Held:
     """What each file of ``files`` (as listed now) is held by, per the manifest that names it (saved or restored)."""
     return {item["path"]: (object_of(manifest, item), written_at(manifest, item), files[item["path"]])
             for item in manifest["files"] if item["path"] in files}
+
+
+def named(bucket: Callable[[], Any], prefix: str, manifest: str) -> set[str] | None:
+    """The objects (full names) the manifest ``prefix + manifest`` names (none without one); None when it cannot be read."""
+    try:
+        found = bucket().get_blob(prefix + manifest)
+        latest = json.loads(found.download_as_bytes()) if found is not None else {"files": []}
+        return {prefix + object_of(latest, item) for item in latest["files"]}
+    except Exception:  # noqa: BLE001 - kept, all of them
+        return None
 
 
 def delete(bucket: Callable[[], Any], names: list[str]) -> None:
