@@ -208,7 +208,7 @@ class ClusterManager:
         limits = self.cluster.pull_limits_text()
         why = {"retired": f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})",
                "drained": "drained for a scale-down but still in its MIG (the delete failed): deleted again",
-               "silent": f"its agent said it was shutting down, then nothing but restarts for {silence:g}s, and it still runs"}
+               "silent": f"its agent said it was shutting down, then nothing for {silence:g}s, and it still runs"}
         return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm, _ in found], decisions=plan.decisions
                        + [Decision(Action.DELETE, vm.region, why.get(kind, kind), vm=vm.name) for vm, kind in found])
 

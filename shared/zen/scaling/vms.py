@@ -89,9 +89,8 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
     """The DELETING VMs that nobody else deletes, each with why: ``retired`` (its agent is RETIRED: it
     only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
     every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through),
-    or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``, or
-    was idle since then, with no job between its restarts, while its instance still runs: the VM did not go,
-    and would be billed for ever); and the BUSY ones whose agent still runs a job that ended before
+    or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``
+    while its instance still runs: the VM did not go, and would be billed for ever); and the BUSY ones whose agent still runs a job that ended before
     ``silent_before`` (the reason itself): none of Zen's STOPs reached it (its control path broken), and it would
     run until the job's own limit, billed for nothing.
     Each holds no job, the plan does not delete it, and its MIG is not deleting it.
@@ -111,8 +110,8 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
               and (ended := view[3].get("job_ended_at")) is not None and ended < silent_before):
             out.append((vm, f"its agent still runs job {view[3]['job_id']}, which ended at {ended:%Y-%m-%d %H:%M:%S} UTC "
                             "(no STOP of Zen's reached it): billed for nothing"))
-        elif state == "STOPPING" and silent_before is not None and any(  # silent since; or idle since, but restarts
-                at is not None and at < silent_before for at in (vm.heard_at, (view[3] or {}).get("idle_since"))):
+        elif (state == "STOPPING" and silent_before is not None and vm.heard_at is not None
+              and vm.heard_at < silent_before):
             out.append((vm, "silent"))
     return out
 
