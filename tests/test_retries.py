@@ -135,7 +135,8 @@ def test_a_retry_ended_without_a_code_of_its_own_shows_none_and_a_spent_budget_c
     ended = job(zen, "flaky")
     assert (ended.status.value, ended.attempt, ended.exit_code) == ("FAILED", 2, None)
     with zen.db.transaction() as session:
-        assert repository.job_history(session, "flaky")[-1]["reason"] == "attempt budget spent (1 of 1 attempts lost, besides 1 retried)"
+        assert repository.job_history(session, "flaky")[-1]["reason"] == (
+            "attempt budget spent (1 of 1 attempts lost, besides 1 retried); the last: no heartbeat from vm-b for 120s")
     capsys.readouterr()
     assert main(["explain", "flaky"]) == 0
     assert "exit code 3" not in capsys.readouterr().out
@@ -175,4 +176,5 @@ def test_preemptions_past_the_free_ones_are_counted_as_attempts_lost():
     for _ in range(3):
         decision = lifecycle.preempted_by_cloud(job, "vm-1", t0)
         job = job.model_copy(update={**decision.fields, "status": JobStatus.RUNNING, "vm": "vm-1"})
-    assert decision.changes[-1].reason == "attempt budget spent (3 of 3 attempts lost, besides 10 preempted free)"
+    assert decision.changes[-1].reason.startswith("attempt budget spent (3 of 3 attempts lost, besides 10 preempted free); "
+                                                  "the last: ")

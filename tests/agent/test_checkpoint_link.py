@@ -126,25 +126,44 @@ def test_the_notice_time_write_is_saved_when_the_rest_was_saved_by_a_periodic_sa
     assert bucket.get_blob(PREFIX + weights["object"]).size == WEIGHTS  # and kept: the save before's others went
 
 
-def test_a_restore_refused_by_cloud_storage_does_not_fail_the_preempted_job_for_good(storage, slow_link, tmp_path):
-    """The checkpoint's bucket and prefix are Zen's, never the job's: a 403 on them (an IAM binding being changed, the
-    configuration's prefix renamed before terraform ran) is no fault of the job. Its restore was reported FAILED with
-    no exit code, which Zen never retries (zen.core.retries.next_retry): the preempted job ended FAILED for good, and
-    its checkpoint, keyed by its job_id, could not be resumed by a resubmission. It is the VM's or the service's now
-    (PREEMPTED: the attempt runs again, within the free preemptions' bound)."""
-    bucket = gcs.Client().create_bucket("ckpt-bkt")
+def _rerun(bucket, monkeypatch):
+    """Attempt 2 of a job whose checkpoint holds step 1 (refusals asked again for 1 s, every 0.2 s)."""
+    from zen.agent import checkpoint
+
+    monkeypatch.setattr(checkpoint, "REFUSED_FOR_S", 1.0)
+    monkeypatch.setattr(checkpoint, "REFUSED_WAIT_S", 0.2)
     bucket.blob(PREFIX + "attempt-1/save-1/step").upload_from_string(b"step 1")
     bucket.blob(PREFIX + "LATEST.json").upload_from_string(json.dumps({
         "generation": "attempt-1/save-1/", "attempt": 1, "reason": "every 600 s", "saved_at": time.time(),
         "files": [{"path": "step", "size": 6}], "folders": []}))
-    slow_link.refuse = "LATEST.json"
     transport = FakeTransport(VM, virtual_time=False)
     transport.answer = lambda m: [ControlMessage(vm=VM, job_id="big", attempt=2, action=ControlAction.CONFIRM,
                                                  reason="won")] if (
         isinstance(m, Heartbeat) and m.status is AgentStatus.CLAIMED) else []
-    transport.add_start(start_message("big", attempt=2, command=[sys.executable, "-c", "print('ran')"],
-                                      env={"ZEN_PREEMPTED": "1"},
+    read = "import os; print(open(os.path.join(os.environ['ZEN_CHECKPOINT_DIR'], 'step')).read())"
+    transport.add_start(start_message("big", attempt=2, command=[sys.executable, "-c", read], env={"ZEN_PREEMPTED": "1"},
                                       checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=10**9)))
-    make_agent(transport, settings(tmp_path)).run()
+    return transport
+
+
+def test_a_restore_refused_a_while_is_asked_again_and_one_refused_for_good_fails_saying_so(storage, slow_link, tmp_path,
+                                                                                          monkeypatch):
+    """The checkpoint's bucket and prefix are Zen's, never the job's. A 403 on them while an IAM binding changes failed
+    the preempted job for good (FAILED with no exit code, never retried: its checkpoint, keyed by its job_id, could
+    not be resumed by a resubmission); reported PREEMPTED instead, one for good (a prefix renamed before terraform ran)
+    requeued it a dozen times before its budget ended it, the refusal named nowhere. A refusal is asked again for
+    ``REFUSED_FOR_S``: over by then, the job resumes; lasting, the attempt fails with the refusal and what to check."""
+    bucket = gcs.Client().create_bucket("ckpt-bkt")
+    slow_link.refuse = "LATEST.json"
+    threading.Timer(0.5, lambda: setattr(slow_link, "refuse", None)).start()  # the binding lands
+    transport = _rerun(bucket, monkeypatch)
+    make_agent(transport, settings(tmp_path / "a")).run()
     final = finals(transport)["big"]
-    assert final.status is AgentStatus.PREEMPTED, (final.status, final.exit_code, final.message)
+    assert final.status is AgentStatus.SUCCEEDED and "step 1" in final.message, (final.status, final.message)
+
+    slow_link.refuse = "LATEST.json"  # for good
+    transport = _rerun(bucket, monkeypatch)
+    make_agent(transport, settings(tmp_path / "b")).run()
+    final = finals(transport)["big"]
+    assert final.status is AgentStatus.FAILED, (final.status, final.message)
+    assert "403" in final.message and "may the agents' account read this prefix? terraform/iam.tf" in final.message

@@ -38,6 +38,7 @@ from zen.core.text import human_bytes
 
 MANIFEST = "LATEST.json"
 RESTORE_TRIES = 3  # restores begun again after another attempt's save replaced the checkpoint being read
+REFUSED_FOR_S, REFUSED_WAIT_S = 120.0, 10.0  # a restore refused (401, 403) is asked again this long, this often
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
 AFRESH = "no checkpoint was saved: the next attempt starts afresh"  # a save not made, where none was before
@@ -101,11 +102,13 @@ class Checkpoint:
             pass
 
     # -- restore ---------------------------------------------------------------------------------
-    def restore(self, progress: Progress, cancel: threading.Event) -> None:
+    def restore(self, progress: Progress, cancel: threading.Event, refused_until: float | None = None) -> None:
         """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none yet: the
         folder stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs'). A
-        refusal (a 403: an IAM change under way) is ``Unavailable``: the bucket and prefix are Zen's, not the job's."""
+        refusal (401, 403: an IAM change under way) is asked again every ``REFUSED_WAIT_S`` for ``REFUSED_FOR_S``, then
+        fails the attempt saying so (one for good, a prefix no grant covers, is no VM's fault: requeued, all met it)."""
         progress.restart()
+        refused_until = time.monotonic() + REFUSED_FOR_S if refused_until is None else refused_until
         try:
             gone: tuple[int | None, str] | None = None  # (the manifest's generation, a file of it not found)
             for _ in range(RESTORE_TRIES):
@@ -140,8 +143,16 @@ class Checkpoint:
             raise TransferError(f"checkpoint {self.spec.uri}{MANIFEST} cannot be read: {exc!r}") from None
         except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
             self.disk_fault = disk_fault_of(exc, f"checkpoint {self.spec.uri}")  # one VM disk failing every restore
-            kind = Unavailable if not_the_jobs(exc) or isinstance(getattr(exc, "code", None), int) else TransferError  # 403: Zen's
-            raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}") from None
+            if (refused := getattr(exc, "code", None) in (401, 403)) and time.monotonic() < refused_until:
+                self._say(f"zen: checkpoint restore refused ({reason(exc)}): asked again in {REFUSED_WAIT_S:g} s")
+                if cancel.wait(REFUSED_WAIT_S):
+                    raise Cancelled("cancelled") from None
+                self._empty()
+                return self.restore(progress, cancel, refused_until)
+            kind = Unavailable if not_the_jobs(exc) and not refused else TransferError
+            raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}" + (
+                f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read this prefix? terraform/iam.tf)"
+                if refused else "")) from None
 
     def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:
         """The manifest's files into the folder; the first one not found (a newer save replaced them, or expired)."""
@@ -254,9 +265,9 @@ class Checkpoint:
                 # An incomplete save's files go, unless a manifest may name them (cut: no time, lifecycle).
                 # Its manifest may have landed (its answer lost), and a later attempt made it its own (``_take_over``)
                 # and named its objects again: those stay (an unreadable manifest: all of them).
-                named = checkpoint_objects.named(self._bucket, self._prefix, MANIFEST) if written else set()
-                if not (cancel.is_set() or self._closed) and named is not None:
-                    checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in named])
+                latest = checkpoint_objects.named(self._bucket, self._prefix, MANIFEST) if written else set()
+                if not (cancel.is_set() or self._closed) and latest is not None:
+                    checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in latest])
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; {self.after}") from None
                 if isinstance(exc, Exception):

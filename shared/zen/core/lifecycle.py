@@ -68,7 +68,7 @@ def lose_attempt(job: Job, reason: str) -> Decision:
         decision.controls.append(_control(job, job.vm, ControlAction.STOP, f"attempt {job.attempt} was lost"))
     if job.attempt >= job.max_attempts:
         spent = budget_spent(job.max_attempts, job.retries, min(job.preemptions, FREE_PREEMPTIONS))
-        decision.changes.append(Change(JobStatus.FAILED, spent))
+        decision.changes.append(Change(JobStatus.FAILED, f"{spent}; the last: {reason}"))  # what a person may act on
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
     decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
