@@ -26,7 +26,7 @@ from zen.core.routing import next_route
 from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
-                 "running", "recent_gpu_hours", "you_may_submit")
+                 "running", "recent_gpu_hours", "you_may_submit", "note")
 
 
 def register(sub, ctx: Context) -> None:

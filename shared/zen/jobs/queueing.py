@@ -129,6 +129,14 @@ def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: flo
     return gpu_seconds * kept + held_gpus * half_life_s / math.log(2) * (1 - kept)
 
 
+def above_quota(mine: int, nominal: int, cohort_used: int, cohort_total: int) -> tuple[int, int]:
+    """What a queue holds above its nominal quota, as (borrowed, above it since a quota was lowered): a cohort held
+    beyond its quotas' sum (one was lowered under what its jobs hold) lends that part to nobody."""
+    above = max(0, mine - nominal)
+    lowered = min(above, max(0, cohort_used - cohort_total))
+    return above - lowered, lowered
+
+
 def admission_reason(queue: QueueState, held: int, cluster: str) -> str:
     borrowed = max(0, held - queue.nominal)
     return (f"admitted by queue {queue.config.name}: {held}/{queue.nominal} GPUs of {cluster}"
@@ -309,8 +317,8 @@ class Queueing:
                     f"the quota is raised, or stop it and submit a smaller one")
         used, total = self.cohort_use(tx, queue, job.cluster)
         mine, nominal, limit = used.get(queue.name, 0), queue.quota[job.cluster], queue.limit(job.cluster)
-        above = (f", {mine - nominal} borrowed" if queue.cohort else f", {mine - nominal} above it: lowered since"
-                 ) if mine > nominal else ""
+        borrowed, lowered = above_quota(mine, nominal, sum(used.values()), total)
+        above = (f", {borrowed} borrowed" if borrowed else "") + (f", {lowered} above it: lowered since" if lowered else "")
         text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{above}), "
                 f"the job needs {job.gpus}")
         if queue.cohort and mine + job.gpus > limit:  # what the cohort has free is not the queue's to take
@@ -369,13 +377,23 @@ class Queueing:
             for cluster, nominal in queue.quota.items():
                 row = counts.get((queue.name, cluster), {})
                 admitted = row.get("admitted_gpus", 0)
+                members = self._config.cohort_of(queue, cluster)
+                cohort_used = sum(counts.get((q.name, cluster), {}).get("admitted_gpus", 0) for q in members)
                 seconds, since = usage.get((queue.name, cluster), (0.0, now))
                 seconds = decay(seconds, max(0.0, (now - since).total_seconds()), admitted, self._half_life)
                 out.append({
                     "queue": queue.name, "cohort": queue.cohort, "cluster": cluster, "quota_gpus": nominal,
                     "borrowing_limit": queue.may_borrow(cluster), "admitted_gpus": admitted,
-                    "borrowed_gpus": max(0, admitted - nominal) if queue.cohort else 0, "pending": row.get("pending", 0),
+                    "borrowed_gpus": above_quota(admitted, nominal, cohort_used, sum(q.quota[cluster] for q in members))[0],
+                    "pending": row.get("pending", 0),
                     "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
                     "recent_gpu_hours": round(seconds / 3600.0, 2),
                 })
+        configured = {(q.name, cluster) for q in self._config.queues for cluster in q.quota}
+        for (name, cluster), row in sorted(counts.items()):  # a queue (or its quota there) removed, its jobs still in
+            if (name, cluster) not in configured and (row.get("admitted_gpus") or row.get("pending")):
+                out.append({"queue": name, "cohort": None, "cluster": cluster, "quota_gpus": 0, "borrowing_limit": 0,
+                            "admitted_gpus": row.get("admitted_gpus", 0), "borrowed_gpus": 0, "pending": row.get("pending", 0),
+                            "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
+                            "recent_gpu_hours": None, "note": "not in the configuration: its jobs hold GPUs no quota counts"})
         return out
