@@ -51,7 +51,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "outbox": _grants(((SUB, BEAT, STOP), "INSERT, SELECT (id, publish_attempts)"), ((TICK,), "SELECT, INSERT, DELETE"),
                       (ALL, "UPDATE (sent_at, publish_attempts, last_error)")),
     "outbox_id_seq": _grants((ALL, "USAGE")),
-    "early_stops": _grants(((SUB, STOP, TICK), "SELECT, DELETE"), ((STOP,), "INSERT")),
+    "early_stops": _grants(((SUB, BEAT, STOP, TICK), "SELECT, DELETE"), ((STOP,), "INSERT")),  # BEAT: 0046
     "attempt_usage": _grants(((BEAT,), "SELECT, INSERT, UPDATE (outcome, vm_share)"),
                              ((TICK,), "INSERT, SELECT (job_id, attempt), UPDATE (vm_share)")),
     "vms": _grants((ALL, "SELECT"), ((BEAT,), f"INSERT, UPDATE ({VM_REPORT})"), (SCALING, "DELETE")),
@@ -282,7 +282,8 @@ FORBIDDEN = {
            "INSERT INTO rejected_messages (reason) VALUES ('x')", "SELECT outcome FROM attempt_usage"],
 }
 ALLOWED = {
-    BEAT: ["UPDATE jobs SET status = status WHERE false", "UPDATE attempt_usage SET outcome = outcome WHERE false"],
+    BEAT: ["UPDATE jobs SET status = status WHERE false", "UPDATE attempt_usage SET outcome = outcome WHERE false",
+           "DELETE FROM early_stops WHERE false"],  # a claim applies a stop kept for its job (0046)
     SUB: ["INSERT INTO jobs (job_id) SELECT job_id FROM jobs WHERE false", "DELETE FROM early_stops WHERE false"],
     STOP: ["INSERT INTO early_stops SELECT * FROM early_stops WHERE false", "UPDATE jobs SET status = status WHERE false"],
     TICK: ["SELECT data FROM outbox", "DELETE FROM outbox WHERE false", "DELETE FROM rejected_messages WHERE false"],

@@ -206,12 +206,14 @@ class Zen:
     def _dropped(self, session: Any, cluster: str, pool: str, vms: list[str]) -> None:
         """Say that pool ``pool`` of ``cluster`` left the configuration, with the VMs its last pass listed: they are
         shown no more, but billed until terraform destroys its MIG (a failed or partial apply leaves them)."""
+        if not vms:
+            log.info(f"pool {pool} is no longer in the configuration: forgotten", extra={"cluster": cluster, "region": pool})
+            return
         why = (f"pool {pool} is no longer in the configuration; its last pass listed {len(vms)} VM(s) ({', '.join(vms)}): "
-               "shown no more, billed until terraform destroys its MIG (terraform apply)") if vms else (
-               f"pool {pool} is no longer in the configuration: forgotten")
-        fleet.add_scaling_decision(session, cluster=cluster, region=pool, action="HOLD", count=len(vms) or None, vm=None,
+               "shown no more, billed until terraform destroys its MIG (terraform apply)")
+        fleet.add_scaling_decision(session, cluster=cluster, region=pool, action="HOLD", count=len(vms), vm=None,
                                    reason=why, now=self.clock())
-        log.log(logging.WARNING if vms else logging.INFO, why, extra={"cluster": cluster, "region": pool})
+        log.warning(why, extra={"cluster": cluster, "region": pool})
 
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, prune old
