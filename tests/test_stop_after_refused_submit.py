@@ -7,9 +7,15 @@ no job has."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.test_usercli_frictions import zen_cli  # noqa: F401 (fixture)
 from zen.store import repository
+
+
+def published(submitted) -> str:
+    """The message id Pub/Sub gave a submission, as `zen submit` prints it (and its journal keeps it)."""
+    return re.search(r"; message (\S+)\)", submitted.stdout)[1]
 
 
 def test_a_stop_of_an_id_whose_submission_zen_refused_is_not_sent_as_on_its_way(zen_cli, publisher, functions, db):
@@ -17,7 +23,8 @@ def test_a_stop_of_an_id_whose_submission_zen_refused_is_not_sent_as_on_its_way(
     assert submitted.returncode == 0, submitted.stderr
     [submit] = publisher.on("zen-job-submitted")
     bad = {**json.loads(submit.data), "priority": "urgent"}  # what the function refuses (a request it cannot take)
-    functions.submit(json.dumps(bad).encode(), attributes=dict(submit.attributes))
+    functions.submit(json.dumps(bad).encode(), attributes=dict(submit.attributes),
+                     message_id=published(submitted))  # refused, delivered under its Pub/Sub message id
     with db.transaction() as session:
         assert repository.get_job(session, "exp-1") is None
         assert repository.latest_rejection(session, "exp-1") is not None  # refused, said so in the database

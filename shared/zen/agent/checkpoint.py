@@ -36,8 +36,7 @@ from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
 from zen.core.text import human_bytes
 
-MANIFEST = "LATEST.json"
-RESTORE_TRIES = 3  # restores begun again after another attempt's save replaced the checkpoint being read
+MANIFEST, RESTORE_TRIES = "LATEST.json", 3  # tries: restores begun again after another attempt's save replaced it
 REFUSED_FOR_S, REFUSED_WAIT_S = 120.0, 10.0  # a restore refused (401, 403) is asked again this long, this often
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
@@ -149,7 +148,8 @@ class Checkpoint:
                     raise Cancelled("cancelled") from None
                 self._empty()
                 return self.restore(progress, cancel, refused_until)
-            kind = Unavailable if not_the_jobs(exc) and not refused else TransferError
+            kind = TransferError if refused else Unavailable if not_the_jobs(exc) or isinstance(  # (404: a manifest
+                getattr(exc, "code", None), int) else TransferError  # replaced as it was read: asked again)
             raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}" + (
                 f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read this prefix? terraform/iam.tf)"
                 if refused else "")) from None

@@ -145,14 +145,13 @@ def published_lately(job_id: str) -> Published | None:
     cancels the job when it arrives)."""
     with journal(topic("job_submitted")) as book:
         found = book.recent(job_id, database_readable=False)
-    if found is None or not found.message_id or _refused(job_id, None):  # (a message delivered again: another id)
+    if found is None or not found.message_id or _refused(job_id, found.message_id):
         return None  # refused: a stop kept for it would cancel the corrected job submitted again under that id
     return found
 
 
-def _refused(job_id: str, message_id: str | None) -> bool:
-    """Whether the database holds a refusal of that message (None: of any message naming ``job_id``); False when
-    it cannot be read."""
+def _refused(job_id: str, message_id: str) -> bool:
+    """Whether the database holds a refusal of that message (False when it cannot be read)."""
     from zen.cli.kit import database
     from zen.store import repository
 
