@@ -49,8 +49,9 @@ def cmd_queues(args, db: Callable[[], Any]) -> int:
         rows = Queueing(config).summary(PostgresJobTx(session))
     who, source = _caller(config)
     for row in rows:  # the queue's rules for the caller (zen.jobs.authorization), as a submission would meet them
-        refused = may_submit(config, who, row["queue"], LOWEST_PRIORITY)  # membership, not the default priority
-                                                                           # (0 is above a max_priority of -1)
+        refused = may_submit(config, who, row["queue"], LOWEST_PRIORITY) if config.queue(row["queue"]) else (
+            f"queue {row['queue']} is not in the configuration")  # membership, not the default priority (0 is
+                                                                   # above a max_priority of -1)
         row["you_may_submit"] = "yes" if refused is None else "no"
         if args.json:
             row["why_not"] = refused
