@@ -17,6 +17,8 @@ from zen.core.clock import utc_now
 from zen.core.config import QueueConfig, ZenConfig
 from zen.core.errors import Rejected
 from zen.core.models import Job
+from zen.jobs.lending import borrowed
+
 if TYPE_CHECKING:
     from zen.jobs.store import AdmissionRows
 
@@ -127,14 +129,6 @@ def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: flo
     10 h while none ran weighed 40 GPU-hours, the most a one-hour half-life allows any hold being 5.8)."""
     kept: float = 0.5 ** (elapsed_s / half_life_s)  # (float ** float is Any to mypy)
     return gpu_seconds * kept + held_gpus * half_life_s / math.log(2) * (1 - kept)
-
-
-def above_quota(mine: int, nominal: int, cohort_used: int, cohort_total: int) -> tuple[int, int]:
-    """What a queue holds above its nominal quota, as (borrowed, above it since a quota was lowered): a cohort held
-    beyond its quotas' sum (one was lowered under what its jobs hold) lends that part to nobody."""
-    above = max(0, mine - nominal)
-    lowered = min(above, max(0, cohort_used - cohort_total))
-    return above - lowered, lowered
 
 
 def admission_reason(queue: QueueState, held: int, cluster: str) -> str:
@@ -317,8 +311,12 @@ class Queueing:
                     f"the quota is raised, or stop it and submit a smaller one")
         used, total = self.cohort_use(tx, queue, job.cluster)
         mine, nominal, limit = used.get(queue.name, 0), queue.quota[job.cluster], queue.limit(job.cluster)
-        borrowed, lowered = above_quota(mine, nominal, sum(used.values()), total)
-        above = (f", {borrowed} borrowed" if borrowed else "") + (f", {lowered} above it: lowered since" if lowered else "")
+        excess = max(0, sum(used.values()) - total)  # a quota of the cohort lowered under what its jobs hold
+        lent = sum(borrowed(used, {q.name: q.quota[job.cluster] for q in self._config.cohort_of(queue, job.cluster)}
+                            ).values())  # the others' unused quota its members above theirs hold
+        above = "" if mine <= nominal else f", {mine - nominal} borrowed" if queue.cohort and not excess else (
+            f", {mine - nominal} above it: lowered since" if not (queue.cohort and lent) else f", {mine - nominal} "
+            f"above it (borrowed, or held since a quota was lowered: the cohort holds {excess} above its quotas' sum)")
         text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{above}), "
                 f"the job needs {job.gpus}")
         if queue.cohort and mine + job.gpus > limit:  # what the cohort has free is not the queue's to take
@@ -378,13 +376,14 @@ class Queueing:
                 row = counts.get((queue.name, cluster), {})
                 admitted = row.get("admitted_gpus", 0)
                 members = self._config.cohort_of(queue, cluster)
-                cohort_used = sum(counts.get((q.name, cluster), {}).get("admitted_gpus", 0) for q in members)
+                lent = borrowed({q.name: counts.get((q.name, cluster), {}).get("admitted_gpus", 0) for q in members},
+                                {q.name: q.quota[cluster] for q in members})
                 seconds, since = usage.get((queue.name, cluster), (0.0, now))
                 seconds = decay(seconds, max(0.0, (now - since).total_seconds()), admitted, self._half_life)
                 out.append({
                     "queue": queue.name, "cohort": queue.cohort, "cluster": cluster, "quota_gpus": nominal,
                     "borrowing_limit": queue.may_borrow(cluster), "admitted_gpus": admitted,
-                    "borrowed_gpus": above_quota(admitted, nominal, cohort_used, sum(q.quota[cluster] for q in members))[0],
+                    "borrowed_gpus": lent[queue.name] if queue.cohort else 0,
                     "pending": row.get("pending", 0),
                     "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
                     "recent_gpu_hours": round(seconds / 3600.0, 2),
