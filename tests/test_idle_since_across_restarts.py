@@ -22,3 +22,15 @@ def test_an_agents_stopping_keeps_its_vms_idle_time_and_a_job_ends_it(functions,
     clock.advance(10)
     functions.heartbeat(vm_beat("IDLE", ms(clock), clock()))
     assert vm_row(zen, "vm-b")["idle_since"] == clock()  # it ran a job: idle from its end
+
+
+def test_a_vm_its_mig_recreated_is_idle_from_its_own_start(functions, zen, clock):
+    """A preempted spot VM says STOPPING too, and its MIG recreates it under the same name (the same row): its first
+    IDLE, minutes or hours later (a boot, through a stockout), is a new VM's, idle from its start, not since before it
+    existed (the scale-down took the VM that just booted for one idle for hours)."""
+    functions.heartbeat(vm_beat("IDLE", ms(clock), clock()))
+    clock.advance(60)
+    functions.heartbeat(vm_beat("STOPPING", ms(clock), clock()))  # preempted: its agent's last word
+    clock.advance(3 * 3600)
+    functions.heartbeat(vm_beat("IDLE", ms(clock), clock()))
+    assert vm_row(zen, "vm-b")["idle_since"] == clock()

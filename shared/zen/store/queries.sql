@@ -378,7 +378,8 @@ SELECT state FROM vms WHERE name = :vm_name FOR UPDATE;
 -- name: upsert_vm
 -- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order. An agent's
 -- STOPPING keeps an IDLE VM's idle_since: one that crashes and restarts without end says IDLE, STOPPING, IDLE,
--- ... and its idle time counted from each restart never reached the keep (its VM billed for ever).
+-- ... and its idle time counted from each restart never reached the keep (its VM billed for ever). A restart is
+-- back within seconds; an IDLE more than a minute after the STOPPING is a VM its MIG recreated, idle from its start.
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, jobs, last_seq, first_seen_at,
                  last_seen_at, idle_since, cached_inputs, images)
 VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, CAST(:jobs AS jsonb), :seq, :now, :now,
@@ -389,7 +390,10 @@ SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
     state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt, jobs = EXCLUDED.jobs,
     cached_inputs = EXCLUDED.cached_inputs, images = EXCLUDED.images,
     last_seq = EXCLUDED.last_seq, last_seen_at = EXCLUDED.last_seen_at,
-    idle_since = CASE WHEN EXCLUDED.state = 'IDLE' THEN COALESCE(vms.idle_since, EXCLUDED.idle_since)
+    idle_since = CASE WHEN EXCLUDED.state = 'IDLE' AND vms.state = 'STOPPING'
+                           AND EXCLUDED.last_seen_at - vms.last_seen_at > interval '60 seconds'
+                      THEN EXCLUDED.idle_since  -- back after a minute: a VM its MIG recreated (a boot), idle anew
+                      WHEN EXCLUDED.state = 'IDLE' THEN COALESCE(vms.idle_since, EXCLUDED.idle_since)
                       WHEN EXCLUDED.state = 'STOPPING' THEN vms.idle_since END
 WHERE vms.last_seq < EXCLUDED.last_seq
 RETURNING name;

@@ -521,7 +521,9 @@ class InMemoryJobTx:
         before = self._t.vms.get(name)
         if before is not None and before["last_seq"] >= seq:
             return None
-        kept = (before or {}).get("idle_since")  # an agent's STOPPING keeps it (queries.sql, upsert_vm)
+        kept = (before or {}).get("idle_since")  # an agent's STOPPING keeps it, but for a recreated VM (upsert_vm)
+        if before is not None and before["state"] == "STOPPING" and (now - before["last_seen_at"]).total_seconds() > 60:
+            kept = None
         idle_since = (kept or sent_at) if state == "IDLE" else kept if state == "STOPPING" else None
         self._t.vms[name] = {
             "name": name, "cluster": cluster, "region": region, "zone": zone, "state": state, "job_id": job_id,
