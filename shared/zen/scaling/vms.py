@@ -55,7 +55,8 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     predecessors = agent is not None and rebooted is not None and (  # the word of the VM its MIG recreated
         state == "STOPPING" or (agent["last_seen_at"] or first_seen).timestamp() <= rebooted)
     retired = state == "RETIRED" and not predecessors  # (a recreated VM's predecessor retired: not it)
-    halted = instance.status in HALTED and instance.current_action == "NONE" and agent is not None and not predecessors
+    halted = (instance.status in HALTED and instance.current_action == "NONE" and agent is not None and not predecessors
+              and instance.name not in held)  # (a job's VM: its job's reports or silence decide)
     if instance.deleting or drained or retired or halted or (state == "STOPPING" and instance.running and not predecessors):
         phase, since = VmPhase.DELETING, first_seen
     elif instance.name in held:
