@@ -136,6 +136,11 @@ def _rerun(bucket, monkeypatch):
     bucket.blob(PREFIX + "LATEST.json").upload_from_string(json.dumps({
         "generation": "attempt-1/save-1/", "attempt": 1, "reason": "every 600 s", "saved_at": time.time(),
         "files": [{"path": "step", "size": 6}], "folders": []}))
+    return rerun_reading_step()
+
+
+def rerun_reading_step() -> FakeTransport:
+    """Attempt 2 of job "big", its claim confirmed, whose command prints the checkpoint's restored ``step`` file."""
     transport = FakeTransport(VM, virtual_time=False)
     transport.answer = lambda m: [ControlMessage(vm=VM, job_id="big", attempt=2, action=ControlAction.CONFIRM,
                                                  reason="won")] if (

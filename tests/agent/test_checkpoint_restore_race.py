@@ -6,18 +6,15 @@ the attempt ended FAILED with no exit code, which Zen never retries."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 
 from google.cloud import storage as gcs
 
-from tests.agent.fakes import FakeTransport
-from tests.agent.test_agent_loop import VM, make_agent, start_message
-from tests.agent.test_checkpoint_link import PREFIX, URI
+from tests.agent.test_agent_loop import make_agent
+from tests.agent.test_checkpoint_link import PREFIX, rerun_reading_step
 from tests.agent.test_upload_end import finals, settings
-from zen.core.checkpoints import StartCheckpoint
-from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+from zen.core.models import AgentStatus
 
 
 def _manifest(save: str, step: bytes) -> str:
@@ -38,13 +35,7 @@ def test_a_save_landing_while_the_manifest_is_read_does_not_fail_the_rerun_for_g
         held.release.set()
 
     threading.Thread(target=lands, daemon=True).start()
-    transport = FakeTransport(VM, virtual_time=False)
-    transport.answer = lambda m: [ControlMessage(vm=VM, job_id="big", attempt=2, action=ControlAction.CONFIRM,
-                                                 reason="won")] if (
-        isinstance(m, Heartbeat) and m.status is AgentStatus.CLAIMED) else []
-    read = "import os; print(open(os.path.join(os.environ['ZEN_CHECKPOINT_DIR'], 'step')).read())"
-    transport.add_start(start_message("big", attempt=2, command=[sys.executable, "-c", read], env={"ZEN_PREEMPTED": "1"},
-                                      checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=10**9)))
+    transport = rerun_reading_step()
     make_agent(transport, settings(tmp_path)).run()
     final = finals(transport)["big"]
     assert held.reached.is_set()
