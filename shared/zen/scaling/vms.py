@@ -91,9 +91,10 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
     only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
     every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through),
     or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``
-    while its instance still runs: the VM did not go, and would be billed for ever); and the BUSY ones whose agent still runs a job that ended before
-    ``silent_before`` (the reason itself): none of Zen's STOPs reached it (its control path broken), and it would
-    run until the job's own limit, billed for nothing.
+    while its instance still runs: the VM did not go, and would be billed for ever); a ``HALTED`` one (the reason
+    itself); and the BUSY ones whose agent still runs a job that ended before ``silent_before`` (the reason
+    itself): none of Zen's STOPs reached it (its control path broken), and it would run until the job's own limit,
+    billed for nothing.
     Each holds no job, the plan does not delete it, and its MIG is not deleting it.
     ``view_of``: a VM's (instance, first seen, job, agent, Vm, drained) as the manager read it."""
     out = []
