@@ -130,7 +130,7 @@ class Checkpoint:
             files = manifest["files"]
             for folder, _, _ in os.walk(self.directory):
                 os.chmod(folder, 0o777)
-            self._current = [self._prefix + checkpoint_objects.object_of(manifest, item) for item in files]
+            self._current = checkpoint_objects.objects_of(self._prefix, manifest)
             self._last = self.files()
             self._held = checkpoint_objects.held_by(manifest, self._last.files)
             saved_by = manifest.get("saved_by", manifest.get("attempt"))
@@ -276,7 +276,7 @@ class Checkpoint:
                 raise
             finally:
                 self.saved.ended = time.monotonic()
-            named = [self._prefix + item["object"] for item in entries]
+            named = checkpoint_objects.objects_of(self._prefix, {"files": entries})
             before = [name for name in self._current + overwritten if name not in set(named)]  # those not named again
             self._current, self._last, self._held = named, listed, checkpoint_objects.held_by({"files": entries}, files)
             self.saves, self.latest_why = self.saves + 1, why
@@ -312,12 +312,11 @@ class Checkpoint:
             self.saved.bytes += opened.st_size
 
     def _write(self, manifest: dict[str, Any], cancel: threading.Event) -> list[str]:
-        """The manifest, over the one last read or written only; another attempt's written since: over it
-        when that attempt is an earlier one (returns the objects of that save, for deletion), else this save
-        is dropped (``TransferError``). Cut, or the attempt ended (``close``), before it starts: dropped; but a
-        periodic save whose every file is up when ``stop_periodic`` comes still lands (its files are whole, and
-        at a preemption's notice it may be the newest checkpoint there is time for: it was dropped, and the
-        rerun restored the save before it while the last save ran out of time)."""
+        """The manifest, over the one last read or written only; another attempt's written since: over it when that
+        attempt is an earlier one (returns the objects of that save, for deletion), else this save is dropped
+        (``TransferError``). Cut, or the attempt ended (``close``), before it starts: dropped; but a periodic save whose
+        every file is up when ``stop_periodic`` comes still lands (its files are whole, and at a preemption's notice it
+        may be the newest checkpoint there is time for: dropped, the rerun restored the one before it)."""
         with self._writing:
             if self._closed or (cancel.is_set() and cancel is not self._stop):
                 raise Cancelled("cut before its manifest was written")
@@ -344,9 +343,10 @@ class Checkpoint:
                     raise TransferError(f"attempt {other['attempt']} of the job saved its checkpoint since, which stays "
                                         f"the latest") from None
                 self._generation = int(found.generation) if found is not None else 0
-                if isinstance(other, dict) and isinstance(other.get("files"), list):
-                    overwritten = [self._prefix + str(item.get("object") or f"{other.get('generation')}{item.get('path')}")
-                                   for item in other["files"] if isinstance(item, dict)]
+                try:  # its objects, deleted once this save lands (a manifest no save wrote: none)
+                    overwritten = checkpoint_objects.objects_of(self._prefix, other)
+                except (AttributeError, KeyError, TypeError, ValueError):
+                    overwritten = []
                 continue
             self._generation = int(blob.generation) if blob.generation is not None else None
             return overwritten

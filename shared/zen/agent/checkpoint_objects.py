@@ -61,12 +61,18 @@ def held_by(manifest: dict[str, Any], files: Files) -> Held:
             for item in manifest["files"] if item["path"] in files}
 
 
+def objects_of(prefix: str, manifest: dict[str, Any]) -> list[str]:
+    """The objects (full names) a manifest names, one per file; ``KeyError``, ``TypeError`` or ``ValueError`` for a
+    manifest no save wrote."""
+    return [prefix + object_of(manifest, item) for item in manifest["files"]]
+
+
 def named(bucket: Callable[[], Any], prefix: str, manifest: str) -> set[str] | None:
     """The objects (full names) the manifest ``prefix + manifest`` names (none without one); None when it cannot be read."""
     try:
         found = bucket().get_blob(prefix + manifest)
         latest = json.loads(found.download_as_bytes()) if found is not None else {"files": []}
-        return {prefix + object_of(latest, item) for item in latest["files"]}
+        return set(objects_of(prefix, latest))
     except Exception:  # noqa: BLE001 - kept, all of them
         return None
 
