@@ -159,11 +159,12 @@ def forget_dropped_pools(session: Session, configured: dict[str, tuple[str, ...]
     instances its last pass listed: billed until terraform destroys the MIG, and no longer shown (the tick says so)."""
     dropped = [(r["cluster"], r["region"]) for r in session.run("fleet_pools")
                if r["region"] not in configured.get(r["cluster"], ())]
-    listed = [(r["cluster"], r["region"], r["name"]) for r in session.run("mig_instance_names")] if dropped else []
+    forgotten = {}
     for cluster, pool in dropped:
-        session.run("forget_vanished_instances", cluster=cluster, region=pool, present=[])
+        gone = session.run("forget_vanished_instances", cluster=cluster, region=pool, present=[])
+        forgotten[(cluster, pool)] = [r["name"] for r in gone]
         session.run("forget_pool_memory", cluster=cluster, region=pool)
-    return {(cluster, pool): sorted(n for c, p, n in listed if (c, p) == (cluster, pool)) for cluster, pool in dropped}
+    return forgotten
 
 
 def mig_instance_names(session: Session) -> list[tuple[str, str, str]]:

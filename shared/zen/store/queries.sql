@@ -509,7 +509,7 @@ ON CONFLICT (cluster, region) DO UPDATE SET memory = EXCLUDED.memory, updated_at
 
 -- name: forget_vanished_instances
 -- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row; keep when
--- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`).
+-- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`). Returns their names.
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
@@ -520,8 +520,10 @@ WITH gone AS (
     ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)
+), unheard AS (
+    DELETE FROM vms WHERE name IN (SELECT name FROM gone)
 )
-DELETE FROM vms WHERE name IN (SELECT name FROM gone);
+SELECT name FROM gone ORDER BY name;
 
 -- name: fleet_pools
 -- Every (cluster, pool) the fleet's rows name: listed instances, and the planner's memory.
