@@ -133,10 +133,10 @@ def _refresh_failing(session) -> str:
     """What to add when the tick's last read of the catalog failed (``vm_price_refresh``): the prices shown are then
     those stored before, however old; else nothing."""
     from zen.store.migrate import has_table
+    from zen.store.prices import refresh_state
 
     try:  # (the prices were read already: a reader without this table's grant still sees them)
-        [row] = session.sql("SELECT tried_at, refreshed_at, error FROM vm_price_refresh WHERE id = 1") if has_table(
-            session, "vm_price_refresh") else [{"error": None}]
+        row = refresh_state(session) if has_table(session, "vm_price_refresh") else {"error": None}
     except Exception:  # noqa: BLE001 - a note only
         return ""
     if row["error"] is None:

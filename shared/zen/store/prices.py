@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Collection
+from typing import TYPE_CHECKING, Any, Callable, Collection
 
 from zen.core.prices import MAX_AGE_S, Price, PriceTable, Pricing, effective, load_snapshot
 from zen.core.text import escape_unstorable
@@ -53,6 +53,13 @@ def store(session: Session, table: PriceTable, now: datetime) -> int:
     return len(table.prices)
 
 
+def refresh_state(session: Session) -> dict[str, Any]:
+    """The catalog refresh's record: when it was last tried and last refreshed, and the last try's error (None: it
+    succeeded)."""
+    [row] = session.sql("SELECT tried_at, refreshed_at, error FROM vm_price_refresh WHERE id = 1")
+    return row
+
+
 def _unpriced(session: Session, wanted: Collection[tuple[str, str]]) -> bool:
     """Whether some (machine type, region) of ``wanted`` has no stored catalog price."""
     if not wanted:
@@ -71,7 +78,7 @@ def refresh_if_stale(db: Database, fetch: Callable[[datetime], PriceTable], now:
     no fetch failed in the last ``retry_after_s``. A fetch that raises, or finds no price, keeps the old prices
     and records its error. The caller holds the tick's lock: one refresh at a time."""
     with db.transaction() as session:
-        [row] = session.sql("SELECT tried_at, refreshed_at, error FROM vm_price_refresh WHERE id = 1")
+        row = refresh_state(session)
         age = now - row["refreshed_at"] if row["refreshed_at"] is not None else None
         if age is not None and age < timedelta(seconds=max_age_s) and (
                 age < timedelta(seconds=retry_after_s) or not _unpriced(session, wanted)):
