@@ -4,6 +4,7 @@ and preemptions' learned cost."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from zen.scaling import preemptions
@@ -202,6 +203,21 @@ def test_a_vm_retired_after_its_job_is_no_preemption():
     assert (retired.preempted, retired.run_s) == (0, 600)
     taken = preemptions.learn(memory, (Vm("a", "p", VmPhase.DELETING, at(600)),), at(600), timing)
     assert (taken.preempted, taken.lost_s) == (1, 600)
+
+
+def test_a_vm_that_took_another_job_between_passes_loses_only_the_job_it_holds_when_taken_back():
+    timing = Timing()
+    memory = preemptions.learn(RegionMemory(), (Vm("a", "p", VmPhase.BUSY, at(0), job_id="j1"),), at(0), timing)
+    # j1 ended and the agent claimed j2 before the next pass looked: j1 is a finished run of 1800 s.
+    memory = preemptions.learn(memory, (Vm("a", "p", VmPhase.BUSY, at(0), job_id="j2"),), at(1800), timing)
+    assert (memory.busy_jobs, memory.busy_since, memory.run_s, memory.preempted) == (("j2",), (at(1800).timestamp(),), 1800, 0)
+    # Taken back at 2400 s: j2's 600 s are lost, not the VM's 2400 s busy (keyed by the VM alone, they were).
+    taken = preemptions.learn(memory, (Vm("a", "p", VmPhase.BOOTING, at(2400)),), at(2400), timing)
+    assert (taken.preempted, taken.lost_s) == (1, 600)
+    assert taken.busy_s == memory.busy_s * math.exp(-600 / timing.trust_s) + 600
+    # A memory stored before jobs were kept: its busy VM's run goes on, whatever job it holds now.
+    stored = RegionMemory(busy=("a",), busy_since=(at(0).timestamp(),))
+    assert preemptions.learn(stored, (Vm("a", "p", VmPhase.BUSY, at(0), job_id="j9"),), at(60), timing) is stored
 
 
 def test_a_gang_takes_a_flex_start_pool_whole_when_every_other_pool_is_out():

@@ -142,11 +142,11 @@ class RegionMemory:
     boot_s: float | None = None  # learned: moving average of asked-to-usable seconds in this region
     started: tuple[str, ...] = ()  # booting VMs that had got capacity (``Vm.started``) at the last plan
     started_since: tuple[float, ...] = ()  # when a plan first saw each of ``started`` so (epoch seconds)
-    # Preemptions (zen.scaling.preemptions): the busy VMs at the last plan and since when (epoch seconds),
-    # when runs were last folded in, the average finished run, and decayed sums of runs, of runs cut short
-    # (seconds) and of their number.
+    # Preemptions (zen.scaling.preemptions): the busy VMs at the last plan, since when (epoch seconds) and the job
+    # each held; when runs were last folded in, the average finished run, decayed sums of runs, runs cut short, and how many.
     busy: tuple[str, ...] = ()
     busy_since: tuple[float, ...] = ()
+    busy_jobs: tuple[str | None, ...] = ()  # () in a memory stored before jobs were kept: each run taken as going on
     runs_seen_s: float | None = None
     run_s: float | None = None
     busy_s: float = 0.0
@@ -282,7 +282,7 @@ class RegionVms:
     """One region's VMs in order, and by phase: a part of a ``VmIndex``, built once and kept while the
     region's VMs are the same (``ClusterManager`` keeps one per region)."""
 
-    __slots__ = ("vms", "phases", "names", "usable", "busy")
+    __slots__ = ("vms", "phases", "names", "usable")
 
     def __init__(self, vms: Iterable[Vm]):
         self.vms = tuple(vms)
@@ -296,7 +296,6 @@ class RegionVms:
                 group.append(vm)
         self.phases = {phase: tuple(group) for phase, group in phases.items()}
         self.usable = tuple(vm for vm in self.vms if vm.phase is VmPhase.IDLE or vm.phase is VmPhase.BUSY)
-        self.busy = tuple(vm.name for vm in self.phases.get(VmPhase.BUSY, ()))
 
 
 class VmIndex:
@@ -332,11 +331,6 @@ class VmIndex:
     def names(self, region: str) -> tuple[str, ...]:
         group = self._grouped.get(region)
         return () if group is None else group.names
-
-    def busy(self, region: str) -> tuple[str, ...]:
-        """The names of its BUSY VMs, in snapshot order."""
-        group = self._grouped.get(region)
-        return () if group is None else group.busy
 
     def usable(self, region: str) -> tuple[Vm, ...]:
         """Idle or busy, in snapshot order."""

@@ -5,7 +5,7 @@ it went away under the job (its MIG recreates it, or it is gone or going): Zen n
 so the second is a preemption (or a VM that failed, or a flex-start VM at the end of its run duration,
 which cost the same). Each pool's memory keeps, decayed with ``Timing.trust_s``,
 the busy seconds its VMs ran, the seconds of runs cut short and how many were; and the average job
-run. From those, :func:`cost_factor` is what one useful VM-hour there costs in VM-hours: the runs thrown
+run. A run is one job on one VM (a VM that took another job between two passes finished the last). From those, :func:`cost_factor` is what one useful VM-hour there costs in VM-hours: the runs thrown
 away (a job without checkpoints loses its run so far; one with checkpoints about half an interval) and
 the rerun's billed boot, against every busy second the pool's VMs were seen to survive, including the
 runs still going, and a prior of one VM busy for ``Timing.trust_s`` without a loss. The planner
@@ -24,32 +24,45 @@ _RUN_WEIGHT = 0.2  # weight of a finished run in the moving average of run times
 
 
 def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timing,
-          busy: tuple[str, ...] | None = None) -> RegionMemory:
+          busy_vms: tuple[Vm, ...] | None = None) -> RegionMemory:
     """The pool's memory after this pass: runs that ended since the last one folded in, the busy VMs
-    now remembered. Unchanged (the same object) while no VM started or left a job. ``busy``: the names
-    of the BUSY ones of ``vms`` when already known (the planner's index has them)."""
-    if busy is None:
-        busy = tuple(vm.name for vm in vms if vm.phase is VmPhase.BUSY)
-    if busy == memory.busy:
+    now remembered with their jobs. Unchanged (the same object) while no VM started or left a job.
+    ``busy_vms``: the BUSY ones of ``vms`` when already known (the planner's index has them).
+
+    A run is one job on one VM: a VM busy at both passes with another job than before finished its
+    last one in between (an agent claims its next job as soon as one ends, often between two passes),
+    so only the job it holds when it is taken back counts as lost. Keyed by the VM alone, its jobs
+    since it was first seen busy were one run, all lost at its preemption: a pool whose VMs had run
+    jobs back to back for an hour read as every second of that hour thrown away."""
+    if busy_vms is None:
+        busy_vms = tuple(vm for vm in vms if vm.phase is VmPhase.BUSY)
+    busy = tuple(vm.name for vm in busy_vms)
+    jobs = tuple(vm.job_id for vm in busy_vms)
+    before = memory.busy_jobs if len(memory.busy_jobs) == len(memory.busy) else (None,) * len(memory.busy)
+    if busy == memory.busy and all(old is None or old == job for old, job in zip(before, jobs)):
         return memory
     now_s = now.timestamp()
-    since = dict(zip(memory.busy, memory.busy_since))
-    now_vms = {vm.name: vm for vm in vms}
+    holds = dict(zip(busy, jobs))
+    going: dict[str, float] = {}  # the remembered runs still going: VM -> since
+    now_vms: dict[str, Vm] | None = None
     spell_s, lost_s, preempted, run_s = 0.0, 0.0, 0.0, memory.run_s
-    for name, started in since.items():
-        if name in busy:
+    for name, started, job in zip(memory.busy, memory.busy_since, before):
+        if name in holds and (job is None or holds[name] == job):
+            going[name] = started
             continue
         ran = max(0.0, now_s - started)
         spell_s += ran
+        if now_vms is None:
+            now_vms = {vm.name: vm for vm in vms}
         vm = now_vms.get(name)
-        if vm is not None and (vm.phase is VmPhase.IDLE or vm.retiring):  # its job ended (then, maybe, retired)
-            run_s = ran if run_s is None else (1 - _RUN_WEIGHT) * run_s + _RUN_WEIGHT * ran
+        if name in holds or vm is not None and (vm.phase is VmPhase.IDLE or vm.retiring):  # its job ended
+            run_s = ran if run_s is None else (1 - _RUN_WEIGHT) * run_s + _RUN_WEIGHT * ran  # (then another, or retired)
         else:  # recreated (booting), going or gone under its job: taken back
             lost_s, preempted = lost_s + ran, preempted + 1
     decay = math.exp(-max(0.0, now_s - (memory.runs_seen_s or now_s)) / timing.trust_s)
     return memory.replaced(  # a run is timed from the first pass that sees it (within a tick of its start)
-        busy=busy, busy_since=tuple(since.get(name, now_s) for name in busy), runs_seen_s=now_s, run_s=run_s,
-        busy_s=memory.busy_s * decay + spell_s, lost_s=memory.lost_s * decay + lost_s,
+        busy=busy, busy_since=tuple(going.get(name, now_s) for name in busy), busy_jobs=jobs, runs_seen_s=now_s,
+        run_s=run_s, busy_s=memory.busy_s * decay + spell_s, lost_s=memory.lost_s * decay + lost_s,
         preempted=memory.preempted * decay + preempted)
 
 
