@@ -215,9 +215,12 @@ def test_a_vm_that_took_another_job_between_passes_loses_only_the_job_it_holds_w
     taken = preemptions.learn(memory, (Vm("a", "p", VmPhase.BOOTING, at(2400)),), at(2400), timing)
     assert (taken.preempted, taken.lost_s) == (1, 600)
     assert taken.busy_s == memory.busy_s * math.exp(-600 / timing.trust_s) + 600
-    # A memory stored before jobs were kept: its busy VM's run goes on, whatever job it holds now.
+    # A memory stored before jobs were kept, or a job not known at the last pass (its claim's): the run goes on,
+    # whatever job the VM holds now, and that job is kept.
     stored = RegionMemory(busy=("a",), busy_since=(at(0).timestamp(),))
-    assert preemptions.learn(stored, (Vm("a", "p", VmPhase.BUSY, at(0), job_id="j9"),), at(60), timing) is stored
+    for known in (stored, stored.replaced(busy_jobs=(None,))):
+        kept = preemptions.learn(known, (Vm("a", "p", VmPhase.BUSY, at(0), job_id="j9"),), at(60), timing)
+        assert (kept.busy_since, kept.busy_jobs, kept.busy_s, kept.run_s) == (stored.busy_since, ("j9",), 0.0, None)
 
 
 def test_a_gang_takes_a_flex_start_pool_whole_when_every_other_pool_is_out():

@@ -72,8 +72,7 @@ class QueuedJob:
     queued_at: datetime
     priority: int = 0
     max_wait_s: float | None = None  # how long it may wait for a start before a costlier pool is worth it
-    checkpoint_every_s: float | None = None  # it saves its work this often (None: it does not): a preemption
-    # costs about half an interval and a rerun's boot, not its run so far
+    checkpoint_every_s: float | None = None  # it saves its work this often (None: not): a preemption costs half that
 
 
 @dataclass(frozen=True)
@@ -142,11 +141,11 @@ class RegionMemory:
     boot_s: float | None = None  # learned: moving average of asked-to-usable seconds in this region
     started: tuple[str, ...] = ()  # booting VMs that had got capacity (``Vm.started``) at the last plan
     started_since: tuple[float, ...] = ()  # when a plan first saw each of ``started`` so (epoch seconds)
-    # Preemptions (zen.scaling.preemptions): the busy VMs at the last plan, since when (epoch seconds) and the job
-    # each held; when runs were last folded in, the average finished run, decayed sums of runs, runs cut short, and how many.
+    # Preemptions (zen.scaling.preemptions): the busy VMs at the last plan, since when (epoch seconds), the job each held
+    # (none kept: runs going on); when runs were last folded in, the average run, decayed sums of runs and runs cut short.
     busy: tuple[str, ...] = ()
     busy_since: tuple[float, ...] = ()
-    busy_jobs: tuple[str | None, ...] = ()  # () in a memory stored before jobs were kept: each run taken as going on
+    busy_jobs: tuple[str | None, ...] = ()
     runs_seen_s: float | None = None
     run_s: float | None = None
     busy_s: float = 0.0
@@ -163,8 +162,8 @@ class RegionMemory:
     quota_listed: int = 0
     quota_shared: tuple[tuple[str, int], ...] = ()  # the quotas behind it, which other pools count against too
     quota_block: str = ""  # its block's quota: "read", the tick's read; "refused", Compute's (probes.quota_kind)
-    # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to
-    # hold while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
+    # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to hold
+    # while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
     sized: int = 0
     silent: int = 0  # VMs in a row that got capacity here and were never usable (zen.scaling.probes.silent_boot)
 
@@ -282,7 +281,7 @@ class RegionVms:
     """One region's VMs in order, and by phase: a part of a ``VmIndex``, built once and kept while the
     region's VMs are the same (``ClusterManager`` keeps one per region)."""
 
-    __slots__ = ("vms", "phases", "names", "usable")
+    __slots__ = ("vms", "phases", "names", "usable", "busy")
 
     def __init__(self, vms: Iterable[Vm]):
         self.vms = tuple(vms)
@@ -296,6 +295,8 @@ class RegionVms:
                 group.append(vm)
         self.phases = {phase: tuple(group) for phase, group in phases.items()}
         self.usable = tuple(vm for vm in self.vms if vm.phase is VmPhase.IDLE or vm.phase is VmPhase.BUSY)
+        busy = self.phases.get(VmPhase.BUSY, ())
+        self.busy = (tuple(vm.name for vm in busy), tuple(vm.job_id for vm in busy))
 
 
 class VmIndex:
@@ -331,6 +332,11 @@ class VmIndex:
     def names(self, region: str) -> tuple[str, ...]:
         group = self._grouped.get(region)
         return () if group is None else group.names
+
+    def busy(self, region: str) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
+        """The names of its BUSY VMs, in snapshot order, and the job each holds."""
+        group = self._grouped.get(region)
+        return ((), ()) if group is None else group.busy
 
     def usable(self, region: str) -> tuple[Vm, ...]:
         """Idle or busy, in snapshot order."""

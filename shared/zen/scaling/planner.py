@@ -100,7 +100,7 @@ class _Planning:
                 memory = _with(memory, strikes=0, silent=0, blocked_until=None, last_boot_at=self.now,
                                boot_s=learned_boot(memory, booted))  # a flex-start pool's is not read: Ranking.boot_s
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
-                                                             self.index.phase(region, VmPhase.BUSY))
+                                                             self.index.busy(region))
             if booted or self._blocked(region):
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
             capacity_errors = [e for e in errors if probes.strikes(e)]

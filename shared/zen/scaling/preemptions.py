@@ -24,30 +24,30 @@ _RUN_WEIGHT = 0.2  # weight of a finished run in the moving average of run times
 
 
 def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timing,
-          busy_vms: tuple[Vm, ...] | None = None) -> RegionMemory:
+          busy: tuple[tuple[str, ...], tuple[str | None, ...]] | None = None) -> RegionMemory:
     """The pool's memory after this pass: runs that ended since the last one folded in, the busy VMs
     now remembered with their jobs. Unchanged (the same object) while no VM started or left a job.
-    ``busy_vms``: the BUSY ones of ``vms`` when already known (the planner's index has them).
+    ``busy``: the names of the BUSY ones of ``vms`` and their jobs when already known (the planner's index has them).
 
     A run is one job on one VM: a VM busy at both passes with another job than before finished its
     last one in between (an agent claims its next job as soon as one ends, often between two passes),
     so only the job it holds when it is taken back counts as lost. Keyed by the VM alone, its jobs
     since it was first seen busy were one run, all lost at its preemption: a pool whose VMs had run
     jobs back to back for an hour read as every second of that hour thrown away."""
-    if busy_vms is None:
-        busy_vms = tuple(vm for vm in vms if vm.phase is VmPhase.BUSY)
-    busy = tuple(vm.name for vm in busy_vms)
-    jobs = tuple(vm.job_id for vm in busy_vms)
-    before = memory.busy_jobs if len(memory.busy_jobs) == len(memory.busy) else (None,) * len(memory.busy)
-    if busy == memory.busy and all(old is None or old == job for old, job in zip(before, jobs)):
+    if busy is None:
+        busy = (tuple(vm.name for vm in vms if vm.phase is VmPhase.BUSY),
+                tuple(vm.job_id for vm in vms if vm.phase is VmPhase.BUSY))
+    names, jobs = busy
+    if names == memory.busy and jobs == memory.busy_jobs:
         return memory
+    before = memory.busy_jobs if len(memory.busy_jobs) == len(memory.busy) else (None,) * len(memory.busy)
     now_s = now.timestamp()
-    holds = dict(zip(busy, jobs))
+    holds = dict(zip(names, jobs))
     going: dict[str, float] = {}  # the remembered runs still going: VM -> since
     now_vms: dict[str, Vm] | None = None
     spell_s, lost_s, preempted, run_s = 0.0, 0.0, 0.0, memory.run_s
     for name, started, job in zip(memory.busy, memory.busy_since, before):
-        if name in holds and (job is None or holds[name] == job):
+        if name in holds and (job is None or holds[name] == job):  # (None: a job not known then, its claim's)
             going[name] = started
             continue
         ran = max(0.0, now_s - started)
@@ -61,7 +61,7 @@ def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timi
             lost_s, preempted = lost_s + ran, preempted + 1
     decay = math.exp(-max(0.0, now_s - (memory.runs_seen_s or now_s)) / timing.trust_s)
     return memory.replaced(  # a run is timed from the first pass that sees it (within a tick of its start)
-        busy=busy, busy_since=tuple(going.get(name, now_s) for name in busy), busy_jobs=jobs, runs_seen_s=now_s,
+        busy=names, busy_since=tuple(going.get(name, now_s) for name in names), busy_jobs=jobs, runs_seen_s=now_s,
         run_s=run_s, busy_s=memory.busy_s * decay + spell_s, lost_s=memory.lost_s * decay + lost_s,
         preempted=memory.preempted * decay + preempted)
 
