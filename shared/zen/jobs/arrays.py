@@ -133,7 +133,8 @@ class ArrayJobs:
     def stop(self, request: StopRequest, sender: str | None) -> tuple[int, str | None] | None:
         """A stop that names an array (no job has its id; tasks carry it): (tasks stopped, why one was
         not, if one was refused); None when it names no array. Each task not ended is stopped as its own
-        stop would stop it (``_stop_tasks``)."""
+        stop would stop it (``_stop_tasks``); where every task ended, a sender who may not stop the array
+        (its tasks share one owner and queue) is refused all the same, as a job's stop is whatever its state."""
         refused: list[str] = []
 
         def chosen(_: JobTx) -> Callable[[Job], tuple[str | None, str] | None]:
@@ -147,6 +148,11 @@ class ArrayJobs:
         stopped = self._stop_tasks(request.job_id, chosen)
         if stopped is None:
             return None
+        if sender is not None and not stopped and not refused:  # every task ended: its sender is checked all the same
+            with self._store.transaction() as tx:
+                first = next(iter(tx.array_tasks(request.job_id)), None)
+            if first is not None and (why := may_stop(self._config, sender, first)):
+                refused.append(why)
         log.info("array stopped", extra={"job_id": request.job_id, "tasks": stopped})
         return stopped, refused[-1] if refused else None
 
