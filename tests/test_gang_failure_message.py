@@ -1,0 +1,32 @@
+"""A gang that FAILED for node 1's exit code keeps node 1's message (its output tail), not the message of rank 0's
+answer to the STOP that followed. Every final report an agent sends carries a message (``zen.agent.attempt._end``:
+its note and output tail); taken as the job's whenever rank 0 reported, the job read FAILED, exit code 3, with
+rank 0's SIGTERM tail (or its NCCL error) as its message."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.messages import heartbeat, job_request
+from tests.test_functions_lifecycle import job
+
+
+def _running(functions) -> None:
+    functions.submit(job_request("g", nodes=2))
+    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+
+
+@pytest.mark.parametrize("answer", [dict(status="STOPPED", exit_code=-15, message="Terminated (SIGTERM)"),
+                                    dict(status="FAILED", exit_code=1, message="NCCL error: peer closed")])
+def test_a_gangs_failure_message_is_the_failed_nodes_not_rank_0s_answer(functions, zen, clock, answer):
+    _running(functions)
+    clock.advance(5)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-2", exit_code=3, message="CUDA out of memory"))
+    clock.advance(5)
+    functions.heartbeat(heartbeat("g", answer.pop("status"), 4, vm="vm-1", **answer))
+    record = job(zen, "g")
+    assert (record.status.value, record.exit_code) == ("FAILED", 3)
+    assert record.message == "node 1: CUDA out of memory", record.message
