@@ -12,6 +12,7 @@ import yaml
 
 from zen.cli import identity
 from zen.cli.kit import CliError, database, database_configured
+from zen.cli.publish import NotPublished
 from zen.core.arrays import check_array, task_id, tasks
 from zen.core.config import load_config
 from zen.core.models import JobRequest, request_fingerprint
@@ -67,6 +68,8 @@ def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list
                        "job's or array's: use a new job_id (or none: zen makes one). Not published", 1)
     try:
         message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+    except NotPublished:  # refused outright: nothing went out
+        raise
     except CliError as exc:  # it may have been published all the same (the answer lost): the same id, one array
         raise CliError(f"{exc}; array {array_id} may have been published all the same: to try again without "
                        f"making a second array, submit it again with --job-id {array_id}", exc.code) from None

@@ -26,12 +26,17 @@ def build_parser(ctx: Context | None = None) -> argparse.ArgumentParser:
 
 
 def _use_local_stack() -> None:
-    """Inside a running local stack's directory, talk to that stack unless told otherwise."""
+    """Inside a running local stack's directory, talk to that stack unless told otherwise: a ``ZEN_PROJECT`` other
+    than the stack's is a deployed Zen's (the deploy guide's), reached as from any other directory (taken with the
+    stack's emulators instead, a submit failed "topic not found", and blamed the stack)."""
     try:
         from zen_dev.local.stackfile import stack_env
     except ImportError:  # the deployable wheel has no local stack
         return
-    for key, value in stack_env().items():
+    env = stack_env()
+    if os.environ.get("ZEN_PROJECT") and os.environ["ZEN_PROJECT"] != env.get("ZEN_PROJECT", os.environ["ZEN_PROJECT"]):
+        return
+    for key, value in env.items():
         os.environ.setdefault(key, value)
 
 

@@ -19,8 +19,17 @@ def publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None 
     except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
         if type(exc).__name__ == "DefaultCredentialsError":
             raise
-        raise CliError(f"could not publish to {topic}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                       + ("" if deployed() else " (is the stack up? `zen local up`)")) from None
+        said = (f"could not publish to {topic}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                + ("" if deployed() else " (is the stack up? `zen local up`)"))
+        raise (NotPublished if type(exc).__name__ in REFUSED else CliError)(said) from None
+
+
+REFUSED = ("NotFound", "PermissionDenied", "InvalidArgument", "Unauthenticated")  # Pub/Sub kept nothing
+
+
+class NotPublished(CliError):
+    """A publish Pub/Sub refused outright (no such topic, no permission): nothing went out, unlike a timeout or an
+    answer lost, after which the message may have been published all the same."""
 
 
 def _checked_credentials() -> Any:

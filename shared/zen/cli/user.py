@@ -22,7 +22,7 @@ from typing import Any
 from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.jobfiles import is_job_file, read_job_file
-from zen.cli.publish import publish
+from zen.cli.publish import NotPublished, publish
 from zen.cli.kit import CliError, Context, database, database_configured, deployed_config
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
@@ -223,6 +223,9 @@ def cmd_submit(args) -> int:
     submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
         message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+    except NotPublished:  # refused outright: nothing went out, the id is free
+        submitted.update(chosen, job_id, request_hash, None)
+        raise
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
         submitted.update(chosen, job_id, request_hash, None)
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
