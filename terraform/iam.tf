@@ -173,7 +173,7 @@ locals {
   sql_principals = merge(
     { for name, sa in google_service_account.function : "fn/${name}" => "serviceAccount:${sa.email}" },
     { for email in var.db_admin_users : "user/${email}" => "user:${email}" },
-    { for email in var.db_reader_users : "reader/${email}" => "user:${email}" },
+    { for email in setsubtract(toset(var.db_reader_users), toset(var.db_admin_users)) : "reader/${email}" => "user:${email}" },
   )
   sql_bindings = {
     for pair in setproduct(keys(local.sql_principals), ["roles/cloudsql.client", "roles/cloudsql.instanceUser"]) :

@@ -109,6 +109,8 @@ output "db_grants_sql" {
     "GRANT SELECT (id, topic, created_at, sent_at, publish_attempts, last_error) ON outbox TO zen_reader;",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO zen_reader;",
     [for user in google_sql_user.readers : "GRANT zen_reader TO \"${user.name}\";"],
+    [for email in setintersection(toset(var.db_reader_users), toset(var.db_admin_users)) :
+    "GRANT zen_reader TO \"${google_sql_user.admins[email].name}\";"],
     # The web console (console.tf) reads as the read commands do, and nothing more.
     [for user in google_sql_user.console : "GRANT zen_reader TO \"${user.name}\";"],
     # Each core function's user: a member of its function's role alone (migration 0030 makes the roles and

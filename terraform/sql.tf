@@ -158,9 +158,10 @@ resource "google_sql_user" "functions" {
   type     = "CLOUD_IAM_SERVICE_ACCOUNT"
 }
 
-# Read-only users: `zen jobs ...` with their own Google identity (granted zen_reader by db_grants_sql).
+# Read-only users: `zen jobs ...` with their own Google identity (granted zen_reader by db_grants_sql). One listed in
+# db_admin_users too has that list's user: one Cloud SQL user a name (a second of the same name fails the apply).
 resource "google_sql_user" "readers" {
-  for_each = toset(var.db_reader_users)
+  for_each = setsubtract(toset(var.db_reader_users), toset(var.db_admin_users))
   name     = each.value
   instance = google_sql_database_instance.zen.name
   type     = "CLOUD_IAM_USER"

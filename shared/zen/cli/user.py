@@ -23,7 +23,7 @@ from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.jobfiles import is_job_file, read_job_file
 from zen.cli.publish import NotPublished, publish
-from zen.cli.kit import CliError, Context, database, database_configured, deployed_config
+from zen.cli.kit import CliError, Context, database, database_configured, deployed, deployed_config
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
@@ -104,6 +104,8 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
              if getattr(args, "array_params", None) else None}
     if any(v is not None for v in array.values()):  # the file's array: with the flags' fields replaced
         data["array"] = {**(data.get("array") or {}), **{k: v for k, v in array.items() if v is not None}}
+        if data["array"].get("count") is None and data["array"].get("params") is None:
+            raise CliError("--max-parallel is an array's: give --array N or --array-params FILE too", 2)
     if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
         data["checkpoint"] = {**(data.get("checkpoint") or {}), "every": args.checkpoint_every}
     if data.get("user_id") is None:  # only then: the default may not be known (a container's uid)
@@ -147,7 +149,10 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
                                  data_uris(checked.model_dump(mode="json", include={"inputs", "outputs"}))):
             raise Rejected(refused)
     except Rejected as rejection:
-        raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)})", 1) from None
+        shipped = ("; checked against the configuration shipped with zen: set ZEN_CONFIG to the one you deployed"
+                   if deployed() and not os.environ.get("ZEN_CONFIG") else "")
+        raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)}{shipped})",
+                       1) from None
     if len({shape.cluster for shape in resolved.shapes}) > 1:  # the function chooses as it takes the job
         return (" or ".join(dict.fromkeys(shape.cluster for shape in resolved.shapes))
                 + ", the one Zen chooses as it takes the job (zen jobs get shows it)"), ["the chosen cluster's"]

@@ -353,13 +353,15 @@ class ZenConfig(_Strict):
 
 def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
     """Load and validate the configuration; ``path`` defaults to ``$ZEN_CONFIG``, then the default."""
-    path = Path(path or os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)
+    named = None if path else os.environ.get("ZEN_CONFIG")
+    path = Path(path or named or DEFAULT_CONFIG_PATH)
+    fix = "check ZEN_CONFIG, which names it" if named else "set ZEN_CONFIG"
     try:
         raw = load_yaml(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"configuration file {path} does not exist (set ZEN_CONFIG)") from None
+        raise ConfigError(f"configuration file {path} does not exist ({fix})") from None
     except (OSError, UnicodeDecodeError) as exc:  # a directory, no read permission, not UTF-8
-        raise ConfigError(f"configuration file {path} cannot be read (set ZEN_CONFIG): {exc}") from None
+        raise ConfigError(f"configuration file {path} cannot be read ({fix}): {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     except DuplicateKey as exc:

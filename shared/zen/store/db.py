@@ -78,7 +78,8 @@ def parse_database_url(url: str) -> ConnectionTarget:
         raise ValueError(f"ZEN_DATABASE_URL cannot be read ({exc}); its form is "
                          "postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
     if parsed.scheme not in ("postgresql", "postgres"):
-        raise ValueError(f"ZEN_DATABASE_URL must start with postgresql://, got {parsed.scheme!r}")
+        shown = url.replace(f":{parsed.password}@", ":***@") if parsed.password else url
+        raise ValueError(f"ZEN_DATABASE_URL must start with postgresql://, got {shown!r}")
     database = unquote(parsed.path.lstrip("/")) or "postgres"
     user, password = unquote(parsed.username or "postgres"), unquote(parsed.password) if parsed.password else None
     socket_dir = query.get("host", [None])[0]
