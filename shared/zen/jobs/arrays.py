@@ -64,6 +64,10 @@ class ArrayJobs:
         ids: list[Enqueued] = []
         try:
             with self._store.transaction() as tx:
+                # jobs_one_namespace files task 0 under its array's id: array b's task b-0 holds no "b-0" for array
+                # b-0's task b-0-0 to meet, and two such arrays submitted at once were both made. Each array takes its
+                # id and its task 0's, so those two take "b-0" both, one after the other, and the second is refused.
+                tx.lock_job_ids([array_id, arrays.task_id(array_id, 0)])
                 if tx.get_job(array_id) is not None:
                     raise _Refused(_A_JOBS.format(array_id))
                 if taken := tx.arrays_named([task_id for task_id, _ in arrays.tasks(canonical, array_id, spec)]):

@@ -252,6 +252,9 @@ class ArrayRows(Protocol):
     def arrays_named(self, names: list[str]) -> list[str]:
         """Those of ``names`` that are an array's id (one with tasks)."""
 
+    def lock_job_ids(self, job_ids: list[str]) -> None:
+        """Wait for, then hold until the transaction ends, each of ``job_ids`` (in sorted order: no deadlock)."""
+
     def waiting_after(self, names: list[str]) -> list[Job]:
         """PENDING jobs held by dependencies that name one of ``names`` (jobs or arrays), rows locked."""
 

@@ -174,6 +174,10 @@ class PostgresJobTx:
     def arrays_named(self, names: list[str]) -> list[str]:
         return [r["array_id"] for r in self.session.run("arrays_named", names=names)]
 
+    def lock_job_ids(self, job_ids: list[str]) -> None:
+        for job_id in sorted(set(job_ids)):
+            self.session.run("lock_job_id", job_id=job_id)
+
     @hooked("waiting_after")
     def waiting_after(self, names: list[str]) -> list[Job]:
         return [repository.job_from_row(r) for r in self.session.run("waiting_after", names=json.dumps(names))]

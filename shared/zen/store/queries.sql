@@ -532,6 +532,10 @@ SELECT cluster, region FROM mig_instances UNION SELECT cluster, region FROM scal
 -- name: forget_pool_memory
 DELETE FROM scaling_memory WHERE cluster = :cluster AND region = :region;
 
+-- name: lock_job_id
+-- Serialises the submissions that may make a job of this id (an array and its task 0 go under two: ArrayJobs.submit).
+SELECT pg_advisory_xact_lock(hashtext('zen-job-id:' || :job_id));
+
 -- name: lock_vm
 -- Serialises a claim by a VM with its scale-down (see ClusterManager and JobService).
 SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));

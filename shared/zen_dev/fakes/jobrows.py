@@ -351,6 +351,9 @@ class InMemoryJobTx:
         return sorted({j.request["array"]["id"] for j in self._t.jobs.values()
                        if (j.request.get("array") or {}).get("id") in wanted})
 
+    def lock_job_ids(self, job_ids: list[str]) -> None:
+        """Nothing to wait for: the store runs one unit of work at a time."""
+
     @hooked("waiting_after")
     def waiting_after(self, names: list[str]) -> list[Job]:
         return sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
