@@ -129,7 +129,7 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
     if job.status is JobStatus.PENDING and job.hold:  # an array's max_parallel, a retry's backoff
         why = f"held: {job.hold}"
         if job.hold_until is not None:  # a retry's, written in UTC (zen.core.retries): shown as every time here
-            why = re.sub(r"due \d\d:\d\d:\d\d$", f"due {at(job.hold_until)}", why)
+            why = re.sub(r"due \d\d:\d\d:\d\d( UTC)?$", f"due {at(job.hold_until)}", why)
     elif job.status is JobStatus.PENDING and job.queue and config.queues:
         why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
     elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed

@@ -96,7 +96,7 @@ def next_retry(request: dict[str, Any], retries: int, attempt: int, failure: Fai
     count = retries + 1
     reason = (f"attempt {attempt} failed with exit code {exit_code}: retry {count} of {most}"
               + (f" after {wait} s" if wait else ""))
-    return Retry(reason, f"retry {count} of {most} after exit code {exit_code}, due {due:%H:%M:%S}", due, count)
+    return Retry(reason, f"retry {count} of {most} after exit code {exit_code}, due {due:%H:%M:%S} UTC", due, count)
 
 
 def rerun_as_taken_back(succeeded: bool, over_limit: str | None) -> bool:
