@@ -86,9 +86,10 @@ class ArrayJobs:
                         "hold": template.hold or (arrays.hold_reason(array_id, spec.max_parallel or 0) if held else None)})
                     if not tx.insert_job(task):
                         existing = tx.get_job(task_id)
-                        if index == 0 and existing is not None and existing.request_hash in (
-                                task.request_hash, request_fingerprint(task.request)):  # as sent; as an earlier version
-                            if made_by(tx, canonical, array_id, spec, resolved):
+                        if index == 0 and existing is not None and (existing.request.get("array") or {}).get(
+                                "id") == array_id:  # this id's array, made before: this one again, or another
+                            if existing.request_hash in (task.request_hash, request_fingerprint(task.request)) and (
+                                    made_by(tx, canonical, array_id, spec, resolved)):  # as sent; as an earlier version
                                 return None, []  # a redelivery: every task is this array's
                             raise _Refused(f"job_id {array_id} is already an array's of other tasks (its tasks' "
                                            "requests differ): reusing it for a different array is refused")
