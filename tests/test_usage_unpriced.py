@@ -163,8 +163,8 @@ def test_the_note_advises_an_override_only_where_one_would_price_the_attempt(
         "(USD per VM-hour; docs/reference/configuration.md#prices)"), out
     gang = _note(out, "multi-node")
     cut = _note(out, "an attempt of cluster 4xa100-40gb")
-    assert gang == ("no price for n1-standard-32 in us-central1 (a multi-node attempt's nodes as standard or another "
-                    "model): no price was known for one of its nodes' models when it ended, and which model each "
+    assert gang == ("no price for n1-standard-32 in us-central1 (a multi-node attempt's nodes as spot+standard): "
+                    "no price was known for one of its nodes' models when it ended, and which model each "
                     "node ran as is not recorded, so no price set now applies to it"), out
     assert cut == ("no price for an attempt of cluster 4xa100-40gb in us-central1: it ended while its cluster was not "
                    "configured, so neither its machine type nor its price was recorded; rename or remove a cluster "

@@ -76,7 +76,7 @@ def test_a_gang_with_a_node_on_an_unpriced_model_is_unpriced_not_billed_at_rank_
     run_gang_for_an_hour(functions, clock, "g")
     with zen.db.transaction() as session:
         [row] = session.sql("SELECT model, usd_per_hour, vm_share FROM attempt_usage WHERE job_id = 'g'")
-    assert (row["model"], row["usd_per_hour"], row["vm_share"]) == ("standard", None, 2.0)  # unpriced as it ended
+    assert (row["model"], row["usd_per_hour"], row["vm_share"]) == ("spot+standard", None, 2.0)  # unpriced as it ended
 
     report = _usage(capsys)
     # Fails: usd is 20.0 (both VM-hours at the standard override, the spot node's too) and unpriced is [].

@@ -67,7 +67,7 @@ class Pricer:
         type. ``vm`` prices a VM of a cluster no longer configured by them."""
         for row in attempts:
             if row.get("machine_type"):
-                single = row.get("model") if float(row["vm_share"]) <= 1 else None  # a gang's model is rank 0's
+                single = row.get("model") if float(row["vm_share"]) <= 1 else None  # a gang's names its nodes' all
                 earlier = self.kept_vms.get((row["cluster"], row["vm"]), ("", None))[1]
                 self.kept_vms[(row["cluster"], row["vm"])] = (row["machine_type"], single or earlier)
                 self.kept_types[row["cluster"]] = row["machine_type"]
@@ -86,12 +86,12 @@ class Pricer:
         from zen.core.prices import billed_usd
 
         price = row.get("usd_per_hour")
-        gang = row.get("model") and float(row["vm_share"]) > 1  # its model is rank 0's: its nodes' may differ
+        gang = row.get("model") and float(row["vm_share"]) > 1  # its nodes' models: which node ran as which, not kept
         region = row.get("region") or "(no region)"
-        if price is None and gang:  # no price when it ended, and rank 0's model for every node would be a guess
+        if price is None and gang:  # no price when it ended, and one model for every node would be a guess
             self.unpriced.add(Unpriced(
                 f"{row.get('machine_type') or '(unknown)'} in {region} (a multi-node attempt's nodes as "
-                f"{row['model']} or another model)", why="no price was known for one of its nodes' models when "
+                f"{row['model']})", why="no price was known for one of its nodes' models when "
                 "it ended, and which model each node ran as is not recorded, so no price set now applies to it"))
             return None
         if price is None and not row.get("machine_type"):  # a cluster configured again since: a guess too

@@ -723,7 +723,7 @@ GROUP BY queue, cluster;
 -- model the scaling passes first saw it as (mig_instances, else vm_lifetimes once it left its MIG; a primary
 -- pool's VM names no model), else as its name says; priced at a configured price of that model, else the
 -- catalog's stored price of its pool, else the snapshot's; weighted by each VM's share; unpriced where one is.
--- Its model: rank 0's.
+-- Its model: its VMs' (a gang's nodes' models, when they differ, in one name: spot+standard).
 -- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
 INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
                            ended_at, gpu_seconds, outcome, model, usd_per_hour)
@@ -735,7 +735,7 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
       FROM (SELECT CAST(:ended_at AS timestamptz) AS ended_at) AS t,
            (SELECT max(at) AS at FROM job_events
             WHERE job_id = :job_id AND attempt = :attempt AND to_status = 'ASSIGNED') AS claim) AS s,
-     (SELECT (array_agg(n.model ORDER BY n.rank))[1] AS model,
+     (SELECT string_agg(DISTINCT n.model, '+') AS model,
              CASE WHEN bool_and(n.usd IS NOT NULL) THEN sum(n.share * n.usd) END AS usd_per_hour
       FROM (SELECT m.rank, m.share, m.model,
                    COALESCE(CAST(CAST(:fixed AS jsonb) ->> m.model AS double precision),
