@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
-from zen.core.lifecycle import Change, Decision, refusal
+from zen.core.lifecycle import Decision, refusal
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
 from zen.core.reports import refused_floor
@@ -74,7 +74,10 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         accepts = job.request["provisioning"]
         reason, cause = f"VM {hb.vm} is a {model} VM, and the job accepts {accepts} VMs only", NOT_ACCEPTED
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
-        return _not_cleared(config, job, hb, cleared, now)
+        if cleared:
+            return _not_cleared(config, job, hb, cleared)
+        reason, cause = (f"{_why_not_cleared(config, job, hb)}; none of its regions can run it now: it waits until "
+                         "the configuration has one again, or its user stops it"), NOT_CLEARED
     elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
         reason, cause = f"{too_many} (the configuration changed since it was accepted)", NOT_CLEARED
     elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
@@ -160,23 +163,29 @@ def _refused_since_published(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbe
     return seen is not None and seen >= job.start_published_at
 
 
-def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str], now: datetime) -> Decision:
-    """A claim from one of the job's regions that the configuration no longer allows it (a tag moved, or
-    the region left its cluster, after the job was accepted): the VM's own word about its tags comes from
-    the template it booted with, and a tagged job must not run where the tag is not now. The job is
-    narrowed to the regions still allowed and its start published there (else the same VMs would claim
-    it again and again); with none left it cannot run, and is cancelled with the reason."""
+def _why_not_cleared(config: ZenConfig, job: Job, hb: Heartbeat) -> str:
+    """Why the configuration no longer lets ``job`` run in ``hb.region``, whose VM claims it."""
     required = required_now(config, job)
     clearance = for_request(config.data_clearance, job.request)
     data = f"; {clearance.because()}" if clearance else ""
-    reason = (f"region {hb.region} no longer carries the tags {required} the job requires{data}" if required else
-              f"cluster {job.cluster} no longer uses region {hb.region}") + " (the configuration changed)"
-    controls = [refusal(job, hb, reason)]
-    if not cleared:
-        return Decision(changes=[Change(JobStatus.CANCELLED, f"none of its regions can run it now: {reason}; "
-                                                             "submit it again")],
-                        fields={"finished_at": now}, controls=controls)
-    return Decision(ignored=reason, publish_start=True, controls=controls, note=f"regions now {cleared}: {reason}",
+    if required:
+        return f"region {hb.region} no longer carries the tags {required} the job requires{data} (the configuration changed)"
+    if config.cluster(job.cluster) is None:
+        return f"cluster {job.cluster} is no longer in the configuration"
+    return f"cluster {job.cluster} no longer uses region {hb.region} (the configuration changed)"
+
+
+def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str]) -> Decision:
+    """A claim from one of the job's regions that the configuration no longer allows it (a tag moved, or
+    the region left its cluster, after the job was accepted): the VM's own word about its tags comes from
+    the template it booted with, and a tagged job must not run where the tag is not now. The job is
+    narrowed to the regions still allowed (``cleared``) and its start published there (else the same VMs
+    would claim it again and again). With none left (``refuse_claim``), the claim is refused as any other and
+    the job waits, as one no VM can take after a configuration change does (docs/how-to/operate.md): a change
+    applied to the functions before terraform destroyed the old MIGs, or undone, would have lost it."""
+    reason = _why_not_cleared(config, job, hb)
+    return Decision(ignored=reason, publish_start=True, controls=[refusal(job, hb, reason)],
+                    note=f"regions now {cleared}: {reason}",
                     fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None), refused=NOT_CLEARED)
 
 
