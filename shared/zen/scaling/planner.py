@@ -265,10 +265,9 @@ class _Planning:
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         probing = sum(len(probes.waiting(vms)) for vms in self.stuck.values())  # no VM: they keep no min_vms
         missing = self.s.cluster.min_vms - (total - probing + sum(self.plan.add.values()))
+        held = lambda pool: counts[pool] + self.plan.add.get(pool, 0)  # noqa: E731 - listed or asked for
         for region in self.rank(self.regions) if missing > 0 else ():  # nothing to keep: no ranking needed
-            if missing <= 0:
-                break
-            take = min(self.s.cluster.max_vms_per_region - counts[region] - self.plan.add.get(region, 0), missing)
+            take = min(self.s.cluster.max_vms_per_region - held(region), missing, quotas.left(self.memory, region, held))
             if take > 0:
                 self.plan.add[region] = self.plan.add.get(region, 0) + take
                 missing -= take
