@@ -223,6 +223,8 @@ class MigManager:
                 raise MigUnconfirmed(f"{exc} (accepted: it may still be carried out)") from exc
         error = getattr(operation, "error", None)
         errors = getattr(error, "errors", None) if error else None
+        if errors and operation.status == compute_v1.Operation.Status.DONE:  # done, and failed: nothing was resized
+            raise MigApiError(f"operation {name} on {self.name} failed: {errors[0].code}: {errors[0].message}")
         if errors:
             raise MigUnconfirmed(f"operation {name} on {self.name} reports {errors[0].code}: {errors[0].message}")
 
