@@ -82,7 +82,8 @@ def access(client: Any, name: str, account: str = "the VM's service account") ->
     except exceptions.InvalidArgument as exc:
         raise SecretDenied(f"refused: {exc.message}") from None
     except (exceptions.ServiceUnavailable, exceptions.DeadlineExceeded, exceptions.InternalServerError,
-            exceptions.TooManyRequests, exceptions.Unknown, exceptions.Aborted) as exc:
+            exceptions.TooManyRequests, exceptions.Unknown, exceptions.Aborted, exceptions.Cancelled,
+            exceptions.Unauthenticated) as exc:  # (401: the VM's own token, refused or expiring: the VM's, as staging's)
         raise SecretUnavailable(f"Secret Manager unavailable: {exc.message or type(exc).__name__}") from None
     except exceptions.GoogleAPICallError as exc:
         raise SecretDenied(f"refused: {exc.message or type(exc).__name__}") from None
