@@ -75,10 +75,9 @@ def parse_database_url(url: str) -> ConnectionTarget:
         query = parse_qs(parsed.query)
         port = parsed.port or int(query.get("port", ["5432"])[0])
     except ValueError as exc:
-        raise ValueError(f"ZEN_DATABASE_URL cannot be read ({exc}); its form is "
-                         "postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
+        raise ValueError(f"ZEN_DATABASE_URL cannot be read ({exc}); its form is postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
     if parsed.scheme not in ("postgresql", "postgres"):
-        shown = url.replace(f":{parsed.password}@", ":***@") if parsed.password else url
+        shown = url.replace(f":{parsed.password}@", ":***@") if parsed.password else url  # as written, password masked
         raise ValueError(f"ZEN_DATABASE_URL must start with postgresql://, got {shown!r}")
     database = unquote(parsed.path.lstrip("/")) or "postgres"
     user, password = unquote(parsed.username or "postgres"), unquote(parsed.password) if parsed.password else None
