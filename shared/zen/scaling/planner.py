@@ -14,6 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 from functools import partial
+from typing import Callable
 
 from zen.scaling import flexrun, gangs, preemptions, probes, quotas
 from zen.scaling.ranking import Ranking, learned_boot
@@ -265,7 +266,7 @@ class _Planning:
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         probing = sum(len(probes.waiting(vms)) for vms in self.stuck.values())  # no VM: they keep no min_vms
         missing = self.s.cluster.min_vms - (total - probing + sum(self.plan.add.values()))
-        held = lambda pool: counts[pool] + self.plan.add.get(pool, 0)  # noqa: E731 - listed or asked for
+        held: Callable[[str], int] = lambda pool: counts[pool] + self.plan.add.get(pool, 0)  # noqa: E731 - listed or asked
         for region in self.rank(self.regions) if missing > 0 else ():  # nothing to keep: no ranking needed
             take = min(self.s.cluster.max_vms_per_region - held(region), missing, quotas.left(self.memory, region, held))
             if take > 0:
