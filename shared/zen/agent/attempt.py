@@ -18,7 +18,7 @@ from zen.adapters.joblogs import Sink
 from zen.agent import fence, leftover
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import AFRESH, Checkpoint
-from zen.agent.container import Sandbox
+from zen.agent.container import Sandbox, docker_fault
 from zen.agent.diskquota import DiskWatch
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls
@@ -55,10 +55,7 @@ class AttemptRunner:
                  shutdown: Shutdown, clock: Callable[[], float], log: logging.LoggerAdapter[logging.Logger], *,
                  local: bool, sink: Sink | None, base_env: Mapping[str, str] | None,
                  read_secret: Callable[[str], bytes], disk: DiskWatch | None = None) -> None:
-        self._identity = identity
-        self._settings = settings
-        self._reporter = reporter
-        self._controls = controls
+        self._identity, self._settings, self._reporter, self._controls = identity, settings, reporter, controls
         self._vm_beats = vm_beats
         self._slots, self._pulls = slots, pulls
         self._cache = cache
@@ -140,8 +137,6 @@ class AttemptRunner:
                       limit_s=limit, checkpoint=checkpoint)
             return None
         try:  # from the job's start: nothing may leave it running unsupervised
-            if job.launch.container and spec.image:  # (a container runs an image: zen.agent.runner.plan_launch)
-                self._cache.ran_image(spec.image)  # the image is on this VM now
             # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
             self._log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
                                                   "command": spec.command, "image": spec.image,
@@ -162,6 +157,11 @@ class AttemptRunner:
                 self._disk.remove(key)
             raise
         outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == over  # at max_runtime_s
+        if final is None and (fault := docker_fault(job.launch.container, outcome.exit_code, outcome.tail)):  # the VM's
+            self._pulls.retire(why := f"docker could not start a job's container: {fault}")  # (zen.agent.limits)
+            final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
+        elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
+            self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
         final = final or (AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED)
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})

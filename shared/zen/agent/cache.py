@@ -140,7 +140,8 @@ class InputCache:
                 self._inputs.popitem(last=False)
 
     def ran_image(self, image: str) -> None:
-        """``image`` ran on this VM (docker pulled it if it was not here): it is the most recently used;
+        """``image`` ran on this VM, told as its job ended (docker pulled it if it was not here; not after a ``docker
+        run`` docker itself failed, exit 125: maybe its pull): it is the most recently used;
         beyond ``images_keep``, the least recently used image is removed from the VM (``forget_image``,
         ``docker image rm`` without force, in the background: docker refuses an image a container still
         runs, which then stays on the disk, unreported, until a job runs it again)."""
@@ -149,8 +150,8 @@ class InputCache:
             self._images.move_to_end(image)
             evicted = [self._images.popitem(last=False)[0] for _ in range(len(self._images) - self.images_keep)]
         if evicted and self._forget_image is not None:
-            # In a thread of its own: ``docker image rm`` may take minutes, and this is called as a job
-            # starts. Run there, it held the job's supervision (heartbeats, stops, its runtime limit, the
+            # In a thread of its own: ``docker image rm`` may take minutes, and other jobs may be running. Run in
+            # their thread (as a job started), it held a job's supervision (heartbeats, stops, its runtime limit, the
             # VM's shutdown), long enough for Zen's sweep to call the running job lost and rerun it.
             threading.Thread(target=self._forget, args=(self._forget_image, evicted), name="zen-image-rm",
                              daemon=True).start()

@@ -203,3 +203,16 @@ def _docker(docker: str, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stderr.strip()[-300:] or f"exit {done.returncode}")
+
+
+# What docker prints when it, not the job, failed a ``docker run`` (exit 125, the container never started): its daemon
+# gone, its disk full, the GPUs' runtime broken. An image that could not be pulled (not found, denied) is the job's.
+DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
+               "no space left on device", "could not select device driver", "nvidia-container-cli")
+
+
+def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None:
+    """Docker's own line when it, not the job, failed the job's container (``DOCKER_DOWN``); None: the job's exit."""
+    if container is None or exit_code != 125:
+        return None
+    return next((line.strip()[:300] for line in tail.splitlines() if any(p in line for p in DOCKER_DOWN)), None)
