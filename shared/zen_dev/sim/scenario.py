@@ -352,7 +352,21 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
         )
         for c in spec.clusters
     ]
+    if (spec.capacity.schedule or spec.capacity.traces) and not _applies(capacity, clusters):
+        zones = sorted({z for c in clusters for zs in c.zones.values() for z in zs})
+        raise ScenarioError(source, [(lines.line(("capacity",)), (
+            "capacity: none of its steps or traces is for a zone and machine type a cluster runs, so every zone would "
+            "have the default capacity: check their zone and machine_type (the clusters' zones: "
+            f"{', '.join(zones)}; machine types: {', '.join(sorted({c.machine_type for c in clusters}))})"))])
     return Scenario(name or Path(source).stem, spec, clusters, capacity, base_dir)
+
+
+def _applies(capacity: CapacitySchedule, clusters: list[SimCluster]) -> bool:
+    """Whether some series of ``capacity`` is for a zone a cluster's MIGs run in and its machine type (or any: none
+    named; a model's own, ``type@model`` or ``@model``, counts by its type)."""
+    runs = {(zone, c.machine_type) for c in clusters for zones in c.zones.values() for zone in zones}
+    return any((zone, key.split("@")[0] or machine) in runs if key else any(z == zone for z, _ in runs)
+               for zone, key in capacity.keys() for machine in {m for _, m in runs})
 
 
 def default_zones(region: str, named: set[str]) -> list[str]:
