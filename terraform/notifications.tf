@@ -59,6 +59,13 @@ resource "google_project_iam_member" "notifier_reads_notify_secrets" {
     description = "Only secrets named ${local.notify_secret_prefix}*"
     expression  = "resource.name.startsWith(\"projects/${data.google_project.this.number}/secrets/${local.notify_secret_prefix}\")"
   }
+
+  lifecycle {
+    precondition { # a prefix the heartbeat function's proof secret starts with would let the notifier read it too
+      condition     = local.notify_secret_prefix != "" && !startswith(google_secret_manager_secret.proof.secret_id, local.notify_secret_prefix)
+      error_message = "notifications.secret_prefix must be non-empty and not a prefix of ${google_secret_manager_secret.proof.secret_id}: the notifier would read every secret it starts, the VM proof key among them."
+    }
+  }
 }
 
 resource "google_cloudfunctions2_function" "notifier" {

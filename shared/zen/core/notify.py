@@ -116,8 +116,9 @@ class EmailConfig(Strict):
 class NotificationsConfig(Strict):
     """The configuration's ``notifications:`` section."""
 
-    secret_prefix: str = Field(default="zen-notify-", pattern=r"^[A-Za-z0-9_-]*$", description=(
-        "The notifier may read only secrets whose name starts with this (terraform: notify_secret_prefix)"))
+    secret_prefix: str = Field(default="zen-notify-", pattern=r"^[A-Za-z0-9_-]+$", description=(
+        "The notifier may read only secrets whose name starts with this (terraform: notify_secret_prefix; "
+        "empty would be every secret)"))
     timeout_s: float = Field(default=10, gt=0, le=60, description="One POST to an endpoint")
     email: EmailConfig | None = None
 
