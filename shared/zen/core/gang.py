@@ -168,8 +168,8 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
         decision.fields["last_heartbeat_at"] = most_silent(nodes).beat_at  # node says it runs (it heard no STOP)
     elif hb.status is AgentStatus.RUNNING and status == AgentStatus.RUNNING.value and (job.preempted_by or losing_node(job)):
         decision.fields["last_heartbeat_at"] = now
-    # The job's message: rank 0's word, but once a node failed or was lost, the first failure's (the others' answers
-    # to the STOP that followed, SIGTERM tails or a peer's NCCL error, are not why the gang ended)
+    # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and the first failure's
+    # once one came (the others' answers to the STOP that followed, SIGTERM tails or a peer's error, are not why it ended)
     failed_before = any(n.status == AgentStatus.FAILED.value for n in job.gang or ())
     if hb.message is not None and not failed_before and (
             hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):

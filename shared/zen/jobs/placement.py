@@ -65,8 +65,8 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
             raise Rejected(problem)
     if request.checkpoint is not None and config.checkpoints.bucket is None:
         raise Rejected("checkpoint: this Zen saves no checkpoints (its configuration has no checkpoints.bucket)")
-    if (kept := config.checkpoints.bucket) and (named := [uri for uri in data_uris(request.model_dump(
-            mode="json", include={"inputs", "outputs"})) if uri.rstrip("/") == f"gs://{kept}" or uri.startswith(f"gs://{kept}/")]):
+    uris = data_uris(request.model_dump(mode="json", include={"inputs", "outputs"}))
+    if (kept := config.checkpoints.bucket) and (named := [u for u in uris if f"{u.rstrip('/')}/".startswith(f"gs://{kept}/")]):
         # Its agent stages and uploads with the account that keeps the cluster's checkpoints: another job's checkpoint,
         # named as data, would be read, or written over and restored into that job's next attempt.
         raise Rejected(f"{named[0]}: gs://{kept}/ is Zen's checkpoint bucket, which no job's inputs or outputs may "

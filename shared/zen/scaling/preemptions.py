@@ -5,7 +5,8 @@ it went away under the job (its MIG recreates it, or it is gone or going): Zen n
 so the second is a preemption (or a VM that failed, or a flex-start VM at the end of its run duration,
 which cost the same). Each pool's memory keeps, decayed with ``Timing.trust_s``,
 the busy seconds its VMs ran, the seconds of runs cut short and how many were; and the average job
-run. A run is one job on one VM (a VM that took another job between two passes finished the last). From those, :func:`cost_factor` is what one useful VM-hour there costs in VM-hours: the runs thrown
+run. A run is one job on one VM (a VM that took another job between two passes finished the last).
+From those, :func:`cost_factor` is what one useful VM-hour there costs in VM-hours: the runs thrown
 away (a job without checkpoints loses its run so far; one with checkpoints about half an interval) and
 the rerun's billed boot, against every busy second the pool's VMs were seen to survive, including the
 runs still going, and a prior of one VM busy for ``Timing.trust_s`` without a loss. The planner
