@@ -132,13 +132,21 @@ def submitted_meanwhile(zen, fn, task_id, request):
     return racing
 
 
-@pytest.mark.parametrize("first, meanwhile, task", [
-    (("sweep", {"count": 2}), ("sweep", None), "sweep-0"),  # a job of the array's id
-    (("a-1", {"count": 2}), ("a", {"count": 2}), "a-1-0"),  # an array whose task a-1 is the array's id
+@pytest.mark.parametrize("first, meanwhile, task, absent, reason", [
+    (("sweep", {"count": 2}), ("sweep", None), "sweep-0", "sweep",  # a job of the array's id
+     "job_id sweep is an array's id"),
+    (("a-1", {"count": 2}), ("a", {"count": 2}), "a-1-0", "a-0",  # an array whose task a-1 is the array's id
+     "job_id a-1, a task's id of array a, is already an array's id"),
+    # An array named as another's task 0, either first: jobs_one_namespace files task 0 under its array's id, so
+    # task b-0 holds no "b-0" for array b-0's task 0 to meet (each array takes its id and its task 0's, b-0 both)
+    (("b", {"count": 2}), ("b-0", {"count": 2}), "b-0", "b-0-0", "job_id b-0 is already a job's"),
+    (("b-0", {"count": 2}), ("b", {"count": 2}), "b-0-0", "b-1", "job_id b-0, a task's id of array b, is already an array's id"),
 ])
-def test_one_id_submitted_at_once_as_an_array_and_as_another_is_accepted_once(zen_and_fn, first, meanwhile, task):
+def test_one_id_submitted_at_once_as_an_array_and_as_another_is_accepted_once(zen_and_fn, first, meanwhile, task,
+                                                                             absent, reason):
     """Each looked for the other before either committed: both were accepted, and a stop of the array
-    stopped the job. The second now waits for the first's commit and is refused with the reason."""
+    stopped the other's job (bob's stop of his array b-0 cancelled alice's task b-0, his own tasks ran on). The
+    second now waits for the first's commit and is refused with the reason."""
     zen, fn = zen_and_fn
     array_id, array = first
     racing = submitted_meanwhile(zen, fn, task, job_request(meanwhile[0], user_id="bob", array=meanwhile[1]))
@@ -146,12 +154,8 @@ def test_one_id_submitted_at_once_as_an_array_and_as_another_is_accepted_once(ze
     zen.store.hooks.clear()
     racing[0].join(timeout=30)
     assert statuses(zen, array_id, 2) == ["QUEUED", "QUEUED"]
-    if meanwhile[1] is None:
-        assert jobs(zen, "sweep") == [None]
-        assert "job_id sweep is an array's id" in refusals(zen)[-1]
-    else:
-        assert jobs(zen, "a-0") == [None]
-        assert "job_id a-1, a task's id of array a, is already an array's id" in refusals(zen)[-1]
+    assert jobs(zen, absent) == [None]
+    assert reason in refusals(zen)[-1], refusals(zen)
     fn.stop({"job_id": array_id})
     assert statuses(zen, array_id, 2) == ["CANCELLED", "CANCELLED"]
 
