@@ -214,7 +214,7 @@ class AttemptRunner:
             # A note may quote a file name the job chose (not UTF-8: a lone surrogate), for the output too.
             note = escape_unstorable(note) if note else note
             summary = data.summary() if data is not None else ""
-            preface = "\n".join(line for line in (note, summary) if line)[-PREFACE_CHARS:]
+            preface = "\n".join(line for line in (note[-PREFACE_CHARS:] if note else note, summary) if line)[:PREFACE_CHARS]
             message = "\n".join(part for part in (preface, tail) if part)
             # The output before the final report: a user who sees the end status can read every line.
             ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"

@@ -155,6 +155,7 @@ class AttemptData:
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
+    unlisted: list[str] = field(default_factory=list)  # outputs that could not be read (path and why)
     disk_fault: str | None = None  # why staging failed by this VM's disk (zen.agent.limits.DailyPulls.staged)
     _needed: int = 0  # bytes of the objects staged so far, against the disk's size
     _held: int | None = None  # the attempt's directory, open and locked while in use (zen.agent.agent sweeps)
@@ -309,11 +310,12 @@ class AttemptData:
         followed or uploaded (the agent is root: a link to a host file, another job's input or a cache entry
         would upload that file): each link (to a file or a folder) and special file goes in ``skipped``."""
         files: list[tuple[str, Path, os.stat_result]] = []
-        self.skipped = []
+        self.skipped, self.unlisted = [], []  # unlisted: what could not be read (upload fails: outputs incomplete)
         if self.output_dir.is_symlink():
             self.skipped.append((".", "ZEN_OUTPUT_DIR itself is a symbolic link, not followed"))
             return files
-        for folder, dirs, names in os.walk(self.output_dir):  # followlinks=False: a linked folder is not entered
+        for folder, dirs, names in os.walk(self.output_dir, onerror=lambda exc: self.unlisted.append(  # (default: none)
+                f"{Path(exc.filename).relative_to(self.output_dir).as_posix()} ({exc.strerror})")):  # no link followed
             dirs.sort()
             for name in sorted(dirs + names):
                 path = Path(folder, name)
@@ -321,7 +323,7 @@ class AttemptData:
                 try:
                     listed = path.lstat()
                 except OSError as exc:
-                    self.skipped.append((relative, f"unreadable: {exc.strerror}"))
+                    self.unlisted.append(f"{relative} ({exc.strerror})")
                     continue
                 if stat.S_ISREG(listed.st_mode):
                     files.append((relative, path, listed))
@@ -339,7 +341,7 @@ class AttemptData:
             if destination is None:
                 return
             files = self.output_files()
-            if not files:
+            if not files and not self.unlisted:
                 return
             bucket_name, prefix = split_uri(destination)
             bucket = self.client().bucket(bucket_name)
@@ -367,6 +369,8 @@ class AttemptData:
                                             f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
                 self.uploaded.files += 1
                 self.uploaded.bytes += size
+            if self.unlisted:  # after the rest went up: the outputs are not all there (a job that exited 0 fails)
+                raise TransferError(f"could not read {', '.join(self.unlisted[:SKIPPED_NAMED])}: not uploaded")
         finally:
             self.uploaded.ended = time.monotonic()
 
