@@ -290,6 +290,8 @@ def url_problem(url: str) -> str | None:
         url.replace(parts.netloc, "", 1).encode("ascii")  # the path and query: percent-encoded, or no request
     except (ValueError, UnicodeError):
         return "its value is not a usable URL (a non-ASCII path or an empty host label): give it percent-encoded"
+    if parts.username is not None or parts.password is not None:  # urllib would send them as the host name: no request
+        return "its URL holds user:password@: give a URL without them (a token in its path or query is kept)"
     literal = address_literal(host)
     if parts.scheme == "https" and host:
         if literal is not None and not literal.is_global:  # the VPC, the metadata server: not a notification's

@@ -28,7 +28,7 @@ from zen.core.errors import TransientError
 from zen.core.events import PubSubEnvelope
 from zen.core.models import Job, JobStatus
 from zen.core.notify import (DeliveryFailed, DeliveryRefused, NotifyTarget, delivery_key, email_body, merged,
-                             notice_of, slack_body, url_problem, verdict, webhook_body)
+                             notice_of, refused_target, slack_body, url_problem, verdict, webhook_body)
 
 log = logging.getLogger("zen.notify")
 
@@ -169,8 +169,8 @@ class Notifier:
         timeout_s = self._settings.timeout_s
         if target.email is not None:
             email = self._settings.email
-            if email is None:  # checked at submission; the configuration changed since
-                raise DeliveryRefused("this Zen sends no email now (no notifications.email)")
+            if email is None or (why := refused_target(self._settings, target, "notify")):  # checked at submission:
+                raise DeliveryRefused(why if email else "this Zen sends no email now (no notifications.email)")  # since?
             api_key = self._read_secret(email.api_key_secret)
             body = email_body(notice, event, facts, email.sender, target.email)
             return self._email_poster.post(email.api_url, body, {**headers, "Authorization": f"Bearer {api_key}"},
