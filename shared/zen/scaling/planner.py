@@ -308,7 +308,7 @@ class _Planning:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
         allows with theirs; any, if none allows theirs) became usable after they were asked, or is listed
         RUNNING now (usable within its guest boot: the race is over as soon as Compute says so); or, not
-        RUNNING, at once while jobs ``max_vms`` holds want places; a flex-start request no queued job wants, at
+        RUNNING, at once while jobs ``max_vms`` holds want places; a flex-start request no queued job needs, at
         once while not granted (granted, its VMs would boot for nobody). Pool by pool, the dearest first, then
         the cluster's last; in each, those not yet RUNNING go first (never billed), then the youngest; none
         below ``min_vms``, but to give a job ``max_vms`` holds its place."""
@@ -325,7 +325,7 @@ class _Planning:
             running = sorted((got, r) for r in (near[region] if region in near else self.regions)
                              for got in wins.get(r, ()))  # a group may name pools the cluster dropped
             healthy = sorted(self.healthy[region], key=lambda vm: (vm.running, -vm.since.timestamp()))
-            unwanted = region not in near and self.ranking.flex(region)
+            unwanted = self.ranking.flex(region)  # a request no queued job needs, its pool wanted or not: cancelled
             for vm in healthy:
                 if extra <= 0:
                     break
@@ -341,8 +341,8 @@ class _Planning:
                 extra, self.places_wanted = extra - 1, self.places_wanted - gives_place
                 self.plan.delete.append((region, vm.name))
                 why = ("no queued job needs it, and a job waits for a place under the cluster's max_vms" if gives_place else
-                       "no queued job wants its flex-start pool any more: its request cancelled before a grant" if
-                       unwanted and not vm.started else
+                       "no queued job needs this flex-start request (its pool wanted by fewer jobs, or none): "
+                       "cancelled before a grant" if unwanted and not vm.started else
                        "no queued job needs it: a VM usable since it was asked serves them (a race it lost, or "
                        "a job that went meanwhile)" if region in near else
                        "no queued job waits for it any more (served by another VM, stopped or cancelled)")
