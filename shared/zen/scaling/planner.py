@@ -261,7 +261,8 @@ class _Planning:
         if len(blocked) < len(known) and total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
         short = quotas.no_room(self.memory, known, lambda r: counts[r] + self.plan.add.get(r, 0))
-        return probes.held_reason(self.memory, known, blocked, self.now, self.timing, self.ranking.flex, short)
+        return probes.held_reason(self.memory, known, blocked, self.now, self.timing,  # a failed request is no queue
+                                  lambda p: self.ranking.flex(p) and bool(probes.waiting(self.stuck[p])), short)
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         probing = sum(len(probes.waiting(vms)) for vms in self.stuck.values())  # no VM: they keep no min_vms
@@ -305,13 +306,12 @@ class _Planning:
                 self.memory[region] = _with(self.memory[region], blocked_until=until)
 
     def cancel_losers(self) -> None:
-        """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
-        allows with theirs; any, if none allows theirs) became usable after they were asked, or is listed
-        RUNNING now (usable within its guest boot: the race is over as soon as Compute says so); or, not
-        RUNNING, at once while jobs ``max_vms`` holds want places; a flex-start request no queued job needs, at
-        once while not granted (granted, its VMs would boot for nobody). Pool by pool, the dearest first, then
-        the cluster's last; in each, those not yet RUNNING go first (never billed), then the youngest; none
-        below ``min_vms``, but to give a job ``max_vms`` holds its place."""
+        """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group allows
+        with theirs; any, if none allows theirs) became usable after they were asked, or is listed RUNNING now (usable
+        within its guest boot: the race is over as soon as Compute says so); or, not RUNNING, at once while jobs
+        ``max_vms`` holds want places; a flex-start request no queued job needs, at once while not granted (granted,
+        its VMs would boot for nobody). Pool by pool, the dearest first, then the cluster's last; in each, those not
+        yet RUNNING first (never billed), then the youngest; none below ``min_vms``, but to give a place ``max_vms`` holds."""
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)

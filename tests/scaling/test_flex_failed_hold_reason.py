@@ -1,0 +1,34 @@
+"""A flex-start request Compute gave up (FAILED, a stockout) blocks its pool; while blocked, the queued job's HOLD
+says the pool is out, not that a request is "still queued past their expected time ...: waiting for a grant": none
+is queued, and no grant will come."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.scaling.test_flex_start_mig import NOW, CarriedFleet, cloud, requests_of  # noqa: F401 - the fixture
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import Action, DemandGroup, Timing
+from zen.scaling.planner import ZenPlanner
+from zen.scaling.pricing import cluster_pools
+
+
+def test_a_job_held_by_a_failed_request_is_not_said_to_wait_for_a_queued_one(cloud):
+    standin, flex, cluster = cloud(capacity=0)
+    [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
+    now = [NOW]
+    fleet = CarriedFleet((DemandGroup((pool,), 1, NOW),))
+    manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
+                             pools={pool: cluster_pools(cluster)[pool]}, concurrent=False)
+    manager.run()
+    with standin.world.lock:
+        for request in requests_of(standin, flex):
+            standin.world.resize_requests.fail(request, "ZONE_RESOURCE_POOL_EXHAUSTED", "no A100s in the region")
+    now[0] += timedelta(minutes=1)
+    standin.advance(60)
+    report = manager.run()
+    queued = [r for r in requests_of(standin, flex) if r.state == "ACCEPTED"]
+    holds = [d.reason for d in report.decisions if d.action is Action.HOLD]
+    assert not queued and holds, (queued, holds)
+    assert not any("still queued" in h for h in holds), holds
+    assert any("stocked out" in h for h in holds), holds
