@@ -21,8 +21,8 @@ is ``MigManager``'s.
 Compute keeps a request that has ended (SUCCEEDED, FAILED, CANCELLED) until it is deleted, and each pass
 lists them all: a cluster asking every few minutes would page through thousands within weeks. A read
 deletes a few ended ones (``FORGET_PER_READ``): a failed or cancelled one at once (it holds no VM), a
-granted one once its requested run duration is over (its VMs are gone by then, whatever a delete of a
-granted request would do to them). A delete that fails is tried again by a later read; it never fails
+granted one once its requested run duration is over (a delete leaves a request's VMs as they are, Compute's
+reference says; Zen deletes those as any other VM). A delete that fails is tried again by a later read; it never fails
 the read.
 """
 
