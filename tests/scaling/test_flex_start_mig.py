@@ -37,20 +37,20 @@ def config() -> ZenConfig:
                                      "queues": []})
 
 
-def scenario(capacity: int, zones: list[str] = ZONES) -> dict:
-    """``capacity`` VMs in each of ``zones``, none in the region's others."""
+def scenario(capacity: int, zones: list[str] = ZONES, schedule: list[dict] | None = None) -> dict:
+    """``capacity`` VMs in each of ``zones``, none in the region's others; or the capacity steps ``schedule``."""
     return {"project": PROJECT, "seed": 1,
             "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
-            "capacity": {"schedule": [{"at_s": 0, "zone": z, "capacity": capacity if z in zones else 0}
-                                      for z in ZONES]}}
+            "capacity": {"schedule": schedule or [{"at_s": 0, "zone": z, "capacity": capacity if z in zones else 0}
+                                                  for z in ZONES]}}
 
 
 @pytest.fixture
 def cloud(monkeypatch, tmp_path):
     started = []
 
-    def make(capacity: int = 10, zones: list[str] = ZONES):
-        standin = ComputeStandIn(scenario(capacity, zones), config=config(), clock=ManualClock(),
+    def make(capacity: int = 10, zones: list[str] = ZONES, schedule: list[dict] | None = None):
+        standin = ComputeStandIn(scenario(capacity, zones, schedule), config=config(), clock=ManualClock(),
                                  log_dir=tmp_path).start()
         started.append(standin)
         monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
