@@ -6,20 +6,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.scaling.test_flex_start_mig import NOW, CarriedFleet, cloud, requests_of  # noqa: F401 - the fixture
-from zen.scaling.manager import ClusterManager
-from zen.scaling.model import Action, DemandGroup, Timing
-from zen.scaling.planner import ZenPlanner
-from zen.scaling.pricing import cluster_pools
+from tests.scaling.test_flex_start_mig import NOW, cloud, flex_manager, requests_of  # noqa: F401 - the fixture
+from zen.scaling.model import Action
 
 
 def test_a_job_held_by_a_failed_request_is_not_said_to_wait_for_a_queued_one(cloud):
     standin, flex, cluster = cloud(capacity=0)
-    [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
     now = [NOW]
-    fleet = CarriedFleet((DemandGroup((pool,), 1, NOW),))
-    manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
-                             pools={pool: cluster_pools(cluster)[pool]}, concurrent=False)
+    manager, pool, fleet = flex_manager(cluster, flex, 1, now)
     manager.run()
     with standin.world.lock:
         for request in requests_of(standin, flex):

@@ -8,13 +8,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.scaling.test_flex_start_mig import (  # noqa: F401 - the fixture
-    CLUSTER, NOW, PROJECT, CarriedFleet, cloud, requests_of,
+    CLUSTER, NOW, PROJECT, cloud, flex_manager, requests_of,
 )
 from zen.core.config import ZenConfig, load_config
-from zen.scaling.manager import ClusterManager
-from zen.scaling.model import Action, DemandGroup, Timing
-from zen.scaling.planner import ZenPlanner
-from zen.scaling.pricing import cluster_pools
+from zen.scaling.model import Action
 
 
 def test_one_refused_ask_of_many_one_node_jobs_strikes_the_pool_once(cloud, monkeypatch):
@@ -24,11 +21,8 @@ def test_one_refused_ask_of_many_one_node_jobs_strikes_the_pool_once(cloud, monk
     monkeypatch.setattr(m, "config", lambda: ZenConfig.model_validate(
         {**load_config().model_dump(), "project": PROJECT, "clusters": [big], "queues": []}))
     standin, flex, cluster = cloud(capacity=0)
-    [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
     now = [NOW]
-    fleet = CarriedFleet((DemandGroup((pool,), 20, NOW),))
-    manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
-                             pools={pool: cluster_pools(cluster)[pool]}, concurrent=False)
+    manager, pool, fleet = flex_manager(cluster, flex, 20, now)
     made: set[str] = set()
     for minute in range(8):
         manager.run()

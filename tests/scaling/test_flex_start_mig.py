@@ -65,6 +65,16 @@ def cloud(monkeypatch, tmp_path):
         standin.stop()
 
 
+def flex_manager(cluster, flex, jobs: int, now: list[datetime]):
+    """A manager of ``cluster``'s flex-start pool alone, ``jobs`` one-node jobs queued there (``CarriedFleet``), its
+    clock ``now[0]``: (the manager, the pool, the fleet)."""
+    pools = cluster_pools(cluster)
+    [pool] = [p for p in pools if p.endswith("flex-start")]
+    fleet = CarriedFleet((DemandGroup((pool,), jobs, NOW),))
+    return ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
+                          pools={pool: pools[pool]}, concurrent=False), pool, fleet
+
+
 def test_the_standin_makes_one_mig_per_pool_with_its_model_in_the_template(cloud):
     standin, _, cluster = cloud()
     assert {m.name for m in standin.migs} == {"zen-4xa100-us-central1", "zen-4xa100-us-central1-std",
@@ -314,11 +324,8 @@ def test_a_failed_resize_request_strikes_its_pool_once_and_is_not_asked_again_ea
     ones and deleted without a word: the pool never struck, a new request inserted every pass (30 in 30 minutes,
     329 Compute calls) and the job waiting with no reason given. The read that deletes it reports it once."""
     standin, flex, cluster = cloud(capacity=0)  # nothing is granted
-    [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
     now = [NOW]
-    fleet = CarriedFleet((DemandGroup((pool,), 1, NOW),))
-    manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
-                             pools={pool: cluster_pools(cluster)[pool]}, concurrent=False)
+    manager, pool, fleet = flex_manager(cluster, flex, 1, now)
     made: set[str] = set()
     for _ in range(30):
         manager.run()

@@ -5,26 +5,18 @@ Driven through ClusterManager + FlexStartMig against the Compute stand-in (offic
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
-from tests.scaling.test_flex_start_mig import ZONES, CarriedFleet, cloud, requests_of  # noqa: F401 - the fixture
-from zen.scaling.manager import ClusterManager
-from zen.scaling.model import DemandGroup, Timing
-from zen.scaling.planner import ZenPlanner
-from zen.scaling.pricing import cluster_pools
-
-NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+from tests.scaling.test_flex_start_mig import NOW, ZONES, cloud, flex_manager, requests_of  # noqa: F401 - the fixture
+from zen.scaling.model import DemandGroup
 
 
 def test_requests_of_cancelled_jobs_are_cancelled_while_another_job_still_wants_the_pool(cloud):
     # No capacity for the first 10 minutes, then 10 VMs a zone.
     standin, flex, cluster = cloud(schedule=[{"at_s": at, "zone": z, "capacity": c}
                                              for z in ZONES for at, c in ((0, 0), (600, 10))])
-    [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
     now = [NOW]
-    fleet = CarriedFleet((DemandGroup((pool,), 3, NOW),))
-    manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
-                             pools={pool: cluster_pools(cluster)[pool]}, concurrent=False)
+    manager, pool, fleet = flex_manager(cluster, flex, 3, now)
 
     def minute():
         report = manager.run()
