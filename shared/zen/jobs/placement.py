@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zen.core.clearance import Clearance, data_uris, for_request
+from zen.core.clearance import Clearance, data_uris, for_request, touches
 from zen.core.config import ClusterConfig, QueueConfig, ZenConfig
 from zen.core.errors import ConfigError, Rejected
 from zen.core.gcs import output_room_problem
@@ -66,7 +66,7 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
     if request.checkpoint is not None and config.checkpoints.bucket is None:
         raise Rejected("checkpoint: this Zen saves no checkpoints (its configuration has no checkpoints.bucket)")
     uris = data_uris(request.model_dump(mode="json", include={"inputs", "outputs"}))
-    if (kept := config.checkpoints.bucket) and (named := [u for u in uris if f"{u.rstrip('/')}/".startswith(f"gs://{kept}/")]):
+    if (kept := config.checkpoints.bucket) and (named := [u for u in uris if touches(u, f"gs://{kept}/")]):
         # Its agent stages and uploads with the account that keeps the cluster's checkpoints: another job's checkpoint,
         # named as data, would be read, or written over and restored into that job's next attempt.
         raise Rejected(f"{named[0]}: gs://{kept}/ is Zen's checkpoint bucket, which no job's inputs or outputs may "
