@@ -365,8 +365,9 @@ def _applies(capacity: CapacitySchedule, clusters: list[SimCluster]) -> bool:
     """Whether some series of ``capacity`` is for a zone a cluster's MIGs run in and its machine type (or any: none
     named; a model's own, ``type@model`` or ``@model``, counts by its type)."""
     runs = {(zone, c.machine_type) for c in clusters for zones in c.zones.values() for zone in zones}
-    return any((zone, key.split("@")[0] or machine) in runs if key else any(z == zone for z, _ in runs)
-               for zone, key in capacity.keys() for machine in {m for _, m in runs})
+    zones = {zone for zone, _ in runs}
+    machines = ((zone, (key or "").split("@")[0]) for zone, key in capacity.keys())
+    return any((zone, machine) in runs if machine else zone in zones for zone, machine in machines)
 
 
 def default_zones(region: str, named: set[str]) -> list[str]:
