@@ -235,7 +235,10 @@ def stopping_reason(job: Job) -> str:
 
 def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, now: datetime) -> None:
     """Move a job held by ``hb.vm`` forward according to the agent's status."""
-    sent_at = _clamp(hb.sent_at, job.submitted_at, now)
+    # When the agent says it happened, held between Zen's own times: an assigned job's run began after Zen heard its
+    # claim (an agent whose clock is behind does not move a start before it), and nothing happens after now.
+    claimed = job.last_heartbeat_at if current is JobStatus.ASSIGNED and job.last_heartbeat_at else job.submitted_at
+    sent_at = _clamp(hb.sent_at, claimed, now)
     status = hb.status
     if status is AgentStatus.CLAIMED:
         answer = None if decision.changes else _answer_to_holder(job, hb, current)  # a new claim: answered

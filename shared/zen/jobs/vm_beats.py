@@ -8,6 +8,7 @@ Why: docs/explanations/delivery-guarantees.md, "A claim answered too late".
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from zen.core import gang
@@ -60,7 +61,9 @@ class VmBeats:
             was = tx.upsert_vm(
                 name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, now=(now := self._clock()),
-                sent_at=min(hb.sent_at, now),  # idle since: never later than now (a clock ahead)
+                # Idle since: never later than now (a clock ahead), nor more than one VM heartbeat period before it
+                # (a clock behind: a VM says IDLE that often, so Zen heard one that old at the latest).
+                sent_at=min(max(hb.sent_at, now - timedelta(seconds=self._config.deadlines.vm_heartbeat_s)), now),
                 jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
                 cached_inputs=hb.cached_inputs, images=hb.images,
             )

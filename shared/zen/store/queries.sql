@@ -380,6 +380,8 @@ SELECT state FROM vms WHERE name = :vm_name FOR UPDATE;
 -- STOPPING keeps an IDLE VM's idle_since: one that crashes and restarts without end says IDLE, STOPPING, IDLE,
 -- ... and its idle time counted from each restart never reached the keep (its VM billed for ever). A restart is
 -- back within seconds; an IDLE more than a minute after the STOPPING is a VM its MIG recreated, idle from its start.
+-- The agent's clock says since when (:sent_at, held by the caller to the last VM heartbeat period): never before Zen
+-- last heard the VM in another state, so an agent whose clock is behind does not make a VM just idle look idle long.
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, jobs, last_seq, first_seen_at,
                  last_seen_at, idle_since, cached_inputs, images)
 VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, CAST(:jobs AS jsonb), :seq, :now, :now,
@@ -393,7 +395,9 @@ SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
     idle_since = CASE WHEN EXCLUDED.state = 'IDLE' AND vms.state = 'STOPPING'
                            AND EXCLUDED.last_seen_at - vms.last_seen_at > interval '60 seconds'
                       THEN EXCLUDED.idle_since  -- back after a minute: a VM its MIG recreated (a boot), idle anew
-                      WHEN EXCLUDED.state = 'IDLE' THEN COALESCE(vms.idle_since, EXCLUDED.idle_since)
+                      WHEN EXCLUDED.state = 'IDLE' AND vms.state = 'IDLE' THEN COALESCE(vms.idle_since, EXCLUDED.idle_since)
+                      -- idle anew: not before Zen last heard it otherwise (an agent's clock behind Zen's)
+                      WHEN EXCLUDED.state = 'IDLE' THEN COALESCE(vms.idle_since, GREATEST(EXCLUDED.idle_since, vms.last_seen_at))
                       WHEN EXCLUDED.state = 'STOPPING' THEN vms.idle_since END
 WHERE vms.last_seq < EXCLUDED.last_seq
 RETURNING name;
