@@ -309,3 +309,23 @@ def test_a_region_back_after_a_shortage_is_asked_for_at_its_cheaper_pool_first()
                    priced(**{"us-west1/standard": Pool("us-west1", "flex-start", 2.5)}),
                    priced(**{"us-west1": Pool("us-west1", "flex-start", 2.5)})):
         assert unblocked(plan(now=300, jobs=jobs, vms=back, memory=memory(), limits=limits)) == ["us-west1/standard"]
+
+
+def test_an_idle_vm_is_kept_as_long_as_a_cold_start_where_the_next_job_would_go_costs():
+    """Ski rental weighs keeping an idle VM against a cold start, in dollars: the next job's boot in the pool it would
+    be asked in now, and where that pool costs more than the idle VM's, the difference over a run as the VM's pool
+    learned it. Counted in the VM's own boot alone, a VM of the cheapest pool went as soon as any (a job then booted in
+    a dearer pool, ranked first while the cheap one was recently out), and one of a dear pool stayed as long (a job
+    then ran there when the cheapest pool would have booted it)."""
+    from tests.scaling.test_planner import vm
+    memory = trusted(LIMITS.regions)
+    memory["us-west1"] = RegionMemory(last_boot_at=at(-100), last_stockout_at=at(150), run_s=1800.0)  # just out
+    cheap = [vm("vm-c", "us-west1", VmPhase.IDLE, since=0)]  # $2.04/h; the next job would go to us-central1's $2.37/h
+    assert plan(now=200, vms=cheap, memory=memory).delete == []  # kept: 120 s of boot alone kept it 109 s
+    memory["us-west1"] = replace(memory["us-west1"], run_s=None)  # no run learned: the boot's price alone
+    assert plan(now=200, vms=cheap, memory=memory).delete == [("us-west1", "vm-c")]
+
+    dear = [vm("vm-c", "us-central1/standard", VmPhase.IDLE, since=0)]  # $5.92/h; the next job boots at $2.04/h
+    result = plan(now=100, vms=dear)
+    assert result.delete == [("us-central1/standard", "vm-c")]  # its boot in VM-seconds of $5.92/h: 41 s, kept 37 s
+    assert "kept 37s, the price of a cold start" in result.decisions[-1].reason

@@ -178,6 +178,23 @@ class Ranking:
             text += f", after {', '.join(f'{p} {usd(p)}' for p in full)} with no room"
         return text + (f", before {', '.join(f'{p} {usd(p, True)}' for p in others)}" if others else "")
 
+    def cold_start_s(self, pool: str) -> float:
+        """What a cold start costs, in seconds of an idle VM of ``pool`` (the price ski rental weighs keeping it
+        against, ``keep_factor`` x): a new boot where the next job would be asked for now (the pools ranked for the
+        cluster, best first), at that pool's price, and where that pool costs more per useful hour than ``pool``
+        (its price, its preemptions) the difference over a job's run as ``pool`` learned it (``RegionMemory.run_s``).
+        Unpriced, or ranked first itself: its own boot."""
+        own = self.boot_s(pool)
+        ranked = self.rank(tuple(self.s.cluster.regions))
+        if not self.priced or not ranked or ranked[0] == pool or math.isinf(self.price(pool)):
+            return own
+        best, mine = ranked[0], self.cost(pool)
+        theirs = self.cost(best)
+        if math.isinf(theirs):
+            return own
+        run_s = self.memory[pool].run_s or 0.0
+        return (self.boot_s(best) * self.price(best) + max(0.0, theirs - mine) * run_s) / self.price(pool)
+
     def hedge_priced(self, pool: str, first: str) -> bool:
         """Whether ``pool`` may hedge a boot asked in ``first``: the hedge may win and run the job, so it
         costs at most ``hedge_price_ratio`` x the first choice's price (unpriced: any)."""
