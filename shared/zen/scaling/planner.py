@@ -349,8 +349,7 @@ class _Planning:
                 self._decide(Action.DELETE, region, why, vm=vm.name)
 
     def keep_s(self, vm: Vm) -> float:
-        return ski_rental_keep_s(vm.name, self.timing.keep_factor * self.ranking.cold_start_s(vm.region),
-                                 self.timing.idle_timeout_s)
+        return ski_rental_keep_s(vm.name, self.timing.keep_factor * self.ranking.cold_start_s(vm.region), self.timing.idle_timeout_s)
 
     def shrink_idle(self) -> None:
         if not any(self.idle.values()):
