@@ -109,6 +109,13 @@ class CloudReader:
         self._gaps: dict[tuple[int, str, int], float] = {}  # (attempt, VM, missing seq) -> when first seen missing
         self._finals: dict[int, set[str]] = {}  # attempt -> the VMs whose final entry was returned
         self._over: set[int] = set()  # attempts not read again (``read``): a gang's nodes all speak at once
+        self._nodes = 1  # the VMs each attempt of the job is on (``expect_nodes``)
+
+    def expect_nodes(self, nodes: int) -> None:
+        """The job runs on ``nodes`` VMs (a gang, ``zen.core.gang``): an attempt is over only once that many VMs'
+        final entries are read. Counted among the VMs heard so far, a node that had printed nothing yet when
+        another's final entry was read twice (still staging, or its lines late) was never read."""
+        self._nodes = max(1, nodes)
 
     def read_past(self, attempt: int, read: Mapping[str, int]) -> None:
         """Start ``attempt`` past ``read`` (VM -> the last seq its consumer has): a console stream resumed
@@ -167,7 +174,8 @@ class CloudReader:
         # A listing cut short (most pages read): a gap may be filled by the rest.
         yield self._release(cut=not ended, flush=flush)
         streams = {vm for (a, vm) in self._seen if a == attempt}
-        if attempt is not None and ended and not fresh and streams and streams <= self._finals.get(attempt, set()):
+        if (attempt is not None and ended and not fresh and len(streams) >= self._nodes
+                and streams <= self._finals.get(attempt, set())):
             self._over.add(attempt)  # every VM heard ended, and a read since found nothing: not read again
 
     def _pace(self) -> None:

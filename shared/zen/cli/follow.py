@@ -118,6 +118,10 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                     last_state = (job.status, job.attempt)
                     print(changed, file=err, flush=True)
             attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
+            if job is not None and hasattr(reader, "expect_nodes"):
+                reader.expect_nodes(job.nodes)
+            # An attempt is read to its end at every node's final entry; one node's, read alone (``--node``).
+            nodes = 1 if isinstance(reader, OneNode) or job is None else job.nodes
             got = False
             for number in attempts:  # each attempt's lines printed as read: a later read may fail
                 if number in finals:  # read to its final entry: nothing more (a read spends quota)
@@ -128,7 +132,7 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                         print(format_entry(entry, style), file=out)
                         if entry.final:
                             ended.setdefault(entry.attempt, set()).add(entry.vm)
-                            if len(ended[entry.attempt]) >= (job.nodes if job is not None else 1):
+                            if len(ended[entry.attempt]) >= nodes:
                                 finals.add(entry.attempt)
                     out.flush()
             if changed is not None and job is not None and job.status.terminal:
@@ -273,6 +277,10 @@ class OneNode:
 
     def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
         return [entry for entry in self._reader.new_entries(job_id, attempt) if entry.vm == self.vm]
+
+    def expect_nodes(self, nodes: int) -> None:  # the reader below reads every node's lines
+        if hasattr(self._reader, "expect_nodes"):
+            self._reader.expect_nodes(nodes)
 
 
 def node_vm(job_id: str, rank: int, attempt: int | None) -> tuple[str, int]:

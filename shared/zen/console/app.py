@@ -163,6 +163,8 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
                 log.warning("console output stream paused", extra={"job_id": job_id, "error": str(exc)})
                 return
             got = False  # any line read, sent or not: a catch-up is no quiet (the end waits for it)
+            if current is not None and hasattr(reader, "expect_nodes"):
+                reader.expect_nodes(current.nodes)  # a gang's attempt is over at its every node's final entry
             for attempt in range(max(1, after.floor), (current.attempt if current else 0) + 1):
                 for entry in reader.new_entries(job_id, attempt):
                     got = True
