@@ -188,7 +188,7 @@ def test_a_job_stored_without_the_tags_is_still_refused_to_an_uncleared_vm(confi
     assert orders_of(publisher, "vm-plain") == ["RELEASE"] and orders_of(publisher, "vm-west") == ["RELEASE"]
     assert reasons(zen)[0].startswith("VM vm-plain lacks the tags ['hipaa']: its data under gs://genomics-private/")
     # its only region cannot read the data now: it waits (its claim refused), the reason naming the data
-    assert west.status.value == "QUEUED" and "gs://genomics-private/" in reasons(zen)[-1]
+    assert west.status.value == "PENDING" and "gs://genomics-private/" in reasons(zen)[-1] and west.hold
     functions.heartbeat(heartbeat("gen-9", "CLAIMED", 2, vm="vm-hipaa", tags=["hipaa"]))
     assert orders_of(publisher, "vm-hipaa") == ["CONFIRM"]
 

@@ -3,8 +3,8 @@ configuration change that no VM can take now (its cluster or regions gone) "wait
 and "is not failed but waits until the configuration serves it again, or its user stops it". The same page says
 the functions may take the new configuration before terraform destroyed the old MIGs: a VM of such a MIG still
 pulls the job's start (published before the change, or republished by the tick) and claims it. That claim is
-refused and the job waits; it cancelled the job ("none of its regions can run it now"), and for a removed
-cluster its reason said "cluster X no longer uses region R"."""
+refused and the job waits, held PENDING with the reason; it cancelled the job ("none of its regions can run it
+now"), and for a removed cluster its reason said "cluster X no longer uses region R"."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_a_removed_clusters_leftover_vm_claiming_a_queued_job_does_not_cancel_it
     # terraform has not destroyed the MIG yet: its idle VM pulls the start and claims the job
     after.heartbeat(heartbeat("q1", "CLAIMED", 1, vm="zen-4xa100-40gb-us-central1-abcd"))
     zen = Zen(changed, db, publisher, clock)
-    assert _status(zen, "q1") == "QUEUED"
+    assert _status(zen, "q1") == "PENDING"  # held, no longer demand: it waits
     with zen.db.transaction() as session:
         [refused] = [r["reason"] for r in repository.list_rejections(session)]
     assert refused.startswith(f"cluster {C} is no longer in the configuration; none of its regions can run it now")
@@ -42,4 +42,4 @@ def test_a_dropped_regions_leftover_vm_claiming_a_queued_job_does_not_cancel_it(
     zen = Zen(changed, db, publisher, clock)
     FunctionsInvoker(zen).heartbeat(heartbeat("west", "CLAIMED", 1, vm="zen-4xa100-40gb-us-west1-abcd",
                                               region="us-west1", zone="us-west1-a"))
-    assert _status(zen, "west") == "QUEUED"
+    assert _status(zen, "west") == "PENDING"

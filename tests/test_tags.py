@@ -108,7 +108,8 @@ def test_a_job_no_region_can_run_any_more_waits_its_claim_refused_with_the_reaso
     with zen.db.transaction() as session:
         job = repository.get_job(session, "phi-6")
         [refused] = [r["reason"] for r in repository.list_rejections(session)]
-    assert (job.status.value, job.vm) == ("QUEUED", None) and orders_of(publisher, "vm-old") == ["RELEASE"]
+    assert (job.status.value, job.vm) == ("PENDING", None) and orders_of(publisher, "vm-old") == ["RELEASE"]
+    assert job.hold.startswith("no region of its may run it now: region us-central1 no longer carries the tags")
     assert "no longer carries the tags ['hipaa']" in refused and "it waits until the configuration has one" in refused
 
 

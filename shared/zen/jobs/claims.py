@@ -14,12 +14,12 @@ VM), docs/explanations/scaling.md (no claim storm), docs/reference/messages.md (
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
-from zen.core.lifecycle import Decision, refusal
+from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
 from zen.core.reports import refused_floor
@@ -40,6 +40,8 @@ DATA_NOT_CLEARED = "data-not-cleared"  # the VM lacks tags the job's data needs 
 FLEX_ENDING = "flex-ending"  # the flex-start VM's run ends before the job's max_runtime_s would
 NOT_ALLOWED = "region-not-allowed"  # the VM's region is none of the job's (a start routed where it should not be)
 MISSING_TAGS = "missing-tags"  # the VM lacks tags the job requires (requires_tags; an older template's VM)
+UNCLEARED_HOLD = "no region of its may run it now: "  # a job's hold while none may (``held_uncleared``)
+UNCLEARED_RECHECK_S = 300.0  # how often such a job is looked at again (``zen.jobs.sweeps.Sweeps.retry_due``)
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
@@ -76,6 +78,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
         if cleared:
             return _not_cleared(config, job, hb, cleared)
+        if not job.gang:  # (a gang with nodes claimed is refused as below: its nodes wait with it)
+            return held_uncleared(config, job, hb, now)
         reason, cause = (f"{_why_not_cleared(config, job, hb)}; none of its regions can run it now: it waits until "
                          "the configuration has one again, or its user stops it"), NOT_CLEARED
     elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
@@ -187,6 +191,23 @@ def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str])
     return Decision(ignored=reason, publish_start=True, controls=[refusal(job, hb, reason)],
                     note=f"regions now {cleared}: {reason}",
                     fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None), refused=NOT_CLEARED)
+
+
+def held_uncleared(config: ZenConfig, job: Job, hb: Heartbeat, now: datetime) -> Decision:
+    """A claim from one of the job's regions when none of them may run it now (a tag it requires left them, or a
+    ``data_clearance`` binding added since needs tags none carries): the claim is refused and the job goes back
+    to PENDING, held (``UNCLEARED_HOLD``, looked at again every ``UNCLEARED_RECHECK_S`` by the tick's
+    ``retry_due``, let go into the regions cleared by then). Left QUEUED, it stayed demand in its old regions: the
+    VM booted for it was kept idle, billed, while each of its claims was refused."""
+    why = _why_not_cleared(config, job, hb)
+    hold = (f"{UNCLEARED_HOLD}{why}; it waits until the configuration has one again (looked at every "
+            f"{UNCLEARED_RECHECK_S:g} s), or its user stops it")
+    refused = f"{why}; none of its regions can run it now: it waits until the configuration has one again, or its user stops it"
+    return Decision(changes=[Change(JobStatus.PENDING, hold)], controls=[refusal(job, hb, refused)], ignored=refused,
+                    refused=NOT_CLEARED,
+                    fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq), hold=hold,
+                                hold_until=now + timedelta(seconds=UNCLEARED_RECHECK_S), start_regions=None,
+                                start_vms=None, widen_at=None))
 
 
 def no_room(config: ZenConfig, job: Job, vm: str, jobs_on_vm: Callable[[], dict[str, int]]) -> str | None:

@@ -21,7 +21,8 @@ from zen.core.provisioning import accepted_models, pool_key, region_of
 from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs import probes
+from zen.jobs import claims, probes
+from zen.jobs.placement import regions_cleared_now
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
 
@@ -237,7 +238,17 @@ class Sweeps:
         def decide(_: JobTx, job: Job) -> Decision | None:
             if job.status is not JobStatus.PENDING or job.hold_until is None:
                 return None
-            lifted = {"hold": None, "hold_until": None}
+            lifted: dict[str, object] = {"hold": None, "hold_until": None}
+            if job.hold and job.hold.startswith(claims.UNCLEARED_HOLD):  # no region of its could run it (claims)
+                if not (cleared := regions_cleared_now(self._config, job)):
+                    later = self._clock() + timedelta(seconds=claims.UNCLEARED_RECHECK_S)
+                    return Decision(fields={"hold_until": later})  # still none: looked at again then, nothing told
+                lifted["regions"] = cleared
+                why = f"the configuration lets it run in {cleared} again"
+                if queued:
+                    return Decision(fields=lifted, note=why)
+                return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted: {why}")], fields=lifted,
+                                publish_start=True)
             if queued:
                 return Decision(fields=lifted, note=f"retry {job.retries}: its backoff is over")
             return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted: retry {job.retries}, its backoff "
@@ -300,10 +311,11 @@ class Sweeps:
                         ids = self._decisions.apply(tx, job, decision, actor=actor_of(job_id) or actor,
                                                     now=self._clock())
                         changed += 1
-                        log.warning(f"{actor}: job changed", extra={
-                            "job_id": job_id, "vm": job.vm,
-                            "reason": decision.changes[0].reason if decision.changes
-                            else decision.note or "start republished"})
+                        if decision.changes or decision.note or decision.publish_start:  # (not a hold kept: retry_due)
+                            log.warning(f"{actor}: job changed", extra={
+                                "job_id": job_id, "vm": job.vm,
+                                "reason": decision.changes[0].reason if decision.changes
+                                else decision.note or "start republished"})
             except TransientError:
                 raise
             except Exception:  # noqa: BLE001 - logged with the job; the tick goes on with the others
