@@ -17,6 +17,7 @@ from typing import Any, Callable
 from zen.core.config import ZenConfig
 from zen.core.locality import nearest_regions
 from zen.core.models import InputSpec, Job
+from zen.core.provisioning import accepted_models
 
 
 MAX_OFFERS = 3  # warm VMs a start is offered to at once
@@ -60,7 +61,7 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
     if not wait:
         return EVERYWHERE
     inputs, image = warm_keys(job)
-    warm = [vm for vm in (holding() if inputs or image else ()) if vm[1] in job.regions]
+    warm = [vm for vm in (holding() if inputs or image else ()) if vm[1] in job.regions and _accepts(config, job, *vm[:2])]
     free = [(name, region) for name, region, offered in warm if not offered][:MAX_OFFERS]
     regions = [r for r in job.regions if any(vm[1] == r for vm in (free or warm))]
     if free:
@@ -82,6 +83,15 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
         return EVERYWHERE
     return Route(near, now + timedelta(seconds=wait),
                  f"start sent to {', '.join(near)} first, where its data is; widened after {wait:g} s unclaimed")
+
+
+def _accepts(config: ZenConfig, job: Job, vm: str, region: str) -> bool:
+    """Whether ``vm`` runs as a provisioning model the job accepts (told by its name: its pool's MIG; a name that
+    tells none, yes): a warm VM of another model would refuse its claim, and the start wait on that round trip."""
+    cluster = config.cluster(job.cluster)
+    model = cluster.model_of(vm, region) if cluster is not None else None
+    return cluster is None or model is None or model in accepted_models(job.request.get("provisioning"),
+                                                                         cluster.provisioning)
 
 
 def next_route(config: ZenConfig, job: Job, now: datetime) -> Route:
