@@ -183,11 +183,11 @@ class Ranking:
         against, ``keep_factor`` x): a new boot where the next job would be asked for now (the pools ranked for the
         cluster, best first), at that pool's price, and where that pool costs more per useful hour than ``pool``
         (its price, its preemptions) the difference over a job's run as ``pool`` learned it (``RegionMemory.run_s``).
-        Unpriced, or ranked first itself: its own boot."""
+        Unpriced, free (a price of 0), or ranked first itself: its own boot."""
         own = self.boot_s(pool)
         ranked = self.rank(tuple(self.s.cluster.regions))
-        if not self.priced or not ranked or ranked[0] == pool or math.isinf(self.price(pool)):
-            return own
+        if not self.priced or not ranked or ranked[0] == pool or not 0 < self.price(pool) < math.inf:
+            return own  # unpriced or free: what a VM of it costs idle is not dollars
         best, mine = ranked[0], self.cost(pool)
         theirs = self.cost(best)
         if math.isinf(theirs):
