@@ -74,3 +74,15 @@ def test_jobs_outlasting_a_flex_start_vms_run_are_not_run_on_flex_start_vms_that
         raise AssertionError(f"2-hour jobs ran whole on flex-start VMs that live 600 s: never_started "
                              f"{zen['never_started']}, useful GPU-h {zen['useful_gpu_hours']} (2 x 2 h x 4 GPUs = 16)")
     assert "flex_start_run_s" in err or "max_runtime" in err, err
+
+
+def test_a_refused_job_is_named_with_its_source(tmp_path, capsys):
+    """A synthetic job's id (job-000000) names no file a harness wrote: the refusal says the scenario and the jobs'
+    fields; a CSV job's, the CSV's path."""
+    rc, _, err = _run(tmp_path, capsys)
+    assert rc == 2 and err.startswith("zen: scenario s, jobs (synthetic: jobs.nodes, jobs.duration, jobs.provisioning): "
+                                      "job job-000000 accepts flex-start alone"), err
+    csv = tmp_path / "jobs.csv"
+    csv.write_text(JOBS_CSV)
+    rc, _, err = _run(tmp_path, capsys, "--jobs", str(csv))
+    assert rc == 2 and f"{csv}: job j1 accepts flex-start alone" in err, err

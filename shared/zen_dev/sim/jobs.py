@@ -90,16 +90,17 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
             raise JobTraceError("--compression compresses a trace's time (--jobs philly or a job CSV); synthetic jobs "
                                 "are drawn at the scenario's rates: change jobs.arrivals instead")
         jobs = synthetic_jobs(spec, scenario.clusters, scenario.spec.seed if seed is None else seed)
-        return _taken_by_production(jobs[:max_jobs] if max_jobs else jobs, scenario)
+        return _taken_by_production(jobs[:max_jobs] if max_jobs else jobs, scenario,
+                                    f"scenario {scenario.name}, jobs (synthetic: jobs.nodes, jobs.duration, jobs.provisioning)")
     path = scenario.resolve(spec.file) if source in (None, "philly") else resolve_path(spec.file, Path.cwd())
     if isinstance(spec, PhillyJobs):
         if not path.exists():
             raise JobTraceUnavailable(scenario.name, [(None, f"the Philly job trace {path} is absent")])
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
         return _taken_by_production(_some(philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs,
-                                                      spec.gangs), path), scenario)
+                                                      spec.gangs), path), scenario, str(path))
     return _taken_by_production(_some(csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs),
-                                      path), scenario)
+                                      path), scenario, str(path))
 
 
 def _some(jobs: list[SimJob], path: Path) -> list[SimJob]:
@@ -109,18 +110,19 @@ def _some(jobs: list[SimJob], path: Path) -> list[SimJob]:
     return jobs
 
 
-def _taken_by_production(jobs: list[SimJob], scenario: Scenario) -> list[SimJob]:
+def _taken_by_production(jobs: list[SimJob], scenario: Scenario, where: str) -> list[SimJob]:
     """``jobs``, unless one is a job production refuses at submission: a gang its cluster's limits can never
     hold (``zen.jobs.placement.check_nodes``: ``nodes`` above ``max_vms_per_region`` or ``max_vms``), or one
     that accepts flex-start alone (its own provisioning, or its cluster's only model) where production refuses
     it (``zen.jobs.placement.check_provisioning``): a start bound (the cluster's ``max_start_wait_s``, else the
     scenario's timing) below ``flex_start_min_wait_s``, or a run longer than a flex-start VM lives
-    (``flex_start_run_s``). An outside harness measured jobs production never takes."""
+    (``flex_start_run_s``). An outside harness measured jobs production never takes. ``where``: the jobs' source, each
+    refusal's first words (a synthetic job's id alone named no file a harness wrote)."""
     clusters = {c.limits.name: c for c in scenario.clusters}
     configs = {c.name: c for c in scenario.spec.clusters}
     for job in jobs:
         if (too_many := configs[job.cluster].nodes_problem(job.nodes)) is not None:
-            raise JobTraceError(f"job {job.job_id}: {too_many}: production refuses such a job; lower its nodes, "
+            raise JobTraceError(f"{where}: job {job.job_id}: {too_many}: production refuses such a job; lower its nodes, "
                                 "or raise the cluster's limits")
         cluster = clusters[job.cluster]
         if ((job.provisioning,) if job.provisioning else cluster.models) != ("flex-start",):
@@ -129,13 +131,13 @@ def _taken_by_production(jobs: list[SimJob], scenario: Scenario) -> list[SimJob]
         bound = cluster.max_start_wait_s if own else scenario.timing.max_start_wait_s
         if bound < cluster.flex_min_wait_s:
             raise JobTraceError(
-                f"job {job.job_id} accepts flex-start alone, and "
+                f"{where}: job {job.job_id} accepts flex-start alone, and "
                 f"{f'cluster {job.cluster}' + chr(39) + 's max_start_wait_s' if own else 'timing.max_start_wait_s'} ({bound:g} s) "
                 f"is below its flex_start_min_wait_s ({cluster.flex_min_wait_s:g} s): production refuses such a job; "
                 "allow a longer max_start_wait_s, or let the job accept another model (provisioning)")
         if job.duration_s > cluster.flex_run_s:
             raise JobTraceError(
-                f"job {job.job_id} accepts flex-start alone and runs {job.duration_s:g} s, longer than a flex-start VM "
+                f"{where}: job {job.job_id} accepts flex-start alone and runs {job.duration_s:g} s, longer than a flex-start VM "
                 f"of cluster {job.cluster} lives (flex_start_run_s {cluster.flex_run_s:g} s): production refuses such a "
                 "job; raise flex_start_run_s, or let the job accept another model (provisioning)")
     return jobs
