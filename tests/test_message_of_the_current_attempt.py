@@ -1,6 +1,8 @@
-"""A job's ``message`` is its current attempt's, as its ``exit_code`` is (tests/test_retries.py): an attempt queued
-anew (a retry, a lost attempt requeued, a preemption's rerun) starts without the last one's. Kept, a retry that went
-silent and spent the budget showed FAILED with attempt 1's traceback, as if attempt 2 had failed with it."""
+"""A job's ``message`` is its current attempt's, as its ``exit_code`` is (tests/test_retries.py): an earlier
+attempt's (its last lines, a retry's failure) is shown while the job waits to run again, and gone once another
+attempt is claimed. Kept, a retry that went silent and spent the budget showed FAILED with attempt 1's traceback,
+as if attempt 2 had failed with it; cleared with the retry itself, the failed attempt's last lines were stored
+nowhere while the retry waited."""
 
 from __future__ import annotations
 
@@ -31,9 +33,7 @@ def test_a_lost_retry_does_not_show_the_failed_attempts_output_as_its_message(ze
     assert "ValueError: bad lr" not in capsys.readouterr().out  # attempt 1's output, not why the job ended
 
 
-def test_an_attempt_requeued_after_a_loss_or_a_preemption_starts_without_the_last_ones_message(zen_and_fn, clock):
-    from zen.core import lifecycle
-
+def test_an_attempt_requeued_after_a_loss_shows_the_last_ones_message_until_claimed(zen_and_fn, clock):
     zen, fn = zen_and_fn
     fn.submit(job_request("w", max_attempts=2))
     fn.heartbeat(heartbeat("w", "CLAIMED", 1, vm="vm-1"))
@@ -43,6 +43,16 @@ def test_an_attempt_requeued_after_a_loss_or_a_preemption_starts_without_the_las
         clock.advance(50)
         fn.tick()
     requeued = job(zen, "w")
-    assert (requeued.status.value, requeued.attempt, requeued.message) == ("QUEUED", 2, None)
-    held = requeued.model_copy(update={"message": "epoch 9"})
-    assert lifecycle.back_to_pending(held, "preempted: queue q").fields["message"] is None
+    assert (requeued.status.value, requeued.attempt, requeued.message) == ("QUEUED", 2, "epoch 3: loss 0.41")
+    fn.heartbeat(heartbeat("w", "CLAIMED", 3, attempt=2, vm="vm-2"))
+    assert (job(zen, "w").status.value, job(zen, "w").message) == ("ASSIGNED", None)
+
+
+def test_a_retried_failures_last_lines_stay_while_the_retry_waits(zen_and_fn):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("r", max_retries=1, retry_backoff_s=600))
+    *beats, last = agent_run("r", attempt=1, vm="vm-1", final="FAILED", exit_code=3)
+    for beat in [*beats, {**last, "message": "Traceback: ValueError: bad lr"}]:
+        fn.heartbeat(beat)
+    held = job(zen, "r")
+    assert (held.status.value, held.attempt, held.message) == ("PENDING", 2, "Traceback: ValueError: bad lr")

@@ -102,7 +102,7 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
     return Decision(changes=[Change(JobStatus.ASSIGNED, f"gang complete: {job.nodes} nodes in {hb.region} ({vms})")],
                     fields=dict(gang=nodes, vm=nodes[0].vm, region=nodes[0].region, zone=nodes[0].zone,
                                 last_seq=0, last_heartbeat_at=most_silent(nodes).beat_at, start_regions=None,
-                                widen_at=None, start_vms=None),
+                                widen_at=None, start_vms=None, message=None),  # the last attempt's: not this one's
                     controls=[_confirm(job, nodes, n, config) for n in nodes])
 
 

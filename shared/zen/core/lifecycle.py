@@ -15,7 +15,7 @@ from typing import Any
 from zen.core.lease import Deadlines, silent_for
 from zen.core.retries import budget_spent, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
-from zen.core.reports import LEFT_RUNNING, gave_up, refused_floor
+from zen.core.reports import gave_up, refused_floor
 from zen.core.stops import PREEMPTED, users_reason
 
 
@@ -72,7 +72,7 @@ def lose_attempt(job: Job, reason: str) -> Decision:
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
     decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
-                           started_at=None, exit_code=None, message=None, preempted_by=None)  # the attempt's own
+                           started_at=None, exit_code=None, preempted_by=None)
     decision.publish_start = True
     return decision
 
@@ -120,8 +120,7 @@ def back_to_pending(job: Job, reason: str) -> Decision:
     """A preempted attempt is over: PENDING as attempt + 1, the budget raised by one (not spent)."""
     return Decision(changes=[Change(JobStatus.PENDING, reason)], fields=dict(
         attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
-        last_heartbeat_at=None, started_at=None, exit_code=None, message=None, preempted_by=None,
-        preemptions=job.preemptions + 1))
+        last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None, preemptions=job.preemptions + 1))
 
 
 def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
@@ -132,8 +131,10 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         return _stale_attempt(job, hb)
     if job.status.terminal:
         return _after_the_end(job, hb)
-    if job.status is JobStatus.PENDING:
-        return Decision(ignored="job is not admitted yet",
+    if job.status is JobStatus.PENDING:  # (a claim's seq a floor: the VM drops its copy; a job held at a refused claim
+        # keeps its attempt, and this claim delivered again once the tick lets it go is a late one: claims.held_uncleared)
+        floor = refused_floor(job.left_vms, hb.vm, hb.seq) if hb.status is AgentStatus.CLAIMED else {}
+        return Decision(ignored="job is not admitted yet", fields=dict(floor),
                         controls=[_control(job, hb, ControlAction.RELEASE, "not admitted")])
 
     decision = Decision()
@@ -161,8 +162,9 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
         decision.changes.append(Change(JobStatus.ASSIGNED, f"claimed by {hb.vm}"))
         decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone)
-        if job.message == LEFT_RUNNING:  # an earlier attempt's (its VM deleted): not this one's (zen.store.fleet.held_vms)
-            decision.fields["message"] = None
+        # An earlier attempt's message (its last lines, a retry's failure, LEFT_RUNNING: zen.store.fleet.held_vms) is not
+        # this one's: shown while the job waits to run again, gone once another attempt is claimed.
+        decision.fields["message"] = None
         if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
             decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
         current = JobStatus.ASSIGNED

@@ -52,10 +52,11 @@ class Retry:
 
     def fields(self, attempt: int, max_attempts: int) -> dict[str, Any]:
         """The job row's fields for it: the next attempt (not spent from ``max_attempts``), off its VM, held
-        until due. No exit code and no message: the row's are its current attempt's (the failed one's are in the
-        hold and the history), else one that ends without its own (lost, a stop unanswered) showed the last's."""
+        until due. No exit code: the row's is its current attempt's (the failed one's is in the hold and the
+        history), else one that ends without a code of its own (lost, a stop unanswered) showed it. The failed
+        attempt's message (its last lines) stays while the retry waits; the next claim clears it."""
         return dict(attempt=attempt + 1, max_attempts=max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
-                    last_heartbeat_at=None, started_at=None, exit_code=None, message=None, retries=self.count, hold=self.hold,
+                    last_heartbeat_at=None, started_at=None, exit_code=None, retries=self.count, hold=self.hold,
                     hold_until=self.due)
 
 
