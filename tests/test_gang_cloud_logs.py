@@ -34,6 +34,24 @@ class Client:
         yield from [item for item in self.items if fresh(item)]
 
 
+class Ticks:
+    """A clock one second later at each read."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+class Known:
+    """Job status for ``follow``: the job was never refused."""
+
+    def rejection(self, job_id, message_id=None):
+        return None
+
+
 def test_a_node_that_speaks_after_the_other_nodes_final_was_read_twice_is_still_read(monkeypatch):
     monkeypatch.setattr(joblogs_cloud, "REQUEST_INTERVAL_S", 0, raising=False)
     client = Client()
@@ -57,7 +75,7 @@ def test_zen_logs_follow_of_a_gang_shows_every_nodes_lines(monkeypatch):
     client.add("vm-1", 2, "[zen] end of attempt 1 on vm-1: FAILED, exit code 1", final=True)
     polls = [0]
 
-    class Status:
+    class Status(Known):
         def job(self, job_id):
             polls[0] += 1
             if polls[0] == 3:  # vm-2 speaks after two reads of vm-1's final entry
@@ -67,15 +85,7 @@ def test_zen_logs_follow_of_a_gang_shows_every_nodes_lines(monkeypatch):
             return SimpleNamespace(status=status, attempt=1, nodes=2, vm="vm-1", started_at=1, exit_code=1,
                                    request_hash=None)
 
-        def rejection(self, job_id, message_id=None):
-            return None
-
-    now = [0.0]
-
-    def clock():
-        now[0] += 1.0
-        return now[0]
-
+    clock = Ticks()
     out = io.StringIO()
     code = follow("g", joblogs_cloud.CloudReader(client, "p"), Status(), style="raw", out=out, err=io.StringIO(),
                   poll_s=0.0, settle_s=5.0, clock=clock)
@@ -100,21 +110,13 @@ def test_follow_of_one_node_ends_at_that_nodes_final_entry_not_after_the_settle_
         def new_entries(self, job_id, attempt=None):
             return self.batches.pop(0) if self.batches else []
 
-    class Status:
+    class Status(Known):
         def job(self, job_id):
             return SimpleNamespace(status=JobStatus.SUCCEEDED, attempt=1,
                                    nodes=2, vm="vm-1", started_at=1, exit_code=0, request_hash=None)
 
-        def rejection(self, job_id, message_id=None):
-            return None
-
-    now = [0.0]
-
-    def clock():
-        now[0] += 1.0
-        return now[0]
-
+    clock = Ticks()
     code = follow("g", OneNode(Reader(), "vm-2"), Status(), style="raw", out=io.StringIO(), err=io.StringIO(),
                   poll_s=0.0, settle_s=30.0, clock=clock)
     assert code == 0
-    assert now[0] < 10, f"followed {now[0]:g} clock reads past node 1's final entry"
+    assert clock.now < 10, f"followed {clock.now:g} clock reads past node 1's final entry"
