@@ -120,8 +120,10 @@ class LocalReader:
                 continue
             complete = data[: data.rfind(b"\n") + 1]
             self._offsets[path] = self._offsets.get(path, 0) + len(complete)
-            for line in complete.decode("utf-8", errors="replace").splitlines():
-                if line.strip():
-                    entries.append(OutputEntry.from_dict(json.loads(line)))
+            # Entries end at b"\n" alone: a job's text may hold what str.splitlines() also ends lines at (U+2028,
+            # U+2029, U+0085, written raw), which cut an entry in two and failed the whole read.
+            for raw in complete.split(b"\n"):
+                if raw.strip():
+                    entries.append(OutputEntry.from_dict(json.loads(raw.decode("utf-8", errors="replace"))))
         return sorted(entries, key=lambda e: (e.attempt, e.seq))
 
