@@ -312,6 +312,9 @@ def cmd_stop(args) -> int:
     if not JOB_ID_PATTERN.match(args.job_id):  # no job can have it: a stop kept for it would wait for nothing
         raise CliError(f"{args.job_id!r}: job_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
                        "starting with a letter or digit", 2)
+    limit = StopRequest.model_fields["reason"].metadata[0].max_length
+    if args.reason is not None and len(args.reason) > limit:
+        raise CliError(f"--reason: at most {limit} characters (it has {len(args.reason)})", 2)
     outlook, job = _stop_outlook(args.job_id)
     if outlook.startswith("no job") and (lately := submitted.published_lately(args.job_id)):
         outlook = (f"job {args.job_id} was published {lately.age()} ago from this machine and is not in the database "
