@@ -32,15 +32,20 @@ def cmd_jobs_list(args, ctx: Context) -> int:
 
     with ctx.database().transaction() as session:
         jobs = repository.recent_jobs(session, status=args.status, cluster=args.cluster, user_id=args.user,
-                                      labels=dict(args.label or []), since=args.since, limit=args.limit,
+                                      labels=dict(args.label or []), since=args.since, limit=args.limit + 1,
                                       queue=args.queue, array_id=args.array)
         tasks = ctx_array_tasks(session, args.array) if args.array else None
+    if more := len(jobs) > args.limit:  # a script counting jobs must not take the page for all of them
+        jobs = jobs[:args.limit]
     if tasks is not None:  # the whole array's progress, whatever the filters and the limit show
         print(array_progress(args.array, tasks), file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps([j.public_view() for j in jobs], indent=2))
     else:
         print_table([job_row(j) for j in jobs], JOB_COLUMNS)
+    if more:
+        print(f"more: more than {args.limit} jobs match, the newest shown; see more with --limit {args.limit * 4}",
+              file=sys.stderr)
     return 0
 
 

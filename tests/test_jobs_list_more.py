@@ -1,0 +1,23 @@
+"""`zen jobs list` shows at most --limit jobs, newest first, and says on stderr when more match: a script counting
+jobs (`--json | jq length`) got the page for all of them, silently capped at 50."""
+
+from __future__ import annotations
+
+import json
+
+from tests.messages import job_request
+from zen.cli.main import main
+
+
+def test_a_page_short_of_the_jobs_that_match_says_so_on_stderr(functions, db_url, monkeypatch, capsys):
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    for n in range(3):
+        functions.submit(job_request(f"job-{n}"))
+    capsys.readouterr()
+    assert main(["jobs", "list", "--limit", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [j["job_id"] for j in json.loads(out)] == ["job-2", "job-1"]
+    assert err == "more: more than 2 jobs match, the newest shown; see more with --limit 8\n", err
+    assert main(["jobs", "list", "--limit", "3", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 3 and err == ""
