@@ -92,17 +92,20 @@ def classify(description: str) -> tuple[str, str, str] | None:
 
 
 def unit_price(sku: Any) -> float | None:
-    """USD per unit of the SKU's current price (its first tier), None when it lists none or names another
-    currency (asked in USD, the catalog answers in USD: another is no price Zen can bill); a price per month
-    (``usage_unit`` ending ``.mo``, Local SSD's GiB-month) per hour of it."""
+    """USD per unit of the SKU's current price, None when it lists none, names another currency (asked in USD,
+    the catalog answers in USD: another is no price Zen can bill) or is free (a VM part at $0 would make its pool
+    free, first in every ranking and billed nothing: ``pricing.overrides`` refuses 0 for that reason); a price
+    per month (``usage_unit`` ending ``.mo``, Local SSD's GiB-month) per hour of it. Of tiers, the dearest (a
+    free first tier, as a free usage allowance lists, is no price of the hours Zen runs: never below what GCE may
+    bill)."""
     for info in sku.pricing_info:
-        rates = sorted(info.pricing_expression.tiered_rates, key=lambda rate: rate.start_usage_amount)
+        rates = info.pricing_expression.tiered_rates
         if rates:
-            money = rates[0].unit_price
-            if getattr(money, "currency_code", "USD") not in ("USD", ""):
+            if any(getattr(rate.unit_price, "currency_code", "USD") not in ("USD", "") for rate in rates):
                 return None
+            usd = max(float(rate.unit_price.units) + rate.unit_price.nanos / 1e9 for rate in rates)
             monthly = str(getattr(info.pricing_expression, "usage_unit", "")).endswith(".mo")
-            return (float(money.units) + money.nanos / 1e9) / (HOURS_PER_MONTH if monthly else 1.0)
+            return usd / (HOURS_PER_MONTH if monthly else 1.0) if usd > 0 else None
     return None
 
 

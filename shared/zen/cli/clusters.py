@@ -195,7 +195,7 @@ def cmd_clusters(args) -> int:
     prices = {c.name: price_rows(table, c) for c in config.clusters}
     quotas, held, unread = quota_rows(config, config.clusters)
     if args.json:
-        print(json.dumps([{**row, "prices": prices[row["cluster"]],
+        print(json.dumps([{**row, "prices": prices[row["cluster"]], "prices_from": where,
                            "quotas": [q for q in quotas if q["cluster"] == row["cluster"]],
                            "quota_held_back": held.get(row["cluster"], {})} for row in rows], indent=2))
         return 0

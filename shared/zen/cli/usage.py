@@ -110,15 +110,17 @@ class Pricer:
         the window, which bears GCE's one-minute minimum (even for a VM one scaling pass alone saw RUNNING, 0 s
         between its first and last sight); else the minute was paid before the window, which bears its seconds.
         ``model``: the one its pool had when it was seen (None: read from its name, today's configuration).
-        A VM of a cluster since removed from the configuration cost what GCE billed all the same: it is priced
+        A VM its own attempts in the window recorded a machine type of is priced at it (its cluster's may have changed
+        since). A VM of a cluster since removed from the configuration cost what GCE billed all the same: it is priced
         at the machine type its own attempts recorded (``learn``), else its cluster's latest, and the model its
         pool had when seen, else the one its own attempts recorded; with neither machine type nor model known
         it is unpriced, and the fleet's dollars it is in are a lower bound (``add_fleet``)."""
         from zen.core.prices import BILLING_MINIMUM_S, billed_usd
 
-        machine_type = None
+        # Its own attempts' machine type first: the cluster's may have changed since it ran (GCE billed what ran).
+        machine_type = self.kept_vms.get((cluster, name), (None, None))[0]
         if cluster not in self.clusters:
-            machine_type, kept_model = self.kept_vms.get((cluster, name), (self.kept_types.get(cluster), None))
+            machine_type, kept_model = self.kept_vms.get((cluster, name), (self.kept_types.get(cluster), None))  # (removed)
             model = model or kept_model
             if machine_type is None:
                 self.unpriced.add(Unpriced(
