@@ -38,7 +38,7 @@ def test_jobs_that_fit_a_busy_vms_room_leave_the_demand_and_the_rest_stays_group
 
     # The 8-GPU VM with one 4-GPU job takes one more 4-GPU job; nothing fits the full one.
     assert absorb([row(1, 4)], loads, vms, 8, 2) == ()
-    assert absorb([row(3, 4)], loads, vms, 8, 2) == (DemandGroup(("us-central1",), 2, NOW, 0),)
+    assert absorb([row(3, 4)], loads, vms, 8, 2) == (DemandGroup(("us-central1",), 1, NOW, 0),)  # the 2 left: 1 VM
     assert absorb([row(1, 8)], loads, vms, 8, 2) == (DemandGroup(("us-central1",), 1, NOW, 0),)
     # Room counts in the job's allowed regions only, and goes to the higher priority first.
     assert absorb([row(1, 4, regions=("us-west1",))], loads, vms, 8, 2) == (DemandGroup(("us-west1",), 1, NOW, 0),)

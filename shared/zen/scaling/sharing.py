@@ -14,7 +14,8 @@ from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
 def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, int]], vms: Iterable[Vm],
            vm_gpus: int, max_jobs: int, ends: Callable[[Vm, float | None], bool] | None = None,
            agents: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[DemandGroup, ...]:
-    """The demand left once VMs with room (busy ones, and idle ones beside their first job) took the queued jobs that fit.
+    """The demand left once VMs with room (busy ones, and idle ones beside their first job) took the queued jobs that fit,
+    in VMs: the jobs left of a row packed on new VMs, as many on one as its slots and GPUs take.
 
     ``queued``: rows of ``priority, regions, gpus, jobs, oldest`` and optionally ``max_wait_s``, ``checkpoints``
     and ``longest`` (queued jobs by the GPUs each holds; ``regions``: their pools); ``loads``: VM name -> (jobs,
@@ -51,7 +52,8 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     free[0] -= take
                     free[1] -= take * need
                     count -= take
-        if count + matched:
+        if count + matched:  # the jobs left, packed on new VMs as many as fit one (a VM each: 4 VMs booted for 4 jobs 2 fit)
+            vms = matched + -(-count // max(1, min(max_jobs, vm_gpus // need)))
             key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0)
-            left.append((key, count + matched, row["oldest"], longest))
+            left.append((key, vms, row["oldest"], longest))
     return fold_demand(left)
