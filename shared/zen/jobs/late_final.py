@@ -45,7 +45,8 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decis
         # Had it come in time, the failure would have been retried: the rerun queued already is that retry.
         # Its row says FAILED now, in this transaction, so that a redelivery of the report counts nothing more.
         rows.record_late_outcome(job.job_id, hb.attempt, AgentStatus.FAILED.value)
-        return Decision(fields={"retries": retry.count, "max_attempts": job.max_attempts + 1}, note=(  # as a retry
+        said = {} if hb.message is None or job.vm is not None else {"message": hb.message}  # (as a retry's: until claimed)
+        return Decision(fields={"retries": retry.count, "max_attempts": job.max_attempts + 1, **said}, note=(  # as a retry
             f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after it was taken for lost; "
             f"it earns retry {retry.count} of {job.request.get('max_retries')}: attempt {job.attempt}, queued "
             f"already, is that retry"))
