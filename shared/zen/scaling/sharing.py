@@ -36,7 +36,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             if jobs < max_jobs and gpus < vm_gpus:
                 room.setdefault(vm.region, []).append(
                     (vm, [max_jobs - jobs, vm_gpus - gpus, int(vm.phase is VmPhase.IDLE)]))
-    left = []
+    left: dict[tuple[Any, ...], list[Any]] = {}  # demand key -> [jobs matched to idle VMs, [(GPUs each, jobs)], oldest, longest]
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
         count, need, matched = row["jobs"], row["gpus"] or vm_gpus, 0
         longest = None if row.get("longest") is None else float(row["longest"])
@@ -52,8 +52,37 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     free[0] -= take
                     free[1] -= take * need
                     count -= take
-        if count + matched:  # the jobs left, packed on new VMs as many as fit one (a VM each: 4 VMs booted for 4 jobs 2 fit)
-            vms = matched + -(-count // max(1, min(max_jobs, vm_gpus // need)))
+        if count + matched:
             key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0)
-            left.append((key, vms, row["oldest"], longest))
-    return fold_demand(left)
+            got = left.setdefault(key, [0, [], row["oldest"], longest])
+            got[0] += matched
+            got[1].append((need, count))
+            got[2] = min(got[2], row["oldest"])
+            got[3] = longest if got[3] is None else got[3] if longest is None else max(got[3], longest)
+    return fold_demand((key, matched + packed(needs, vm_gpus, max_jobs), oldest, longest)
+                       for key, (matched, needs, oldest, longest) in left.items())
+
+
+def packed(needs: list[tuple[int, int]], vm_gpus: int, max_jobs: int) -> int:
+    """The new VMs that hold ``needs`` ((GPUs each, jobs) of one demand key: its rows of several GPU counts or models
+    come to the same pools), first fit, the largest first: a VM each, 4 VMs were booted for four 2-GPU jobs two
+    4-GPU VMs of two slots hold, and rows packed apart booted one for a 1-GPU job and one for a 3-GPU job."""
+    vms: list[list[int]] = []  # [free slots, free GPUs, how many new VMs are left so]
+    for need, count in sorted(needs, reverse=True):
+        for vm in vms:
+            each = min(vm[0], vm[1] // need)  # jobs of this row one of these VMs still takes
+            if each > 0 and count > 0:
+                filled, rest = divmod(min(count, each * vm[2]), each)
+                count -= filled * each + rest
+                if filled:
+                    vms.append([vm[0] - each, vm[1] - each * need, filled])
+                if rest:
+                    vms.append([vm[0] - rest, vm[1] - rest * need, 1])
+                vm[2] -= filled + (1 if rest else 0)
+        per_vm = max(1, min(max_jobs, vm_gpus // need))
+        whole, rest = divmod(count, per_vm)
+        if whole:
+            vms.append([max_jobs - per_vm, vm_gpus - per_vm * need, whole])
+        if rest:
+            vms.append([max_jobs - rest, vm_gpus - rest * need, 1])
+    return sum(vm[2] for vm in vms)
