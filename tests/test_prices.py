@@ -344,6 +344,8 @@ def test_zen_clusters_says_when_the_catalog_read_fails_and_the_stored_prices_are
     out = capsys.readouterr().out
     assert (f"its last read ({later:%Y-%m-%d %H:%M} UTC) failed, kept from {NOW:%Y-%m-%d}: PermissionError: 403 "
             "billing API off") in out, out
+    assert cli.main(["clusters", "--json"]) == 0  # what scripts read says it too (it said nothing)
+    assert all("403 billing API off" in row["prices_from"] for row in json.loads(capsys.readouterr().out))
 
 
 def test_zen_clusters_marks_an_unpriced_machine_type(tmp_path, monkeypatch, capsys):
