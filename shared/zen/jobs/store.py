@@ -211,8 +211,9 @@ class FleetRows(Protocol):
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
                   attempt: int | None, seq: int, sent_at: datetime, now: datetime,
                   jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
-                  images: list[str] | None = None) -> str | None:
-        """Record a VM heartbeat: the VM's state before ('' when new), or None when older than the last."""
+                  images: list[str] | None = None, heard_at: datetime | None = None) -> str | None:
+        """Record a VM heartbeat: the VM's state before ('' when new), or None when older than the last (then
+        ``heard_at``, when it was sent, still counts as hearing the VM: an agent's clock stepped back across a restart)."""
 
     def vm_is_draining(self, vm: str, seq: int) -> bool:
         """Whether a scale-down marked ``vm``, or its agent retired it before drawing ``seq`` (a claim's); serialised

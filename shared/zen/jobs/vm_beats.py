@@ -64,6 +64,7 @@ class VmBeats:
                 # Idle since: never later than now (a clock ahead), nor more than one VM heartbeat period before it
                 # (a clock behind: a VM says IDLE that often, so Zen heard one that old at the latest).
                 sent_at=min(max(hb.sent_at, now - timedelta(seconds=self._config.deadlines.vm_heartbeat_s)), now),
+                heard_at=min(hb.sent_at, now),  # an older seq sent now (a clock stepped back) still heard
                 jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
                 cached_inputs=hb.cached_inputs, images=hb.images,
             )

@@ -402,6 +402,10 @@ SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
 WHERE vms.last_seq < EXCLUDED.last_seq
 RETURNING name;
 
+-- name: vm_heard
+-- A VM heartbeat older than the row's (repository.upsert_vm): when it was sent still counts as hearing the VM.
+UPDATE vms SET last_seen_at = GREATEST(last_seen_at, CAST(:heard_at AS timestamptz)) WHERE name = :vm_name;
+
 -- name: vms_holding
 -- A cluster's idle VMs in :regions (a JSON array) whose warm cache holds every one of :inputs (a JSON
 -- array of gs:// URIs; [] matches none), or the image :image (zen.core.routing): name, region, and whether

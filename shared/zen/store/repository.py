@@ -194,10 +194,13 @@ def latest_rejection(session: Session, job_id: str, message_id: str | None = Non
 def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
               job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime,
               jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
-              images: list[str] | None = None) -> str | None:
+              images: list[str] | None = None, heard_at: datetime | None = None) -> str | None:
     """Record a VM heartbeat (``jobs``: every attempt it holds, from a VM that may hold several;
     ``cached_inputs`` / ``images``: what its warm cache holds): the state the VM had before ('' for a
     VM not heard from before), or None when the heartbeat is older than what is recorded (out of order).
+    Older, its ``heard_at`` (when it was sent, no later than now) still counts as hearing the VM: an agent whose
+    clock ran ahead and was stepped back across a restart draws lower seqs until its clock catches up, and its VM,
+    heard every minute, looked silent and was deleted. A heartbeat delivered late was sent long ago: no later sight.
     In a transaction, the row stays locked to its end: two heartbeats of one VM at once see each other."""
     before = session.one("lock_vm_row", vm_name=name)
     row = session.one(
@@ -205,6 +208,8 @@ def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: s
         attempt=attempt, jobs=_json_or_null(jobs), seq=seq, sent_at=sent_at, now=now,
         cached_inputs=_json_or_null(cached_inputs), images=_json_or_null(images),
     )
+    if row is None and before is not None and heard_at is not None:
+        session.run("vm_heard", vm_name=name, heard_at=heard_at)
     return None if row is None else (before["state"] if before else "")
 
 

@@ -518,15 +518,19 @@ class InMemoryJobTx:
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
                   attempt: int | None, seq: int, sent_at: datetime, now: datetime,
                   jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
-                  images: list[str] | None = None) -> str | None:
+                  images: list[str] | None = None, heard_at: datetime | None = None) -> str | None:
         if state not in VM_STATES:  # Postgres's check constraint
             raise DataRejected(f"the database refused the data (23514): VM state {state!r}")
         before = self._t.vms.get(name)
         if before is not None and before["last_seq"] >= seq:
+            if heard_at is not None:  # an older seq, sent now: the VM was heard (upsert_vm, vm_heard)
+                before["last_seen_at"] = max(before["last_seen_at"], heard_at)
             return None
         kept = (before or {}).get("idle_since")  # an agent's STOPPING keeps it, but for a recreated VM (upsert_vm)
         if before is not None and before["state"] == "STOPPING" and (now - before["last_seen_at"]).total_seconds() > 60:
             kept = None
+        if before is not None and before["state"] != "IDLE":  # idle anew: not before Zen last heard it otherwise
+            sent_at = max(sent_at, before["last_seen_at"])
         idle_since = (kept or sent_at) if state == "IDLE" else kept if state == "STOPPING" else None
         self._t.vms[name] = {
             "name": name, "cluster": cluster, "region": region, "zone": zone, "state": state, "job_id": job_id,
