@@ -214,6 +214,8 @@ class DecisionWriter:
         cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
         vm_gpus = cluster.gpu_count if cluster else job.gpus
         gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
+        if job.nodes == 1 and gpus < vm_gpus and job.vm and tx.vm_shares(job.vm) is False:
+            gpus = vm_gpus  # its VM runs one job at a time (booted before max_jobs_per_vm was raised): it held it whole
         nodes, held = _vms_held(job, now)  # a gang: its nodes, each until its own end (its VM is free after it)
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,

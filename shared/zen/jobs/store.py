@@ -225,6 +225,9 @@ class FleetRows(Protocol):
     def vm_first_seen(self, vm: str) -> datetime | None:
         """When ``vm``'s agent was first heard (its row's first heartbeat); None for a VM never heard."""
 
+    def vm_shares(self, vm: str) -> bool | None:
+        """Whether ``vm``'s agent may run several jobs at once (its VM heartbeats list them); None: never heard."""
+
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
         """Mark ``vm`` for a scale-down unless it holds a job (``zen.store.fleet.drain_unless_busy``); True
         when drained."""

@@ -280,6 +280,10 @@ class PostgresJobTx:
     def vm_first_seen(self, vm: str) -> datetime | None:
         return repository.vm_first_seen(self.session, vm)
 
+    @hooked("vm_shares")
+    def vm_shares(self, vm: str) -> bool | None:
+        return repository.vm_shares(self.session, vm)
+
     @hooked("drain_unless_busy")
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
         return fleet.drain_unless_busy(self.session, vm, cluster, region, now)

@@ -558,6 +558,10 @@ UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last
 -- name: vm_first_seen
 SELECT first_seen_at FROM vms WHERE name = :vm_name;
 
+-- name: vm_shares
+-- Whether a VM's agent may run several jobs at once (its heartbeats list them all: zen.scaling.sharing).
+SELECT jobs IS NOT NULL AS shares FROM vms WHERE name = :vm_name;
+
 -- name: vm_holds_job
 -- Whether a job holds the VM, as held_vms_of_cluster reads it (vm_holders): its drain before a delete.
 SELECT job_id FROM vm_holders(:left_running) WHERE vm = CAST(:vm_name AS text) LIMIT 1;

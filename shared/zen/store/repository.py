@@ -231,6 +231,12 @@ def vm_is_draining(session: Session, vm: str, seq: int) -> bool:
     return session.one("vm_is_draining", vm_name=vm, seq=seq) is not None
 
 
+def vm_shares(session: Session, vm: str) -> bool | None:
+    """Whether ``vm``'s agent may run several jobs at once (its heartbeats list them); None for a VM never heard."""
+    row = session.one("vm_shares", vm_name=vm)
+    return bool(row["shares"]) if row is not None else None
+
+
 def vm_first_seen(session: Session, vm: str) -> datetime | None:
     """When ``vm``'s agent was first heard; None for a VM never heard."""
     row = session.one("vm_first_seen", vm_name=vm)

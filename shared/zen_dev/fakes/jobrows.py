@@ -552,6 +552,11 @@ class InMemoryJobTx:
     def vm_first_seen(self, vm: str) -> datetime | None:
         return self._t.vms.get(vm, {}).get("first_seen_at")
 
+    @hooked("vm_shares")
+    def vm_shares(self, vm: str) -> bool | None:
+        row = self._t.vms.get(vm)
+        return None if row is None else row.get("jobs") is not None
+
     @hooked("drain_unless_busy")
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
         if self.jobs_on_vm(vm) or any(n.vm == vm for j in self._t.jobs.values() if j.gang and j.status in (
