@@ -75,3 +75,25 @@ def test_a_job_no_region_can_run_is_no_demand_and_explain_says_why(config, db, p
         assert history[-1] == "admitted: the configuration lets it run in ['us-west1'] again", history
     finally:
         standin.stop()
+
+
+def test_jobs_held_so_are_looked_at_apart_from_the_retries_due(config, db, publisher, clock):
+    """Held longer, such a job came first in the retry pass (longest due first, 500 a tick): thousands held at once
+    delayed every retry behind them. They are looked at in a pass of their own."""
+    from tests.messages import agent_run
+    from tests.test_tags import functions_with
+
+    zen, fn = functions_with(config, db, publisher, clock, {"us-west1": ["hipaa"]})
+    fn.submit(job_request("phi", requires_tags=["hipaa"]))
+    zen, fn = functions_with(config, db, publisher, clock, {})
+    fn.heartbeat(heartbeat("phi", "CLAIMED", 1, vm="vm-old", region="us-west1", zone="us-west1-b", tags=["hipaa"]))
+    clock.advance(1)
+    fn.submit(job_request("r", max_retries=1, retry_backoff_s=300))
+    for beat in agent_run("r", attempt=1, vm="vm-1", final="FAILED", exit_code=3):
+        fn.heartbeat(beat)
+    clock.advance(400)  # both due: phi's hold since earlier
+    zen.jobs.sweeps.retry_due(limit=1, held=0)
+    with zen.db.transaction() as session:
+        retried, held = repository.get_job(session, "r"), repository.get_job(session, "phi")
+    assert (retried.status.value, retried.attempt) == ("QUEUED", 2), retried
+    assert held.status.value == "PENDING"

@@ -266,8 +266,9 @@ class ArrayRows(Protocol):
         """Jobs held by dependencies that may move now (``dependencies.verdict`` says other than wait), oldest
         first: those surely still waiting never fill the ``limit``."""
 
-    def retry_due(self, now: datetime, limit: int) -> list[str]:
-        """PENDING jobs whose retry's backoff is over (``hold_until`` <= ``now``), longest due first."""
+    def retry_due(self, now: datetime, limit: int, kind: str, of_kind: bool) -> list[str]:
+        """PENDING jobs whose retry's backoff is over (``hold_until`` <= ``now``), longest due first: those whose
+        hold starts with ``kind`` when ``of_kind``, else the others."""
 
 
 class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows,

@@ -228,11 +228,14 @@ class Sweeps:
 
         return self._for_each_job(candidates, "admission", decide)
 
-    def retry_due(self, limit: int = 500) -> int:
+    def retry_due(self, limit: int = 500, held: int = 100) -> int:
         """Jobs whose retry's backoff is over (``zen.core.retries``): the hold lifted, admitted at once
-        without queues, else into their queue's line (the tick's admission passes follow). Returns how many."""
+        without queues, else into their queue's line (the tick's admission passes follow); and at most ``held`` jobs
+        no region could run (``claims.held_uncleared``) looked at again, apart: many such never delay a retry.
+        Returns how many changed."""
         with self._store.transaction() as tx:
-            due = tx.retry_due(self._clock(), limit)
+            due = tx.retry_due(self._clock(), limit, claims.UNCLEARED_HOLD, False)
+            due += tx.retry_due(self._clock(), held, claims.UNCLEARED_HOLD, True)
         queued = self._decisions.queued
 
         def decide(_: JobTx, job: Job) -> Decision | None:

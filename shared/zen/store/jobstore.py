@@ -187,8 +187,9 @@ class PostgresJobTx:
         return [r["job_id"] for r in self.session.run("held_after", limit=limit)]
 
     @hooked("retry_due")
-    def retry_due(self, now: datetime, limit: int) -> list[str]:
-        return [r["job_id"] for r in self.session.run("retry_due", now=now, limit=limit)]
+    def retry_due(self, now: datetime, limit: int, kind: str, of_kind: bool) -> list[str]:
+        like = kind.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"  # the prefix, as itself
+        return [r["job_id"] for r in self.session.run("retry_due", now=now, limit=limit, kind=like, of_kind=of_kind)]
 
     @hooked("pending_of_queue")
     def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:

@@ -839,8 +839,10 @@ ORDER BY j.submitted_at, j.job_id
 LIMIT :limit;
 
 -- name: retry_due
--- Jobs whose retry's backoff is over (zen.core.retries), the longest due first; re-read under lock.
+-- Jobs whose retry's backoff is over (zen.core.retries), the longest due first; re-read under lock. Those whose hold
+-- starts with :kind (a LIKE prefix) when :of_kind, else the others: one kind of hold does not wait behind another.
 SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold_until IS NOT NULL AND hold_until <= :now
+  AND (COALESCE(hold, '') LIKE :kind) = :of_kind
 ORDER BY hold_until, job_id
 LIMIT :limit;
 

@@ -375,9 +375,10 @@ class InMemoryJobTx:
         return [j.job_id for j in sorted(held, key=lambda j: (j.submitted_at, j.job_id))][:limit]
 
     @hooked("retry_due")
-    def retry_due(self, now: datetime, limit: int) -> list[str]:
+    def retry_due(self, now: datetime, limit: int, kind: str, of_kind: bool) -> list[str]:
         due = [j for j in self._t.jobs.values()
-               if j.status is JobStatus.PENDING and j.hold_until is not None and j.hold_until <= now]
+               if j.status is JobStatus.PENDING and j.hold_until is not None and j.hold_until <= now
+               and (j.hold or "").startswith(kind) == of_kind]
         return [j.job_id for j in sorted(due, key=lambda j: (j.hold_until, j.job_id))][:limit]
 
     @hooked("pending_of_queue")
