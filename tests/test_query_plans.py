@@ -111,7 +111,7 @@ HOT_QUERIES = [
     ("array_let_go", {"array_id": "sweep-3"}),
     ("array_next_held", {"array_id": "sweep-3"}),
     ("arrays_holding", {"limit": 100}),
-    ("retry_due", {"now": NOW, "limit": 500}),
+    ("retry_due", {"now": NOW, "limit": 500, "kind": "no region of its may run it now: %", "of_kind": False}),
     ("waiting_after", {"names": '["job-7", "sweep-3"]'}),
     ("held_after", {"limit": 200}),
     ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9",
