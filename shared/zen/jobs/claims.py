@@ -41,6 +41,7 @@ FLEX_ENDING = "flex-ending"  # the flex-start VM's run ends before the job's max
 NOT_ALLOWED = "region-not-allowed"  # the VM's region is none of the job's (a start routed where it should not be)
 MISSING_TAGS = "missing-tags"  # the VM lacks tags the job requires (requires_tags; an older template's VM)
 UNCLEARED_HOLD = "no region of its may run it now: "  # a job's hold while none may (``held_uncleared``)
+NONE_CLEARED = "; none of its regions can run it now: it waits until the configuration has one again, or its user stops it"
 UNCLEARED_RECHECK_S = 300.0  # how often such a job is looked at again (``zen.jobs.sweeps.Sweeps.retry_due``)
 
 
@@ -80,8 +81,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
             return _not_cleared(config, job, hb, cleared)
         if not job.gang:  # (a gang with nodes claimed is refused as below: its nodes wait with it)
             return held_uncleared(config, job, hb, now)
-        reason, cause = (f"{_why_not_cleared(config, job, hb)}; none of its regions can run it now: it waits until "
-                         "the configuration has one again, or its user stops it"), NOT_CLEARED
+        reason, cause = f"{_why_not_cleared(config, job, hb)}{NONE_CLEARED}", NOT_CLEARED
     elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
         reason, cause = f"{too_many} (the configuration changed since it was accepted)", NOT_CLEARED
     elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
@@ -202,7 +202,7 @@ def held_uncleared(config: ZenConfig, job: Job, hb: Heartbeat, now: datetime) ->
     why = _why_not_cleared(config, job, hb)
     hold = (f"{UNCLEARED_HOLD}{why}; it waits until the configuration has one again (looked at every "
             f"{UNCLEARED_RECHECK_S:g} s), or its user stops it")
-    refused = f"{why}; none of its regions can run it now: it waits until the configuration has one again, or its user stops it"
+    refused = f"{why}{NONE_CLEARED}"
     return Decision(changes=[Change(JobStatus.PENDING, hold)], controls=[refusal(job, hb, refused)], ignored=refused,
                     refused=NOT_CLEARED,
                     fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq), hold=hold,
