@@ -149,15 +149,21 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[..., in
     return asked
 
 
-def wanted(vms: int, gangs: Sequence[int]) -> str:
+def wanted(vms: int, gangs: Sequence[int], shared: bool = False) -> str:
     """Why a pool is asked for ``vms`` VMs, ``gangs`` of them (each gang's VMs) for gangs: jobs and gangs each
-    counted as one (a gang's VMs were counted as that many jobs)."""
+    counted as one (a gang's VMs were counted as that many jobs). ``shared``: the demand counts VMs that hold several
+    queued jobs each (``ClusterLimits.shared``), so it is said in VMs (four jobs two per VM read "2 queued job(s)")."""
     jobs, parts = vms - sum(gangs), []
     if jobs:
-        parts.append(f"{jobs} queued job(s) without a VM")
+        parts.append(f"{jobs} VM(s) for queued jobs, several per VM" if shared else f"{jobs} queued job(s) without a VM")
     if gangs:
         parts.append(f"{sum(gangs)} VM(s) for {len(gangs)} queued gang(s)")
     return ", ".join(parts)
+
+
+def waiting(count: int, shared: bool) -> str:
+    """A HOLD's count, in jobs, or in the VMs they would need where several share one (``wanted``)."""
+    return f"queued jobs for {count} VM(s) wait" if shared else f"{count} job(s) wait"
 
 
 def _counted(pools: tuple[dict[str, int], ...], index: int, region: str, rest: int, queued: Queued | None,

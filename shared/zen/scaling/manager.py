@@ -180,8 +180,8 @@ class ClusterManager:
             listings[region] = state.instances
         first_seen = self._fleet.see_instances(name, seen, now, billed)
         vms, zones = self._views.build(listings, first_seen, facts)
-        limits = ClusterLimits(name, tuple(self.pools), self.cluster.max_vms_per_region, self.cluster.max_vms,
-                               self.cluster.min_vms, pools=self.pools, flex_run_s=self.cluster.flex_start_run_s)
+        limits = ClusterLimits(name, tuple(self.pools), (c := self.cluster).max_vms_per_region, c.max_vms, c.min_vms,
+                               pools=self.pools, flex_run_s=c.flex_start_run_s, shared=c.max_jobs_per_vm > 1)
         demand = facts.demand
         if demand and self.quota_short:  # a pool no VM fits in is struck as after a QUOTA_EXCEEDED, without asking
             errors += [MigError(pool, ErrorKind.QUOTA, now, detail=short.text())

@@ -105,8 +105,7 @@ DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None", int, int
 
 
 def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime, float | None]]) -> tuple[DemandGroup, ...]:
-    """``(key, jobs, oldest, longest max_runtime_s)`` parts summed into one group per key, in the order keys
-    first come."""
+    """``(key, jobs, oldest, longest max_runtime_s)`` parts summed into one group per key, in first-come order."""
     groups: dict[DemandKey, list[Any]] = {}  # key -> [count, oldest, longest]
     for key, count, oldest, longest in parts:
         group = groups.get(key)
@@ -195,6 +194,7 @@ class ClusterLimits:
     min_vms: int = 0
     pools: dict[str, Pool] | None = None  # pool key -> what it is; None: each key a region of one unpriced model
     flex_run_s: float | None = None  # a flex-start VM's run (flex_start_run_s); None: not known (zen.scaling.flexrun)
+    shared: bool = False  # its demand counts VMs, several queued jobs packed on each (zen.scaling.sharing)
 
     def pool(self, key: str) -> Pool:
         found = self.pools.get(key) if self.pools is not None else None

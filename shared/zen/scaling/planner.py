@@ -224,7 +224,7 @@ class _Planning:
         for region, count in add.items():
             hedged, spared = hedge.get(region, 0), self.spares.asked.get(region, 0)
             if count - hedged - spared:
-                self._decide(Action.ADD, region, gangs.wanted(count - hedged - spared, firsts.get(region, ()))
+                self._decide(Action.ADD, region, gangs.wanted(count - hedged - spared, firsts.get(region, ()), self.s.cluster.shared)
                              + self.ranking.prices_compared(region, *compared.get(region, ((), None))), count - hedged - spared)
             price = self.ranking.prices_compared(region, ())  # its own; a hedge's at most hedge_price_ratio x its first's
             for n, why in ((hedged, f"hedge(s): the first choice's delivery is uncertain{price}" + (
@@ -233,7 +233,7 @@ class _Planning:
                 if n:
                     self._decide(Action.ADD, region, f"{n} {why}", n)
         for why, count in held.items():
-            self._decide(Action.HOLD, None, f"{count} job(s) wait: {why}", count)
+            self._decide(Action.HOLD, None, f"{gangs.waiting(count, self.s.cluster.shared)}: {why}", count)
         self._keep_min(counts, total)
 
     def yield_probes(self) -> None:

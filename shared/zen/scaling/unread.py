@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from zen.scaling import gangs
 from zen.scaling.model import Action, ClusterSnapshot, Decision, DemandGroup, RegionMemory
 from zen.scaling.port import MigApiError, MigPort
 
@@ -58,7 +59,7 @@ def planner_view(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[Decis
             demand.append(group if regions == group.regions else replace(group, regions=regions))
         else:
             waiting[group.regions] = waiting.get(group.regions, 0) + group.count
-    held = [Decision(Action.HOLD, None, f"{count} job(s) wait: the MIG of every allowed region could not be read "
+    held = [Decision(Action.HOLD, None, f"{gangs.waiting(count, snapshot.cluster.shared)}: the MIG of every allowed region could not be read "
                                         f"({', '.join(regions)}); nothing is added there until a pass reads it", count)
             for regions, count in waiting.items()]
     return replace(snapshot, memory=memory, demand=tuple(demand)), held
