@@ -14,7 +14,7 @@ memory and decisions unchanged; another model's pool is ``<region>/<model>``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Collection, Iterable
 
 from pydantic import BeforeValidator
 
@@ -57,6 +57,15 @@ def accepted_models(accepts: str | None, models: list[str] | tuple[str, ...]) ->
 def pool_key(region: str, model: str, primary: str) -> str:
     """The pool of ``model`` VMs in ``region`` of a cluster whose first model is ``primary``."""
     return region if model == primary else f"{region}{_SEP}{model}"
+
+
+def blocked_for(regions: Iterable[str], accepts: str | None, models: list[str] | tuple[str, ...],
+                blocked: Collection[str]) -> frozenset[str]:
+    """The ``regions`` where a stockout blocks (``blocked``: the planner's memory, by pool) every pool a job accepting
+    ``accepts`` may use of a cluster using ``models``: where it could only wait. A region is not a pool: with several
+    models, one blocked pool of a region leaves the others (a spot job was passed over for blocked standard pools)."""
+    usable = accepted_models(accepts, models)
+    return frozenset(r for r in regions if usable and all(pool_key(r, m, models[0]) in blocked for m in usable))
 
 
 def model_of_pool(pool: str, models: list[str] | tuple[str, ...]) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from zen.core.config import ZenConfig
 from zen.core.locality import nearest_regions
 from zen.core.models import InputSpec, Job
-from zen.core.provisioning import accepted_models
+from zen.core.provisioning import accepted_models, blocked_for
 
 
 MAX_OFFERS = 3  # warm VMs a start is offered to at once
@@ -55,8 +55,8 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
     whose cache holds its inputs or image, as (VM, region, offered another job's start already), those
     free first; read only when the job has either): offered to the free ones, else sent to the regions
     of those offered other jobs already (a burst on the same data waits on no VM, and stays where the
-    caches are). Else the regions nearest its data, less those a stockout blocks now (``blocked()``,
-    read only for a data job): the job would only wait there. Else (or with ``data_wait_s`` 0) everywhere."""
+    caches are). Else the regions nearest its data, less those where a stockout blocks every pool it may use now
+    (``blocked()``: blocked pools, read only for a data job): the job would only wait there. Else (or with ``data_wait_s`` 0) everywhere."""
     wait = config.deadlines.data_wait_s
     if not wait:
         return EVERYWHERE
@@ -76,8 +76,8 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
         return Route(regions, now + timedelta(seconds=wait),
                      f"start sent to {', '.join(regions)} first, {why}; widened after {wait:g} s unclaimed")
     near = _near(config, job)
-    if near:
-        stocked_out = blocked()
+    if near and (cluster := config.cluster(job.cluster)) is not None:  # a region where each pool it may use is blocked
+        stocked_out = blocked_for(near, job.request.get("provisioning"), cluster.provisioning, blocked())
         near = [r for r in near if r not in stocked_out]
     if not near:
         return EVERYWHERE

@@ -19,7 +19,7 @@ from zen.core.errors import ConfigError, Rejected
 from zen.core.gcs import output_room_problem
 from zen.core.locality import order_by_data
 from zen.core.models import Job, JobRequest
-from zen.core.provisioning import accepted_models
+from zen.core.provisioning import accepted_models, blocked_for
 from zen.jobs.queueing import Queueing
 from zen.jobs.authorization import check_notify, check_secrets
 
@@ -265,9 +265,11 @@ def _offered(config: ZenConfig) -> str:
     return ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
 
 
-def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime) -> tuple[Shape, str | None]:
-    """Of several acceptable shapes, the first with quota free now and a region not blocked by a
-    stockout; else the first. Returns the shape and, when there was a choice, why it was taken."""
+def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime,
+           accepts: str | None = None) -> tuple[Shape, str | None]:
+    """Of several acceptable shapes, the first with quota free now and a region where a stockout blocks not every
+    pool of the models the job accepts (``accepts``: its request's ``provisioning``); else the first. Returns the
+    shape and, when there was a choice, why it was taken."""
     if len(resolved.shapes) == 1:
         return resolved.shapes[0], None
     skipped = []
@@ -278,7 +280,8 @@ def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime) -> t
             if full:
                 skipped.append(f"{shape.cluster}: {full}")
                 continue
-        if set(shape.regions) <= tx.blocked_regions(shape.cluster, now):
+        models = configured_cluster(config, shape.cluster).provisioning  # each pool it may use blocked (by model)
+        if blocked_for(shape.regions, accepts, models, tx.blocked_regions(shape.cluster, now)) >= set(shape.regions):
             skipped.append(f"{shape.cluster}: every allowed region is stocked out")
             continue
         return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")

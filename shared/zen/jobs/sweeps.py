@@ -17,7 +17,7 @@ from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
 from zen.jobs.authorization import kept_stop, user_actor
 from zen.core.models import Job, JobStatus, StopRequest
-from zen.core.provisioning import accepted_models, pool_key, region_of
+from zen.core.provisioning import accepted_models, blocked_for, pool_key, region_of
 from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
@@ -144,8 +144,9 @@ class Sweeps:
     def _blocked_for(self, tx: JobTx, job: Job, now: datetime, since: datetime | None = None) -> frozenset[str]:
         """The job's regions where a stockout blocks every pool the job may use (the planner's memory), or
         (``since``) was found there after then with no VM booted since."""
-        blocked = tx.blocked_regions(job.cluster, now, since)
-        return frozenset(r for r in job.regions if (pools := self._pools(job, r)) and all(p in blocked for p in pools))
+        cluster = self._config.cluster(job.cluster)
+        return frozenset() if cluster is None else blocked_for(job.regions, job.request.get("provisioning"),
+                                                               cluster.provisioning, tx.blocked_regions(job.cluster, now, since))
 
     def apply_early_stops(self, job_ids: list[str] | None = None, limit: int = 500) -> int:
         """Stops kept because their job was unknown when they came, whose job exists now, applied as
