@@ -283,11 +283,12 @@ def test_a_failed_node_beside_a_peer_that_exited_0_fails_the_gang_with_its_exit_
     assert (record.status.value, record.exit_code, record.attempt) == ("FAILED", 3, 1)
 
 
-def _requeued_after_taken_back_one_over_limit_one_preempted(functions, zen, clock) -> None:
+def _requeued_after_taken_back_one_preempted_then_one_over_limit(functions, zen, clock) -> None:
     running(functions)
     _taken_back(zen, clock)
-    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=143, over_limit="max_runtime_s"))
     functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
+    clock.advance(1)  # killed at its limit after the cloud took its peer: the attempt was lost to the cloud first
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=143, over_limit="max_runtime_s"))
 
 
 def _second_attempt_stopped_by_its_user(functions, zen) -> tuple[str, int]:
@@ -304,10 +305,10 @@ def _second_attempt_stopped_by_its_user(functions, zen) -> tuple[str, int]:
 
 def test_a_gang_requeued_while_its_queue_took_it_back_carries_no_preemption_into_its_next_attempt(functions, zen,
                                                                                                   clock):
-    """Taken back by its queue, one node killed at its limit and the other taken by the cloud: the gang was requeued
+    """Taken back by its queue, one node taken by the cloud and then the other killed at its limit: the gang was requeued
     through the cloud's preemption, which kept ``preempted_by``; the next attempt, stopped by its user, was taken
     for a preemption again and rerun (PENDING, attempt 3), and was no preemption candidate any more."""
-    _requeued_after_taken_back_one_over_limit_one_preempted(functions, zen, clock)
+    _requeued_after_taken_back_one_preempted_then_one_over_limit(functions, zen, clock)
     record = job(zen, "g")
     assert (record.status.value, record.attempt, record.preempted_by) == ("QUEUED", 2, None)
     assert _second_attempt_stopped_by_its_user(functions, zen) == ("CANCELLED", 2)
@@ -318,7 +319,7 @@ def test_a_gang_left_with_an_earlier_attempts_preemption_is_cancelled_by_its_use
     queue preemption): its user's stop was taken for a preemption and the gang run again. A user's stop clears it."""
     from zen.store.migrate import migrate
 
-    _requeued_after_taken_back_one_over_limit_one_preempted(functions, zen, clock)
+    _requeued_after_taken_back_one_preempted_then_one_over_limit(functions, zen, clock)
     with zen.db.transaction() as session:  # a row an earlier version left
         session.sql("UPDATE jobs SET preempted_by = 'queue prod needs its quota' WHERE job_id = 'g'")
     migrate(zen.db, pause_s=0.0)  # the upgrade

@@ -1,24 +1,22 @@
-"""Multi-node jobs (gangs): the pure decisions that make N VMs start together, find each other and end
-as one. Nothing here does I/O; ``zen.jobs`` calls these where it calls ``zen.core.lifecycle`` (which they
-wrap: a job of one node goes through unchanged).
+"""Multi-node jobs (gangs): the pure decisions that make N VMs start together, find each other and end as one. Nothing
+here does I/O; ``zen.jobs`` calls these where ``zen.core.lifecycle`` is called (a job of one node goes through them).
 
-The design: one job row, one attempt number, one start message per missing node. A gang's start goes out
-``nodes`` times (``zen.jobs.announce``); each VM that pulls a copy claims it as an ordinary start is claimed
-(CLAIMED, the copy kept leased), and its claim is recorded in the row's ``gang`` (``GangNode``) under the
-row's lock, so two claims never take one rank and a VM never holds two: rank = claim order (0..N-1). The
-job stays QUEUED while it assembles, so its demand stays counted; the first claim narrows the start to
-that node's region (the gang never spans regions: a claim from elsewhere is released) and sets the
-assembly deadline (``widen_at``: first claim + ``gangs.assemble_s``). Nobody is answered until the last
-node claims: then the job goes ASSIGNED (its ``vm``/``region``/``zone``: rank 0's) and every node gets its
-CONFIRM with its place (``GangPlace``: rank, the nodes' addresses in rank order, MASTER_PORT), so no node
-runs the command before all N hold their VM. A gang not complete by the deadline (``assembly_expired``,
-from the tick) releases every claimed node (RELEASE: their agents drop the start and are idle again) and
-is retried as attempt + 1 (not spent from the budget: no node ran), its N starts published afresh.
+The design: one job row, one attempt number, one start message per missing node. A gang's start goes out ``nodes``
+times (``zen.jobs.announce``); each VM that pulls a copy claims it as an ordinary start is claimed (CLAIMED, the copy
+kept leased), and its claim is recorded in the row's ``gang`` (``GangNode``) under the row's lock, so two claims never
+take one rank and a VM never holds two: rank = claim order (0..N-1). The job stays QUEUED while it assembles, so its
+demand stays counted; the first claim narrows the start to that node's region (the gang never spans regions: a claim
+from elsewhere is released) and sets the assembly deadline (``widen_at``: first claim + ``gangs.assemble_s``). Nobody
+is answered until the last node claims: then the job goes ASSIGNED (its ``vm``/``region``/``zone``: rank 0's) and
+every node gets its CONFIRM with its place (``GangPlace``: rank, the nodes' addresses in rank order, MASTER_PORT), so
+no node runs the command before all N hold their VM. A gang not complete by the deadline (``assembly_expired``, from
+the tick) releases every claimed node (RELEASE: their agents drop the start and are idle again) and is retried as
+attempt + 1 (not spent from the budget: no node ran), its N starts published afresh.
 
-One fate: each node reports on its own (its own ``seq``, its ``beat_at``); the job's ``last_heartbeat_at``
-is the oldest node's, so the lost-job sweep sees the first node to go silent. The first node that
-fails ends the job FAILED with its exit code, or retries it (a node's command exiting non-zero is the job's
-outcome, as for one VM) once the others have stopped (a peer's preemption, said after it, makes it a loss instead); a
+One fate: each node reports on its own (its own ``seq``, its ``beat_at``); the job's ``last_heartbeat_at`` is the
+oldest node's, so the lost-job sweep sees the first node to go silent. The first node that fails ends the job FAILED
+with its exit code, or retries it (a node's command exiting non-zero is the job's outcome, as for one VM) once the
+others have stopped (a peer's preemption, said after it, makes it a loss instead; one at its limit is never rerun); a
 node silent or preempted loses the attempt for all, rerun once the others stopped (``losing_node``); a stop stops all.
 Each node's last report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
 """
@@ -261,16 +259,18 @@ def losing_node(job: Job) -> bool:
 
 
 def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
-    """A gang that lost or failed a node, its others stopped (or past their fence): a node the cloud took or a
-    silent one loses the attempt (a failure beside it was likely the lost peer's), else the first failure ends it.
-    With none of those nor a failure, a node that succeeded while the others were stopped was the silent one (its
-    own exit replaced SILENT, late): the attempt is lost to its silence (it was taken for a preemption of the node
-    whose answer came last)."""
+    """A gang that lost or failed a node, its others stopped (or past their fence): a node stopped at its limit no later
+    than any preemption ends it FAILED; else a node the cloud took or a silent one loses the attempt (a failure beside
+    it was likely the lost peer's), else the first failure ends it. With none, a node that succeeded as the others were
+    stopped was the silent one (its own exit replaced SILENT, late): the attempt is lost to its silence."""
     if (back := next((n for n in nodes if n.status == GAVE_BACK), None)) is not None:
         return _given_back(job.model_copy(update={"gang": nodes}), back.vm)
-    if (gone := next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)) is not None:
-        return _node_preempted(job, nodes, gone, now)
     failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
+    gone = next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)
+    if failed is not None and failed.over_limit and (gone is None or failed.beat_at <= gone.beat_at):
+        return _failed(job, nodes, failed, now)  # stopped at its limit first: a rerun meets it again (never rerun)
+    if gone is not None:
+        return _node_preempted(job, nodes, gone, now)
     if (quiet := next((n for n in nodes if n.status == SILENT), None) or (next(  # spent, as one silent VM's
             (n for n in nodes if n.status == AgentStatus.SUCCEEDED.value), None) if failed is None else None)):
         lost = lifecycle.lose_attempt(job.model_copy(update={"vm": None}), f"no heartbeat from node {quiet.rank}")

@@ -1,0 +1,46 @@
+"""A gang one of whose nodes the agent stopped at max_runtime_s (FAILED, over_limit): the other nodes are told
+STOP, and the job ends FAILED as attempt 1 however they end: answering, silent, or taken by the cloud as they stop
+(which reran it: the rerun meets the same limit). docs/explanations/delivery-guarantees.md."""
+from __future__ import annotations
+
+from tests.messages import heartbeat
+from tests.test_functions_lifecycle import job
+from tests.test_gang_fates import running
+
+
+def _timed_out_node(functions, zen):
+    running(functions)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-2", exit_code=143, over_limit="max_runtime_s",
+                                  message="zen: killed after exceeding max_runtime_s=60"))
+    assert job(zen, "g").status.value == "STOPPING"
+
+
+def test_timed_out_gang_whose_other_node_answers_is_failed(functions, zen):
+    _timed_out_node(functions, zen)
+    functions.heartbeat(heartbeat("g", "STOPPED", 4, vm="vm-1", exit_code=143))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt) == ("FAILED", 1)
+
+
+def test_timed_out_gang_whose_other_node_is_silent_is_not_rerun(functions, zen, clock, config):
+    _timed_out_node(functions, zen)
+    for _ in range(4):  # vm-1 never answers (hung agent, partition): past every deadline
+        clock.advance(config.deadlines.heartbeat_timeout_s + config.deadlines.preempted_stop_s)
+        functions.tick()
+    record = job(zen, "g")
+    from zen.store import repository
+    with zen.db.transaction() as session:
+        history = [(r["attempt"], r["to_status"], r["reason"]) for r in repository.job_history(session, "g")]
+    print("\n", record.status.value, record.attempt, record.max_attempts, history)
+    assert (record.status.value, record.attempt) == ("FAILED", 1), history
+
+
+def test_timed_out_gang_whose_other_node_is_preempted_as_it_stops_is_not_rerun(functions, zen):
+    _timed_out_node(functions, zen)
+    functions.heartbeat(heartbeat("g", "PREEMPTED", 4, vm="vm-1"))  # a spot VM taken as it stopped
+    record = job(zen, "g")
+    from zen.store import repository
+    with zen.db.transaction() as session:
+        history = [(r["attempt"], r["to_status"], r["reason"]) for r in repository.job_history(session, "g")]
+    print("\n", record.status.value, record.attempt, history)
+    assert (record.status.value, record.attempt) == ("FAILED", 1), history
