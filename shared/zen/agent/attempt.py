@@ -103,18 +103,18 @@ class AttemptRunner:
             moved = data.staged if staged == "inputs" else restored  # the inputs' count is not the checkpoint's
             cut = self._transfer(attempt, data, f"staging {staged}", moved, stage, limit_s=limit,
                                  unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
-                                 over=f"zen: staging exceeded max_runtime_s={limit}", verdict=lambda: self._disk.verdict(key) if self._disk else None)
+                                 over=(late := f"zen: staging exceeded max_runtime_s={limit}"), verdict=lambda: self._disk.verdict(key) if self._disk else None)
             if cut is None or (fault := data.disk_fault or (checkpoint.disk_fault if checkpoint else None)) is not None:
                 self._pulls.staged(None if cut is None else fault)  # a worn disk retires the VM (zen.agent.limits)
             if cut is not None:  # the job never ran: nothing to upload
-                self._end(attempt, output, None, *cut, data=data)
+                self._end(attempt, output, None, *cut, data=data, over_limit="max_runtime_s" if cut[1].startswith(late) else None)
                 return None
             if limit is not None and (data.inputs or checkpoint is not None):  # staged or restored: counted
                 runtime = limit - (staged_s := time.monotonic() - began)
                 over += f" (staging its {staged} took {staged_s:.1f} s of it)"
                 if runtime <= 0:  # done just past it, between two looks
-                    self._end(attempt, output, None, AgentStatus.FAILED, f"zen: staging exceeded max_runtime_s={limit} "
-                              f"({moved.describe()} done)", data=data)
+                    self._end(attempt, output, None, AgentStatus.FAILED, f"{late} ({moved.describe()} done)", data=data,
+                              over_limit="max_runtime_s")  # stopped at its limit: never retried nor rerun
                     return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
