@@ -90,6 +90,7 @@ resource "google_cloudfunctions2_function" "console" {
         ZEN_DB_NAME              = google_sql_database.zen.name
         ZEN_CLOUDSQL_IP_TYPE     = "PRIVATE"
         ZEN_DB_MAX_OPEN          = tostring(var.console.db_max_open)
+        ZEN_DB_QUERY_TIMEOUT_S   = tostring(max(5, var.console.timeout_s - 10))
         ZEN_CONSOLE_IAP_AUDIENCE = local.console_audience
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},

@@ -69,6 +69,9 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_CLOUDSQL_IP_TYPE  = "PRIVATE"
         # The most connections one instance opens (sql.tf: what the plan checks against max_connections).
         ZEN_DB_MAX_OPEN = tostring(local.db_max_open[each.key])
+        # The most a query waits for Postgres to answer: under the timeout, so that a server that stops answering
+        # (no reset) frees the request and its connection slot (zen.store.connect.bounded).
+        ZEN_DB_QUERY_TIMEOUT_S = tostring(max(5, var.functions[each.key].timeout_s - 10))
         # Stops never scale; without Compute permissions they must not try. A heartbeat whose VM became
         # usable runs its cluster's scaling pass (Zen.on_heartbeat: the boots that lost the race go).
         ZEN_SCALING = each.value.scaling ? "on" : "off"

@@ -104,13 +104,14 @@ resource "google_cloudfunctions2_function" "notifier" {
 
     environment_variables = merge(
       {
-        ZEN_PROJECT           = var.project_id
-        ZEN_CLOUDSQL_INSTANCE = google_sql_database_instance.zen.connection_name
-        ZEN_DB_USER           = google_sql_user.notifier.name
-        ZEN_DB_NAME           = google_sql_database.zen.name
-        ZEN_CLOUDSQL_IP_TYPE  = "PRIVATE"
-        ZEN_DB_MAX_OPEN       = tostring(local.notifier_db_max_open)
-        ZEN_SCALING           = "off" # it never scales; it has no Compute permission
+        ZEN_PROJECT            = var.project_id
+        ZEN_CLOUDSQL_INSTANCE  = google_sql_database_instance.zen.connection_name
+        ZEN_DB_USER            = google_sql_user.notifier.name
+        ZEN_DB_NAME            = google_sql_database.zen.name
+        ZEN_CLOUDSQL_IP_TYPE   = "PRIVATE"
+        ZEN_DB_MAX_OPEN        = tostring(local.notifier_db_max_open)
+        ZEN_DB_QUERY_TIMEOUT_S = tostring(max(5, var.notifier.timeout_s - 10))
+        ZEN_SCALING            = "off" # it never scales; it has no Compute permission
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
     )

@@ -1,7 +1,7 @@
 """A function whose database variables or configuration file are wrong cannot start: every message it is given
 answers 500 (Pub/Sub redelivers it until it is dead-lettered, rightly while the setting is wrong) and the only
-clue in the logs is the error ``Zen.from_env`` raised. The functions' Cloud SQL wiring (zen/store/db.py
-``_cloudsql_connect_factory``) raised ``KeyError: 'ZEN_DB_USER'`` and ``KeyError: 'PRIVATE_IP'`` (a
+clue in the logs is the error ``Zen.from_env`` raised. The functions' Cloud SQL wiring (zen/store/connect.py
+``cloudsql_connect_factory``) raised ``KeyError: 'ZEN_DB_USER'`` and ``KeyError: 'PRIVATE_IP'`` (a
 ZEN_CLOUDSQL_IP_TYPE of private_ip: the variable not named at all), and ``load_config`` an IsADirectoryError or a
 UnicodeDecodeError naming no file: each is a ConfigError naming what to fix now."""
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.test_cli_deployed_messages import silent_database  # noqa: F401 - fixture
 from zen.core.errors import TransientError
-from zen.store import db as dbmod
+from zen.store import connect as dbmod
 from zen.store.db import Database, parse_database_url
 
 

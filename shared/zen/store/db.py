@@ -1,5 +1,5 @@
-"""Postgres access: where to connect (Cloud SQL with IAM authentication, else ``ZEN_DATABASE_URL``), a
-small connection pool, transactions and named queries. Errors are classified here, once, for every
+"""Postgres access: where to connect (``zen.store.connect``: Cloud SQL with IAM authentication, else
+``ZEN_DATABASE_URL``), a small connection pool, transactions and named queries. Errors are classified here, once, for every
 caller (``_classified``): an infrastructure fault becomes ``TransientError`` (redelivered), an error
 caused by a statement's data ``DataRejected`` (recorded and acked), anything else propagates.
 
@@ -13,112 +13,21 @@ import contextlib
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
-from urllib.parse import parse_qs, quote, unquote, urlparse
 
 import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
 from zen.core.errors import ConfigError, DataRejected, TransientError
+from zen.store.connect import ConnectionTarget as ConnectionTarget, bounded, cloudsql_connect_factory
+from zen.store.connect import positive_from_env, parse_database_url as parse_database_url
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes a retry can fix: connection, resources, operator intervention (a shutdown), serialization, deadlocks.
 _TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
 # Data exceptions, integrity violations and program limits exceeded (54000: a value too large for a btree index row).
 _DATA_SQLSTATE = re.compile(r"^(22|23|54)")
-
-# Every session's times in UTC, Cloud SQL's default (a Postgres set to another zone, as the embedded one may be).
-SESSION = {"TimeZone": "UTC"}
-CONNECT_TIMEOUT_S = 10.0  # a connection and Postgres' startup answer; a port that never answered held every command
-
-
-@dataclass(frozen=True)
-class ConnectionTarget:
-    """Where pg8000 connects: a TCP host/port or a unix socket."""
-
-    user: str
-    database: str
-    password: str | None = None
-    host: str | None = None
-    port: int = 5432
-    unix_sock: str | None = None
-
-    def connect(self) -> pg8000.native.Connection:
-        # No TLS on a local socket (Postgres offers none there): pg8000 would build a TLS context (~16 ms of CPU)
-        # for every connection only to be told no.
-        where = {"unix_sock": self.unix_sock, "ssl_context": False} if self.unix_sock else {"host": self.host, "port": self.port}
-        conn = pg8000.native.Connection(user=self.user, password=self.password, database=self.database,
-                                        startup_params=SESSION, timeout=CONNECT_TIMEOUT_S, **where)
-        conn._usock.settimeout(None)  # connected: a query waits as long as it runs (pg8000's socket, TLS or not)
-        return conn
-
-    def with_database(self, database: str) -> "ConnectionTarget":
-        return ConnectionTarget(self.user, database, self.password, self.host, self.port, self.unix_sock)
-
-    def url(self) -> str:
-        """This target as the ``postgresql://`` URL ``parse_database_url`` reads back."""
-        auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
-        if self.unix_sock:
-            socket_dir, _, name = self.unix_sock.rpartition("/")
-            port = name.rsplit(".", 1)[-1]
-            return f"postgresql://{auth}@/{quote(self.database, safe='')}?host={quote(socket_dir, safe='/')}" + (
-                f"&port={port}" if port != "5432" else "")
-        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}"
-
-
-def parse_database_url(url: str) -> ConnectionTarget:
-    """Parse a ``postgresql://`` URL (TCP, or unix socket via ``?host=/dir``) once, for both forms."""
-    try:  # urllib's errors (a port that is no number, an unclosed [IPv6] host) name no variable
-        parsed = urlparse(url)
-        query = parse_qs(parsed.query)
-        port = parsed.port or int(query.get("port", ["5432"])[0])
-    except ValueError as exc:
-        raise ValueError(f"ZEN_DATABASE_URL cannot be read ({exc}); its form is postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
-    if parsed.scheme not in ("postgresql", "postgres"):
-        shown = url.replace(f":{parsed.password}@", ":***@") if parsed.password else url  # as written, password masked
-        raise ValueError(f"ZEN_DATABASE_URL must start with postgresql://, got {shown!r}")
-    database = unquote(parsed.path.lstrip("/")) or "postgres"
-    user, password = unquote(parsed.username or "postgres"), unquote(parsed.password) if parsed.password else None
-    socket_dir = query.get("host", [None])[0]
-    if socket_dir and socket_dir.startswith("/"):
-        return ConnectionTarget(user, database, password, unix_sock=f"{socket_dir}/.s.PGSQL.{port}")
-    return ConnectionTarget(user, database, password, host=parsed.hostname or socket_dir or "localhost", port=port)
-
-
-class _NativeOverDbApi:
-    """The connector returns a DB-API pg8000 connection; give it what ``Session`` uses of the native
-    API: ``run`` for parameterless scripts, ``columns``, and ``prepare`` for everything else."""
-
-    def __init__(self, conn: Any):
-        self._conn = conn
-        self._conn.autocommit = True  # transactions are explicit BEGIN/COMMIT, as with native
-        self.columns: list[dict[str, Any]] | None = None
-
-    def run(self, sql: str) -> list[list[Any]]:
-        context = self._conn.execute_simple(sql)
-        self.columns = context.columns
-        return context.rows or []
-
-    def prepare(self, sql: str) -> Any:
-        return pg8000.native.PreparedStatement(self._conn, sql)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-def _cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
-    from google.cloud.sql.connector import Connector, IPTypes
-
-    named, user = os.environ.get("ZEN_CLOUDSQL_IP_TYPE", "PRIVATE").upper(), os.environ.get("ZEN_DB_USER")
-    if not user or named not in IPTypes.__members__:  # a function that cannot start says which variable to fix
-        raise ConfigError("ZEN_DB_USER is not set (ZEN_CLOUDSQL_INSTANCE needs it)" if not user else
-                          f"ZEN_CLOUDSQL_IP_TYPE {named!r}: not one of {', '.join(IPTypes.__members__)}")
-    connector, ip_type, database = Connector(refresh_strategy="lazy"), IPTypes[named], os.environ.get("ZEN_DB_NAME", "zen")
-    return lambda: _NativeOverDbApi(connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True,
-                                                      ip_type=ip_type, startup_params=SESSION))
-
 
 def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
     """Split a ``-- name: X`` annotated SQL file into {name: sql}; a name given twice is refused (the
@@ -251,16 +160,6 @@ class Session:
         self._call(sql, {})
 
 
-def _max_open_from_env() -> int | None:
-    """``ZEN_DB_MAX_OPEN``: connections one process may hold open at once (unset or empty: no limit)."""
-    raw = os.environ.get("ZEN_DB_MAX_OPEN", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"ZEN_DB_MAX_OPEN must be a positive integer, got {raw!r}")
-    return int(raw)
-
-
 class Database:
     """A thread-safe pool of pg8000 connections with transactional sessions.
 
@@ -278,8 +177,8 @@ class Database:
     open_wait_s = 10.0
 
     def __init__(self, connect: Callable[[], pg8000.native.Connection], max_idle: int = 5,
-                 max_open: int | None = None):
-        self._connect = connect
+                 max_open: int | None = None, query_timeout_s: float | None = None):
+        self._connect, self.query_timeout_s = connect, query_timeout_s
         self._idle: list[pg8000.native.Connection] = []
         self._lock = threading.Lock()
         self._max_idle = max_idle
@@ -290,20 +189,21 @@ class Database:
         self.queries = load_queries()
 
     @classmethod
-    def from_target(cls, target: ConnectionTarget, max_open: int | None = None) -> "Database":
-        return cls(target.connect, max_open=max_open)
+    def from_target(cls, target: ConnectionTarget, max_open: int | None = None,
+                    query_timeout_s: float | None = None) -> "Database":
+        return cls(target.connect, max_open=max_open, query_timeout_s=query_timeout_s)
 
     @classmethod
     def from_env(cls) -> "Database":
-        max_open = _max_open_from_env()
+        max_open, query_timeout_s = positive_from_env("ZEN_DB_MAX_OPEN"), positive_from_env("ZEN_DB_QUERY_TIMEOUT_S")
         instance = os.environ.get("ZEN_CLOUDSQL_INSTANCE")
         if instance:
-            return cls(_cloudsql_connect_factory(instance), max_open=max_open)
+            return cls(cloudsql_connect_factory(instance), max_open=max_open, query_timeout_s=query_timeout_s)
         url = os.environ.get("ZEN_DATABASE_URL")
         if not url:
             raise ConfigError("no database: set ZEN_CLOUDSQL_INSTANCE (Cloud SQL) or ZEN_DATABASE_URL "
                               "(postgresql://...)")
-        return cls.from_target(parse_database_url(url), max_open=max_open)
+        return cls.from_target(parse_database_url(url), max_open=max_open, query_timeout_s=query_timeout_s)
 
     def _acquire(self) -> pg8000.native.Connection:
         if self._slots is not None and not self._slots.acquire(timeout=self.open_wait_s):
@@ -314,7 +214,7 @@ class Database:
                 if self._idle:
                     return self._idle.pop()
             try:
-                return self._connect()
+                return bounded(self._connect(), self.query_timeout_s)
             except Exception as exc:  # noqa: BLE001 - translated below
                 if isinstance(_classified(exc)[0], TransientError):
                     raise TransientError(f"cannot connect to Postgres: {exc}") from exc

@@ -1,0 +1,126 @@
+"""Where Postgres is and how a connection to it is made: Cloud SQL through its connector with IAM authentication
+(``ZEN_CLOUDSQL_INSTANCE``), else ``ZEN_DATABASE_URL`` (TCP or a unix socket); every session in UTC, a connect bounded
+by ``CONNECT_TIMEOUT_S``, an answer by ``ZEN_DB_QUERY_TIMEOUT_S`` where set. The pool over them: ``zen.store.db``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import parse_qs, quote, unquote, urlparse
+
+import pg8000.native
+
+from zen.core.errors import ConfigError
+
+# Every session's times in UTC, Cloud SQL's default (a Postgres set to another zone, as the embedded one may be).
+SESSION = {"TimeZone": "UTC"}
+CONNECT_TIMEOUT_S = 10.0  # a connection and Postgres' startup answer; a port that never answered held every command
+
+
+@dataclass(frozen=True)
+class ConnectionTarget:
+    """Where pg8000 connects: a TCP host/port or a unix socket."""
+
+    user: str
+    database: str
+    password: str | None = None
+    host: str | None = None
+    port: int = 5432
+    unix_sock: str | None = None
+
+    def connect(self) -> pg8000.native.Connection:
+        # No TLS on a local socket (Postgres offers none there): pg8000 would build a TLS context (~16 ms of CPU)
+        # for every connection only to be told no.
+        where = {"unix_sock": self.unix_sock, "ssl_context": False} if self.unix_sock else {"host": self.host, "port": self.port}
+        conn = pg8000.native.Connection(user=self.user, password=self.password, database=self.database,
+                                        startup_params=SESSION, timeout=CONNECT_TIMEOUT_S, **where)
+        conn._usock.settimeout(None)  # connected: a query waits as long as it runs (pg8000's socket, TLS or not)
+        return conn
+
+    def with_database(self, database: str) -> "ConnectionTarget":
+        return ConnectionTarget(self.user, database, self.password, self.host, self.port, self.unix_sock)
+
+    def url(self) -> str:
+        """This target as the ``postgresql://`` URL ``parse_database_url`` reads back."""
+        auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
+        if self.unix_sock:
+            socket_dir, _, name = self.unix_sock.rpartition("/")
+            port = name.rsplit(".", 1)[-1]
+            return f"postgresql://{auth}@/{quote(self.database, safe='')}?host={quote(socket_dir, safe='/')}" + (
+                f"&port={port}" if port != "5432" else "")
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}"
+
+
+def parse_database_url(url: str) -> ConnectionTarget:
+    """Parse a ``postgresql://`` URL (TCP, or unix socket via ``?host=/dir``) once, for both forms."""
+    try:  # urllib's errors (a port that is no number, an unclosed [IPv6] host) name no variable
+        parsed = urlparse(url)
+        query = parse_qs(parsed.query)
+        port = parsed.port or int(query.get("port", ["5432"])[0])
+    except ValueError as exc:
+        raise ValueError(f"ZEN_DATABASE_URL cannot be read ({exc}); its form is postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
+    if parsed.scheme not in ("postgresql", "postgres"):
+        shown = url.replace(f":{parsed.password}@", ":***@") if parsed.password else url  # as written, password masked
+        raise ValueError(f"ZEN_DATABASE_URL must start with postgresql://, got {shown!r}")
+    database = unquote(parsed.path.lstrip("/")) or "postgres"
+    user, password = unquote(parsed.username or "postgres"), unquote(parsed.password) if parsed.password else None
+    socket_dir = query.get("host", [None])[0]
+    if socket_dir and socket_dir.startswith("/"):
+        return ConnectionTarget(user, database, password, unix_sock=f"{socket_dir}/.s.PGSQL.{port}")
+    return ConnectionTarget(user, database, password, host=parsed.hostname or socket_dir or "localhost", port=port)
+
+
+class _NativeOverDbApi:
+    """The connector returns a DB-API pg8000 connection; give it what ``Session`` uses of the native
+    API: ``run`` for parameterless scripts, ``columns``, and ``prepare`` for everything else."""
+
+    def __init__(self, conn: Any):
+        self._conn = conn
+        self._conn.autocommit = True  # transactions are explicit BEGIN/COMMIT, as with native
+        self.columns: list[dict[str, Any]] | None = None
+
+    def run(self, sql: str) -> list[list[Any]]:
+        context = self._conn.execute_simple(sql)
+        self.columns = context.columns
+        return context.rows or []
+
+    def prepare(self, sql: str) -> Any:
+        return pg8000.native.PreparedStatement(self._conn, sql)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
+    from google.cloud.sql.connector import Connector, IPTypes
+
+    named, user = os.environ.get("ZEN_CLOUDSQL_IP_TYPE", "PRIVATE").upper(), os.environ.get("ZEN_DB_USER")
+    if not user or named not in IPTypes.__members__:  # a function that cannot start says which variable to fix
+        raise ConfigError("ZEN_DB_USER is not set (ZEN_CLOUDSQL_INSTANCE needs it)" if not user else
+                          f"ZEN_CLOUDSQL_IP_TYPE {named!r}: not one of {', '.join(IPTypes.__members__)}")
+    connector, ip_type, database = Connector(refresh_strategy="lazy"), IPTypes[named], os.environ.get("ZEN_DB_NAME", "zen")
+    return lambda: _NativeOverDbApi(connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True,
+                                                      ip_type=ip_type, startup_params=SESSION))
+
+
+def positive_from_env(name: str) -> int | None:
+    """``ZEN_DB_MAX_OPEN``: connections one process may hold open at once; ``ZEN_DB_QUERY_TIMEOUT_S``: the most a
+    connection waits on Postgres for one answer (unset or empty: no bound)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def bounded(conn: Any, timeout_s: float | None) -> Any:
+    """``conn`` whose waits for Postgres's answers end after ``timeout_s`` (pg8000's socket, TLS or not, under the
+    Cloud SQL connector's DB-API connection too): a server that stops answering (a partition, a frozen host: no reset)
+    raises then, the connection is dropped and its pool slot given back, where a request waited past its function's
+    timeout holding the slot, and every later request of the instance waited for it in vain."""
+    if timeout_s is not None:
+        getattr(conn, "_conn", conn)._usock.settimeout(timeout_s)
+    return conn
