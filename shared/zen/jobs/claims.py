@@ -73,7 +73,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         return None
     elif hb.region not in job.regions:  # decide_heartbeat's checks too, but a cause makes the VM back off
         reason, cause = f"region {hb.region} is not allowed for this job", NOT_ALLOWED
-    elif cluster is not None and (model := _unaccepted_model(cluster, job, hb)) is not None:
+    elif cluster is not None and (model := _unaccepted_model(cluster, job, hb, tx)) is not None:
         accepts = job.request["provisioning"]
         reason, cause = f"VM {hb.vm} is a {model} VM, and the job accepts {accepts} VMs only", NOT_ACCEPTED
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
@@ -115,10 +115,12 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=controls, refused=cause)
 
 
-def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat) -> str | None:
-    """The provisioning model of ``hb.vm`` (told by its name: its pool's MIG) when the job does not accept
-    it; None when it does, or when the name tells no model (a VM of no MIG of the cluster's)."""
-    model = cluster.model_of(hb.vm, hb.region)
+def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx) -> str | None:
+    """The provisioning model of ``hb.vm`` when the job does not accept it; None when it does, or when none is known
+    (a VM of no MIG of the cluster's). The model a scaling pass recorded for the VM, else the one its name tells (its
+    pool's MIG): the primary MIG keeps its name when the cluster's models are reordered, and its VMs booted before
+    kept theirs (a spot VM was taken for standard, and a job accepting standard VMs only ran on it)."""
+    model = (tx.vm_model(hb.vm) if len(cluster.provisioning) > 1 else None) or cluster.model_of(hb.vm, hb.region)
     return model if model is not None and model not in accepted_models(
         job.request.get("provisioning"), cluster.provisioning) else None
 

@@ -222,6 +222,9 @@ class FleetRows(Protocol):
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""
 
+    def vm_model(self, vm: str) -> str | None:
+        """The provisioning model a scaling pass recorded for ``vm`` when it first listed it; None: none recorded."""
+
     def vm_first_seen(self, vm: str) -> datetime | None:
         """When ``vm``'s agent was first heard (its row's first heartbeat); None for a VM never heard."""
 

@@ -277,6 +277,10 @@ class PostgresJobTx:
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         return repository.jobs_on_vm(self.session, vm)
 
+    @hooked("vm_model")
+    def vm_model(self, vm: str) -> str | None:
+        return repository.vm_model(self.session, vm)
+
     @hooked("vm_first_seen")
     def vm_first_seen(self, vm: str) -> datetime | None:
         return repository.vm_first_seen(self.session, vm)

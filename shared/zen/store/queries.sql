@@ -558,6 +558,11 @@ UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last
 -- name: vm_first_seen
 SELECT first_seen_at FROM vms WHERE name = :vm_name;
 
+-- name: vm_model
+-- The provisioning model a scaling pass recorded for a VM when it first listed it (mig_instances.model, what its
+-- fleet dollars are priced at): a VM keeps it when the cluster's models are reordered and its MIG's name means another.
+SELECT model FROM mig_instances WHERE name = :vm_name;
+
 -- name: vm_shares
 -- Whether a VM's agent may run several jobs at once (its heartbeats list them all: zen.scaling.sharing).
 SELECT jobs IS NOT NULL AS shares FROM vms WHERE name = :vm_name;

@@ -237,6 +237,12 @@ def vm_shares(session: Session, vm: str) -> bool | None:
     return bool(row["shares"]) if row is not None else None
 
 
+def vm_model(session: Session, vm: str) -> str | None:
+    """The provisioning model recorded for ``vm`` when a scaling pass first listed it; None: none recorded."""
+    row = session.one("vm_model", vm_name=vm)
+    return row["model"] if row is not None else None
+
+
 def vm_first_seen(session: Session, vm: str) -> datetime | None:
     """When ``vm``'s agent was first heard; None for a VM never heard."""
     row = session.one("vm_first_seen", vm_name=vm)

@@ -549,6 +549,10 @@ class InMemoryJobTx:
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         return {j.job_id: j.gpus for j in self._t.jobs.values() if j.vm == vm and j.status in HELD}
 
+    @hooked("vm_model")
+    def vm_model(self, vm: str) -> str | None:
+        return None  # no scaling pass records instances here: the VM's name tells its model
+
     @hooked("vm_first_seen")
     def vm_first_seen(self, vm: str) -> datetime | None:
         return self._t.vms.get(vm, {}).get("first_seen_at")
