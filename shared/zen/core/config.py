@@ -86,7 +86,7 @@ class Attempts(_Strict):
 
 class Limits(_Strict):
     max_message_bytes: int = Field(default=64 * 1024, gt=0, description="Larger payloads are rejected")
-    max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0,
+    max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0, le=2**31 - 1,  # a job's column is a Postgres integer
                                description="Cap on a job's max_runtime_s, and its value when it gives none")
     max_array_tasks: int = Field(default=1000, gt=0, description="Most tasks one array submission may have")
 
