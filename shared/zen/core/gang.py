@@ -36,7 +36,7 @@ from zen.core.lease import Deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import LEFT_RUNNING, gave_up
-from zen.core.retries import next_retry, rerun_as_taken_back
+from zen.core.retries import ended, next_retry, rerun_as_taken_back
 from zen.core.stops import PREEMPTED, users_reason
 
 _RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
@@ -289,7 +289,7 @@ def _given_back(job: Job, vm: str) -> Decision:
 
 def _failed(job: Job, nodes: list[GangNode], failed: GangNode, now: datetime) -> Decision:
     """The attempt's first failure, its other nodes ended: retried (``zen.core.retries``) as for one VM, else FAILED."""
-    why = f"node {failed.rank} ({failed.vm}) failed: exit code {failed.exit_code}"
+    why = f"node {failed.rank} ({failed.vm}) failed: {ended(failed.exit_code, failed.over_limit, job.max_runtime_s, 'no exit code')}"
     if (retry := next_retry(job.request, job.retries, job.attempt, failed, now)) is not None:
         retried = Decision(changes=[Change(JobStatus.PENDING, f"node {failed.rank} ({failed.vm}): {retry.reason}")],
                            fields=retry.fields(job.attempt, job.max_attempts))

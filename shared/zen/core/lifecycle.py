@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zen.core.lease import Deadlines, silent_for
-from zen.core.retries import budget_spent, next_retry, rerun_as_taken_back
+from zen.core.retries import budget_spent, ended, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
 from zen.core.stops import PREEMPTED, users_reason
@@ -266,7 +266,7 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
         return
     if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
         target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED
-        reason = f"exit code {hb.exit_code}" if hb.exit_code is not None else status.value.lower()
+        reason = ended(hb.exit_code, hb.over_limit, job.max_runtime_s, status.value.lower())
         if job.started_at is None and "started_at" not in decision.fields:
             decision.fields["started_at"] = sent_at
         decision.changes.append(Change(target, reason))

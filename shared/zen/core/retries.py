@@ -105,3 +105,16 @@ def rerun_as_taken_back(succeeded: bool, over_limit: str | None) -> bool:
     (a failure, maybe the stop's own): not a success, nor a kill at one of the job's limits, which is FAILED
     as it would have been without the preemption (its rerun would run into the same limit)."""
     return not succeeded and over_limit is None
+
+
+def ended(exit_code: int | None, over_limit: str | None, max_runtime_s: int | None, otherwise: str) -> str:
+    """Why an attempt ended, for the job's history and ``zen explain``: the limit the agent stopped it at, with its
+    exit code (a plain "exit code 143", or "exit code 0" for a job that saved its work on SIGTERM and exited cleanly,
+    read as a failure of its own, or a contradiction); else its exit code, else ``otherwise``."""
+    code = f"exit code {exit_code}" if exit_code is not None else None
+    if over_limit == "max_runtime_s":
+        return f"stopped at max_runtime_s={max_runtime_s}" + (f" ({code})" if code else "")
+    if over_limit is not None:  # "disk": its share of the VM's disk (zen.agent.diskquota)
+        return "stopped at its share of the disk" + (f" ({code})" if code else "")
+    return code or otherwise
+
