@@ -9,6 +9,8 @@ import re
 from zen.core.config import ZenConfig
 
 _PRICE = re.compile(r"\$([0-9.]+)/h")
+# A job's ask, in jobs or, where VMs take several jobs, in VMs (zen.scaling.gangs.wanted): its price follows.
+_JOBS_ASK = re.compile(r"(queued job\(s\) without a VM|VM\(s\) for queued jobs, several per VM): \$")
 SCENARIO = "region-out-priced"
 
 
@@ -30,7 +32,7 @@ def cheaper_moves(decisions: list[dict], config: ZenConfig) -> list[str]:
     lines = []
     for d in decisions:
         cluster = config.cluster(d["cluster"])
-        if d["action"] != "ADD" or cluster is None or "queued job(s) without a VM: $" not in d["reason"]:
+        if d["action"] != "ADD" or cluster is None or not _JOBS_ASK.search(d["reason"]):
             continue  # a job's ask (a hedge's or a spare's names its price too: no move of a job)
         first = cluster.regions[0]
         chosen = _PRICE.search(d["reason"])
