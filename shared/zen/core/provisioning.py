@@ -60,11 +60,13 @@ def pool_key(region: str, model: str, primary: str) -> str:
 
 
 def blocked_for(regions: Iterable[str], accepts: str | None, models: list[str] | tuple[str, ...],
-                blocked: Collection[str]) -> frozenset[str]:
+                blocked: Collection[str], longest: float | None = None, flex_run_s: float = float("inf")) -> frozenset[str]:
     """The ``regions`` where a stockout blocks (``blocked``: the planner's memory, by pool) every pool a job accepting
     ``accepts`` may use of a cluster using ``models``: where it could only wait. A region is not a pool: with several
-    models, one blocked pool of a region leaves the others (a spot job was passed over for blocked standard pools)."""
-    usable = accepted_models(accepts, models)
+    models, one blocked pool of a region leaves the others (a spot job was passed over for blocked standard pools).
+    A job whose named ``max_runtime_s`` (``longest``) outlasts a flex-start VM's run (``flex_run_s``) uses no
+    flex-start pool (``outlasts_flex``): those leave it nothing."""
+    usable = tuple(m for m in accepted_models(accepts, models) if m != "flex-start" or not outlasts_flex(longest, flex_run_s))
     return frozenset(r for r in regions if usable and all(pool_key(r, m, models[0]) in blocked for m in usable))
 
 

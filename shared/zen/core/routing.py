@@ -77,7 +77,8 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
                      f"start sent to {', '.join(regions)} first, {why}; widened after {wait:g} s unclaimed")
     near = _near(config, job)
     if near and (cluster := config.cluster(job.cluster)) is not None:  # a region where each pool it may use is blocked
-        stocked_out = blocked_for(near, job.request.get("provisioning"), cluster.provisioning, blocked())
+        stocked_out = blocked_for(near, job.request.get("provisioning"), cluster.provisioning, blocked(),
+                                  job.request.get("max_runtime_s"), cluster.flex_start_run_s)
         near = [r for r in near if r not in stocked_out]
     if not near:
         return EVERYWHERE

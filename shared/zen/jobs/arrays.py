@@ -72,7 +72,7 @@ class ArrayJobs:
                     raise _Refused(_A_JOBS.format(array_id))
                 if taken := tx.arrays_named([task_id for task_id, _ in arrays.tasks(canonical, array_id, spec)]):
                     raise _Refused(_AN_ARRAYS.format(taken[0], array_id))
-                shape, chosen = choose(tx, self._config, resolved, now, request.provisioning)
+                shape, chosen = choose(tx, self._config, resolved, now, request.provisioning, request.max_runtime_s)
                 gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
                 for task_id, task_request in arrays.tasks(canonical, array_id, spec):
                     index = task_request["array"]["index"]

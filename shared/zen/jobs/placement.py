@@ -265,10 +265,11 @@ def _offered(config: ZenConfig) -> str:
     return ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
 
 
-def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime,
-           accepts: str | None = None) -> tuple[Shape, str | None]:
+def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime, accepts: str | None = None,
+           longest: int | None = None) -> tuple[Shape, str | None]:
     """Of several acceptable shapes, the first with quota free now and a region where a stockout blocks not every
-    pool of the models the job accepts (``accepts``: its request's ``provisioning``); else the first. Returns the
+    pool of the models the job accepts (``accepts``: its request's ``provisioning``; ``longest``: the
+    ``max_runtime_s`` it named, past a flex-start VM's run no flex-start pool); else the first. Returns the
     shape and, when there was a choice, why it was taken."""
     if len(resolved.shapes) == 1:
         return resolved.shapes[0], None
@@ -280,8 +281,9 @@ def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime,
             if full:
                 skipped.append(f"{shape.cluster}: {full}")
                 continue
-        models = configured_cluster(config, shape.cluster).provisioning  # each pool it may use blocked (by model)
-        if blocked_for(shape.regions, accepts, models, tx.blocked_regions(shape.cluster, now)) >= set(shape.regions):
+        cluster = configured_cluster(config, shape.cluster)  # each pool it may use blocked (by model)
+        if blocked_for(shape.regions, accepts, cluster.provisioning, tx.blocked_regions(shape.cluster, now), longest,
+                       cluster.flex_start_run_s) >= set(shape.regions):
             skipped.append(f"{shape.cluster}: every allowed region is stocked out")
             continue
         return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")

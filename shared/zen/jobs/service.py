@@ -150,7 +150,7 @@ class JobService:
         # admission has to decide, or one of several GPU shapes is to be chosen.
         names_array = False  # an array's id is a job's for no one (as a job's is no array's)
         with self._store.transaction() as tx:
-            shape, chosen = choose(tx, self._config, resolved, now, request.provisioning)
+            shape, chosen = choose(tx, self._config, resolved, now, request.provisioning, request.max_runtime_s)
             gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
             pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions, "gpus": gpus})
             created = tx.insert_job(pending)

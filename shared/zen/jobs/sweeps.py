@@ -145,8 +145,9 @@ class Sweeps:
         """The job's regions where a stockout blocks every pool the job may use (the planner's memory), or
         (``since``) was found there after then with no VM booted since."""
         cluster = self._config.cluster(job.cluster)
-        return frozenset() if cluster is None else blocked_for(job.regions, job.request.get("provisioning"),
-                                                               cluster.provisioning, tx.blocked_regions(job.cluster, now, since))
+        return frozenset() if cluster is None else blocked_for(
+            job.regions, job.request.get("provisioning"), cluster.provisioning, tx.blocked_regions(job.cluster, now, since),
+            job.request.get("max_runtime_s"), cluster.flex_start_run_s)
 
     def apply_early_stops(self, job_ids: list[str] | None = None, limit: int = 500) -> int:
         """Stops kept because their job was unknown when they came, whose job exists now, applied as
