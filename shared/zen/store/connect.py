@@ -117,10 +117,14 @@ def positive_from_env(name: str) -> int | None:
 
 
 def bounded(conn: Any, timeout_s: float | None) -> Any:
-    """``conn`` whose waits for Postgres's answers end after ``timeout_s`` (pg8000's socket, TLS or not, under the
-    Cloud SQL connector's DB-API connection too): a server that stops answering (a partition, a frozen host: no reset)
-    raises then, the connection is dropped and its pool slot given back, where a request waited past its function's
-    timeout holding the slot, and every later request of the instance waited for it in vain."""
+    """``conn`` whose statements Postgres cancels after ``timeout_s`` less a second (``statement_timeout``, at least
+    half a second: a statement waiting on a lock ends on the server too, not applied, SQLSTATE 57014, transient), and
+    whose waits for an answer end after ``timeout_s`` (pg8000's socket, TLS or not, under the Cloud SQL connector's
+    DB-API connection too): a server that stops answering (a partition, a frozen host: no reset) raises then, the
+    connection is dropped and its pool slot given back, where a request waited past its function's timeout holding
+    the slot, and every later request of the instance waited for it in vain. A frozen server's process may outlive
+    the connection; one that answers cancels its statement itself."""
     if timeout_s is not None:
+        conn.run(f"SET statement_timeout = {max(500, int(timeout_s * 1000) - 1000)}")
         getattr(conn, "_conn", conn)._usock.settimeout(timeout_s)
     return conn
