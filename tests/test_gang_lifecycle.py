@@ -274,13 +274,13 @@ def test_a_gangs_nodes_hold_their_vms_and_only_its_missing_nodes_are_demand(func
     functions.submit(job_request("g", nodes=3))
     claim(functions, "vm-1")
     with zen.db.transaction() as session:
-        [row] = fleet.queued_demand(session, "4xa100-40gb")
+        [row] = fleet.queued_demand(session, "4xa100-40gb", clock(), 600)
         assert (row["jobs"], row["nodes"], row["need"], row["vms"]) == (1, 3, 2, 2)  # one gang, two nodes to find
         assert fleet.held_vms(session, "4xa100-40gb") == {"vm-1": "g"}  # a part claimed holds its VM
         assert not fleet.drain_unless_busy(session, "vm-1", "4xa100-40gb", "us-central1", clock())
     functions.submit(job_request("h", nodes=3))  # a second gang, none of it claimed: a group of its own
     with zen.db.transaction() as session:
-        rows = fleet.queued_demand(session, "4xa100-40gb")
+        rows = fleet.queued_demand(session, "4xa100-40gb", clock(), 600)
         assert sorted((r["jobs"], r["nodes"], r["need"], r["vms"]) for r in rows) == [(1, 3, 2, 2), (1, 3, 3, 3)]
         [low, high] = sorted((g.part, g.count) for g in demand_groups(rows, zen.config.cluster("4xa100-40gb")))
         assert (low, high) == ((2, 2), (3, 3))
@@ -288,7 +288,7 @@ def test_a_gangs_nodes_hold_their_vms_and_only_its_missing_nodes_are_demand(func
     claim(functions, "vm-3")
     functions.stop({"job_id": "h"})
     with zen.db.transaction() as session:
-        assert fleet.queued_demand(session, "4xa100-40gb") == []
+        assert fleet.queued_demand(session, "4xa100-40gb", clock(), 600) == []
         assert fleet.held_vms(session, "4xa100-40gb") == {"vm-1": "g", "vm-2": "g", "vm-3": "g"}
         assert not fleet.drain_unless_busy(session, "vm-3", "4xa100-40gb", "us-central1", clock())
         assert fleet.drain_unless_busy(session, "vm-9", "4xa100-40gb", "us-central1", clock())

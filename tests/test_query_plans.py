@@ -79,7 +79,7 @@ HOT_QUERIES = [
     ("early_stops_of_submitted_jobs", {"limit": 500}),  # stops that raced their submission
     ("pending_jobs", {"limit": 500, "queue_less": False}),  # without queues, the tick admits jobs left PENDING by removed queues
     ("pending_jobs", {"limit": 500, "queue_less": True}),  # with queues, the jobs of none (held before queues came)
-    ("queued_demand", {"cluster": "1xl4"}),  # the planner's demand, by the regions each start reaches now
+    ("queued_demand", {"cluster": "1xl4", "now": NOW, "bound": 600}),  # the planner's demand, by the regions each start reaches now
     ("vm_holds_job", {"vm_name": "vm-13", "left_running": "x"}),
     # Each submission of a job with inputs or an image looks for warm VMs (zen.core.routing).
     ("vms_holding", dict(cluster="1xl4", regions='["us-central1"]', inputs='["gs://b/x"]', image=None,
@@ -87,7 +87,7 @@ HOT_QUERIES = [
     # Several jobs per VM: a claim reads the VM's jobs; a scaling pass the VMs' loads and the demand by GPUs.
     ("jobs_on_vm", {"vm_name": "vm-13"}),
     ("vm_loads_of_cluster", {"cluster": "1xl4"}),
-    ("queued_demand_by_gpus", {"cluster": "1xl4"}),
+    ("queued_demand_by_gpus", {"cluster": "1xl4", "now": NOW, "bound": 600}),
     ("held_vms_of_cluster", {"cluster": "1xl4", "left_running": "x"}),  # with a gang's nodes (jobs_gangs)
     ("arrivals_since", {"cluster": "1xl4", "since": NOW - timedelta(minutes=10)}),
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),

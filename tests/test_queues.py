@@ -9,6 +9,7 @@ import json
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 
 import pytest
 
@@ -85,7 +86,7 @@ def test_a_job_beyond_quota_stays_pending_and_is_admitted_when_quota_frees(queue
 def repository_demand(session):
     from zen.store import fleet
 
-    return fleet.queued_demand(session, CLUSTER)
+    return fleet.queued_demand(session, CLUSTER, datetime.now(timezone.utc), 600)  # (all jobs alike: late or not)
 
 
 @pytest.mark.queues(ONE_QUEUE)

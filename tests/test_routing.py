@@ -101,12 +101,12 @@ def test_the_planners_demand_follows_the_narrowing(routed, clock):
     functions.submit(job_request("d4", inputs=DATA))
     functions.submit(job_request("plain"))
     with zen.db.transaction() as session:
-        demand = sorted((tuple(r["regions"]), r["jobs"]) for r in fleet.queued_demand(session, "4xa100-40gb"))
+        demand = sorted((tuple(r["regions"]), r["jobs"]) for r in fleet.queued_demand(session, "4xa100-40gb", clock(), 600))
     assert demand == [(("europe-west4",), 1), (("us-central1", "us-west1", "europe-west4"), 1)]
     clock.advance(60)
     functions.tick()
     with zen.db.transaction() as session:
-        demand = sorted((tuple(r["regions"]), r["jobs"]) for r in fleet.queued_demand(session, "4xa100-40gb"))
+        demand = sorted((tuple(r["regions"]), r["jobs"]) for r in fleet.queued_demand(session, "4xa100-40gb", clock(), 600))
     assert demand == [(("europe-west4", "us-central1", "us-west1"), 1), (("us-central1", "us-west1", "europe-west4"), 1)]
 
 
@@ -274,7 +274,7 @@ def test_room_on_a_busy_vm_absorbs_only_narrowed_jobs_its_region_reaches(routed,
     zen, functions = routed
     functions.submit(job_request("d1", inputs=DATA))
     with zen.db.transaction() as session:
-        rows = fleet.queued_demand_by_gpus(session, "4xa100-40gb")
+        rows = fleet.queued_demand_by_gpus(session, "4xa100-40gb", clock(), 600)
     busy = [Vm("vm-us", "us-central1", VmPhase.BUSY, datetime.now(timezone.utc), job_id="other")]
     [left] = absorb(rows, {"vm-us": (1, 2)}, busy, 4, 2)
     assert (left.regions, left.count) == (("europe-west4",), 1)

@@ -32,7 +32,7 @@ def test_the_start_goes_only_to_the_warm_vm_then_its_region_then_everywhere(rout
     assert (job.start_vms, job.start_regions) == (["vm-warm"], ["us-west1"])
     assert job.widen_at == clock() + timedelta(seconds=30)
     with zen.db.transaction() as session:  # the planner counts it where the warm VM is, and nowhere else
-        assert [tuple(r["regions"]) for r in fleet.queued_demand(session, "4xa100-40gb")] == [("us-west1",)]
+        assert [tuple(r["regions"]) for r in fleet.queued_demand(session, "4xa100-40gb", clock(), 600)] == [("us-west1",)]
 
     clock.advance(60)
     functions.tick()

@@ -66,7 +66,7 @@ class _SharingFleet(FakeFleet):
         super().__init__(facts, NOW - timedelta(days=6))
         self.queued, self.loads = queued, loads
 
-    def shared_load(self, cluster):
+    def shared_load(self, cluster, now=None):
         return self.queued, self.loads
 
 

@@ -62,7 +62,7 @@ class SharingFleet(FakeFleet):
         super().__init__(facts, NOW)
         self.queued, self.loads, self.asked = queued, loads, 0
 
-    def shared_load(self, cluster: str):
+    def shared_load(self, cluster: str, now=None):
         self.asked += 1
         return self.queued, self.loads
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from zen.core.cluster_config import ClusterConfig
 from zen.core.provisioning import accepted_models, model_of_pool, outlasts_flex, pool_key
-from zen.scaling.model import Decision, DemandGroup, RegionMemory, fold_demand
-from zen.scaling.port import FleetFacts, FleetPort
+from zen.scaling.model import Decision, DemandGroup, RegionMemory, Timing, fold_demand
+from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
 
@@ -67,16 +67,17 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
     """The planner's demand from ``queued_demand``'s rows (a handful, however long the queue): each row's
     pools are its regions x the models its jobs accept, region by region, each region's models in the
     cluster's order; its start bound the jobs' own (None: the cluster's, see ``pools_of_row``). Rows that
-    come to the same pools and bound are one group. A group no model of the cluster serves any longer
+    come to the same pools and bound are one group, the jobs past their start bound (``late``) one apart: the
+    planner ranks a group by its oldest job's wait. A group no model of the cluster serves any longer
     (the configuration changed while it waited) is left out. ``cluster`` None: pools are the regions."""
-    parts = []
+    parts: tuple[list[Any], list[Any]] = ([], [])  # (within their bound, past it)
     for row in rows:
         pools, wait = pools_of_row(row, cluster)
         if pools:
             nodes = row.get("nodes") or 1  # a gang: its VMs not claimed yet (``need`` each)
             key = (row["priority"], pools, wait, _every(row), nodes, (row.get("need") or 0) if nodes > 1 else 0)
-            parts.append((key, row.get("vms", row["jobs"]), row["oldest"], _seconds(row.get("longest"))))
-    return fold_demand(parts)
+            parts[bool(row.get("late"))].append((key, row.get("vms", row["jobs"]), row["oldest"], _seconds(row.get("longest"))))
+    return fold_demand(parts[1]) + fold_demand(parts[0])
 
 
 def _every(row: dict[str, Any]) -> float | None:
@@ -97,20 +98,27 @@ class FleetDb:
         return self._db.session_lock(lambda s: fleet.try_cluster_lock(s, cluster),
                                      lambda s: fleet.cluster_unlock(s, cluster))
 
-    def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
+    def _bound_s(self, cluster: str) -> int:
+        """The start bound of the cluster's jobs that name none (its ``max_start_wait_s``, as the planner's)."""
+        config = self._clusters.get(cluster)
+        return int(config.max_start_wait_s if config is not None else Timing().max_start_wait_s)
+
+    def facts(self, cluster: str, now: datetime) -> FleetFacts:
         with self._db.transaction() as session:
-            demand = demand_groups(fleet.queued_demand(session, cluster), self._clusters.get(cluster))
+            demand = demand_groups(fleet.queued_demand(session, cluster, now, self._bound_s(cluster)),
+                                   self._clusters.get(cluster))
             held = fleet.held_vms(session, cluster)
             agents = fleet.agents(session, cluster)
             memory = self._memory(session, cluster)
-            arrivals = fleet.arrivals_since(session, cluster, arrivals_since)
+            arrivals = fleet.arrivals_since(session, cluster, now - ARRIVALS_WINDOW)
             drained = fleet.drained_vms(session, cluster)
             last_pass_at = fleet.last_scaling_pass(session, cluster)
         return FleetFacts(demand, held, agents, memory, arrivals, drained=drained, last_pass_at=last_pass_at)
 
-    def shared_load(self, cluster: str) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
+    def shared_load(self, cluster: str, now: datetime) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:
-            rows, loads = fleet.queued_demand_by_gpus(session, cluster), fleet.vm_loads(session, cluster)
+            rows = fleet.queued_demand_by_gpus(session, cluster, now, self._bound_s(cluster))
+            loads = fleet.vm_loads(session, cluster)
         config = self._clusters.get(cluster)  # each row's regions become its pools, as in demand_groups
         return [{**row, "regions": pools, "max_wait_s": wait} for row in rows
                 for pools, wait in [pools_of_row(row, config)] if pools], loads

@@ -156,7 +156,7 @@ class ClusterManager:
                  read_at: datetime | None = None) -> tuple[ClusterSnapshot, dict[str, str | None]]:
         now = self._clock()
         name = self.cluster.name
-        facts = self._fleet.facts(name, now - timedelta(hours=1))
+        facts = self._fleet.facts(name, now)
         if states is not None and read_at is not None and facts.last_pass_at is not None \
                 and facts.last_pass_at >= read_at:
             states = None  # another pass planned the cluster since they were read: its adds are not in them
@@ -187,7 +187,7 @@ class ClusterManager:
             errors += [MigError(pool, ErrorKind.QUOTA, now, detail=short.text())
                        for pool, short in self.quota_short.items() if pool in seen]
         if self.cluster.max_jobs_per_vm > 1:  # busy VMs with room take queued jobs too (zen.scaling.sharing)
-            demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm,
+            demand = absorb(*self._fleet.shared_load(name, now), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm,
                             ending(limits, self._timing, now), facts.agents)  # no room on a flex VM ending first
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,

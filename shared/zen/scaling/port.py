@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from zen.core.quotas import Quota
@@ -131,15 +131,19 @@ class QuotaPort(Protocol):
     def project_wide(self, fresh: bool = False) -> dict[str, Quota]: ...
 
 
+ARRIVALS_WINDOW = timedelta(hours=1)  # FleetFacts.arrivals: the submissions the warm pool is sized by
+
+
 @dataclass(frozen=True)
 class FleetFacts:
     """What a snapshot needs from Zen's own records, read at once (one transaction in production)."""
 
-    demand: tuple[DemandGroup, ...]  # queued jobs by (priority, allowed pools, start bound)
+    # Queued jobs by (priority, allowed pools, start bound), those past their start bound apart from the others.
+    demand: tuple[DemandGroup, ...]
     held: dict[str, str]  # VM name -> the job it holds (assigned, running or stopping)
     agents: Mapping[str, Mapping[str, Any]]  # VM name -> its agent's last word: state, idle_since, last_seen_at
     memory: dict[str, RegionMemory]  # region -> the planner's memory
-    arrivals: int  # jobs submitted since the time asked for
+    arrivals: int  # jobs submitted in the last ARRIVALS_WINDOW
     # Optional, from an adapter that knows (the simulator's): (held, agents) of an earlier FleetFacts of
     # this cluster, and the names of the VMs whose entries may differ since. None: unknown.
     changed: tuple[dict[str, str], Mapping[str, Mapping[str, Any]], frozenset[str]] | None = None
@@ -168,11 +172,11 @@ class FleetPort(Protocol):
     def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
         """Held for one pass: True when this pass has the cluster, False when another one does."""
 
-    def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts: ...
+    def facts(self, cluster: str, now: datetime) -> FleetFacts: ...
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]: ...
 
-    def shared_load(self, cluster: str) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
+    def shared_load(self, cluster: str, now: datetime) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         """Queued jobs by (priority, pools as ``regions``, start bound as ``max_wait_s``, GPUs held) and VM
         name -> (jobs, GPUs) it holds. Asked only for a cluster whose VMs run several jobs at once
         (``zen.scaling.sharing``)."""

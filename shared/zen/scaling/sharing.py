@@ -52,15 +52,17 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     free[0] -= take
                     free[1] -= take * need
                     count -= take
-        if count + matched:
-            key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0)
+        if count + matched:  # (the jobs past their start bound apart: the planner ranks a group by its oldest)
+            key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0,
+                   bool(row.get("late")))
             got = left.setdefault(key, [0, [], row["oldest"], longest])
             got[0] += matched
             got[1].append((need, count))
             got[2] = min(got[2], row["oldest"])
             got[3] = longest if got[3] is None else got[3] if longest is None else max(got[3], longest)
-    return fold_demand((key, matched + packed(needs, vm_gpus, max_jobs), oldest, longest)
-                       for key, (matched, needs, oldest, longest) in left.items())
+    return sum((fold_demand((key[:6], matched + packed(needs, vm_gpus, max_jobs), oldest, longest)
+                            for key, (matched, needs, oldest, longest) in left.items() if key[6] is late)
+                for late in (True, False)), ())
 
 
 def packed(needs: list[tuple[int, int]], vm_gpus: int, max_jobs: int) -> int:

@@ -31,14 +31,15 @@ def cluster_unlock(session: Session, cluster: str) -> None:
     session.one("cluster_unlock", cluster=cluster)
 
 
-def queued_demand(session: Session, cluster: str) -> list[dict[str, Any]]:
-    """The cluster's QUEUED jobs counted by (priority, regions): ``priority, regions, jobs, oldest``."""
-    return session.run("queued_demand", cluster=cluster)
+def queued_demand(session: Session, cluster: str, now: datetime, bound_s: int) -> list[dict[str, Any]]:
+    """The cluster's QUEUED jobs counted by (priority, regions, ...): ``priority, regions, jobs, oldest``, and ``late``:
+    queued for their start bound or longer at ``now`` (their own, else ``bound_s``, the cluster's)."""
+    return session.run("queued_demand", cluster=cluster, now=now, bound=bound_s)
 
 
-def queued_demand_by_gpus(session: Session, cluster: str) -> list[dict[str, Any]]:
-    """``queued_demand`` split by the GPUs each job holds: ``priority, regions, gpus, jobs, oldest``."""
-    return session.run("queued_demand_by_gpus", cluster=cluster)
+def queued_demand_by_gpus(session: Session, cluster: str, now: datetime, bound_s: int) -> list[dict[str, Any]]:
+    """``queued_demand`` split by the GPUs each job holds: ``priority, regions, gpus, jobs, oldest, late``."""
+    return session.run("queued_demand_by_gpus", cluster=cluster, now=now, bound=bound_s)
 
 
 def vm_loads(session: Session, cluster: str) -> dict[str, tuple[int, int]]:

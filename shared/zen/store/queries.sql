@@ -447,15 +447,19 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- how many that is (``need``: a gang of 4 with one node claimed needs 3 more, next to one with three claimed,
 -- which needs 1: two groups, not one "gang of 4"); vms = the group's nodes needed. longest: the group's
 -- longest max_runtime_s its request named (NULL: none did; the stored column holds the cap then), what a
--- flex-start VM must have left of its run to count.
+-- flex-start VM must have left of its run to count. late: queued for its start bound or longer at :now (its
+-- own max_start_wait_s, else the cluster's :bound), apart from the others: the planner ranks a group past its
+-- bound by speed (zen.scaling.ranking.patient), and a job queued a moment ago went with an older one's.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
        checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest,
        max(named_max_runtime_s) AS longest, nodes,
        nodes - COALESCE(jsonb_array_length(gang), 0) AS need,
-       CAST(sum(nodes - COALESCE(jsonb_array_length(gang), 0)) AS integer) AS vms FROM jobs
+       CAST(sum(nodes - COALESCE(jsonb_array_length(gang), 0)) AS integer) AS vms,
+       queued_at <= CAST(:now AS timestamptz) - COALESCE(max_start_wait_s, CAST(:bound AS integer)) * interval '1 second' AS late
+FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
 GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s,
-         nodes, nodes - COALESCE(jsonb_array_length(gang), 0);
+         nodes, nodes - COALESCE(jsonb_array_length(gang), 0), late;
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once (with :model, the pool's provisioning model
@@ -587,10 +591,12 @@ GROUP BY vm;
 -- (nodes > 1) is no demand here (zen.scaling.fleetdb.pools_of_row: such a cluster cannot hold one).
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
        checkpoint_every_s, gpus, count(*) AS jobs, min(queued_at) AS oldest,
-       max(named_max_runtime_s) AS longest, nodes
+       max(named_max_runtime_s) AS longest, nodes,
+       queued_at <= CAST(:now AS timestamptz) - COALESCE(max_start_wait_s, CAST(:bound AS integer)) * interval '1 second' AS late
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus, nodes;
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus, nodes,
+         late;
 
 -- name: drain_vm
 INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)

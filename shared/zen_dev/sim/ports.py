@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Sequence
 
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
-from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary, resize_requests
+from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, MigInstance, MigState, MigSummary, resize_requests
 from zen_dev.sim.state import SimClusterState, SimMig, SimVm
 
 _EMPTY = MigState(0, [], [])
@@ -215,7 +215,7 @@ class SimFleet:
     def cluster_lock(self, cluster: str):
         return _LOCKED
 
-    def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
+    def facts(self, cluster: str, now: datetime) -> FleetFacts:
         world, state = self._world, self._world.clusters[cluster]
         if state.fleet_view is None or state.changed:
             # The VMs that changed since the last facts looked at again; new dicts only where an entry
@@ -243,7 +243,7 @@ class SimFleet:
             state.fleet_view = (held if new_held is None else new_held, agents if new_agents is None else new_agents)
         held, agents = state.fleet_view
         arrivals = state.arrivals
-        cutoff = (arrivals_since - world.start).total_seconds()
+        cutoff = (now - ARRIVALS_WINDOW - world.start).total_seconds()
         while arrivals and arrivals[0] < cutoff:
             arrivals.popleft()
         facts, demand = state.facts_view, self._demand(state)
@@ -253,13 +253,25 @@ class SimFleet:
         return facts  # the last one again when all of it is
 
     def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:
-        if state.demand_view is None:
+        now = self._world.now
+        if state.demand_view is None or now >= state.demand_until:
             # The oldest of a group is production's min(queued_at): each job's ``queued_s``, when it was
             # last queued (a job widened from near its data joins its wider group last and may be older).
-            state.demand_view = tuple(
-                DemandGroup(regions, len(jobs), self._world.dt(min(jobs.values())), priority,
-                            checkpoint_every_s=every)
-                for (priority, regions, every), jobs in state.groups.items() if jobs) + self._world.gangs.demand(state)
+            # Jobs past their start bound apart from those within it, as production's queued_demand splits them.
+            bound = state.start_bound_s
+            groups, until = [], math.inf
+            for (priority, regions, every), jobs in state.groups.items():
+                if not jobs:
+                    continue
+                late = [t for t in jobs.values() if now - t >= bound]
+                fresh = [t for t in jobs.values() if now - t < bound]
+                for part in (late, fresh):
+                    if part:
+                        groups.append(DemandGroup(regions, len(part), self._world.dt(min(part)), priority,
+                                                  checkpoint_every_s=every))
+                if fresh:
+                    until = min(until, min(fresh) + bound)
+            state.demand_view, state.demand_until = tuple(groups) + self._world.gangs.demand(state), until
         return state.demand_view
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]:

@@ -113,6 +113,8 @@ class SimClusterState:
         # time, in queueing order.
         self.groups: dict[tuple[int, tuple[str, ...], bool], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
+        self.demand_until = math.inf  # when a queued job of the view passes its start bound (zen_dev.sim.ports)
+        self.start_bound_s = math.inf  # its jobs' start bound (the cluster's max_start_wait_s, else the timing's)
         self.fleet_view = None  # (held, agents) as zen_dev.sim.ports last built them
         self.fleet_since = None  # (the held and agents before, the VMs changed since): FleetFacts.changed
         self.changed: dict[str, SimVm] = {}  # VMs touched since (by name): their entries are rebuilt

@@ -101,6 +101,7 @@ class Simulation(InstanceWorld):
             migs = {key: SimMigPort(self, mig) for key, mig in cluster.migs.items()}
             timing = self.timing if sim_cluster.max_start_wait_s is None else replace(
                 self.timing, max_start_wait_s=sim_cluster.max_start_wait_s)  # as production's (ClusterOrchestrator)
+            cluster.start_bound_s = timing.max_start_wait_s  # its jobs' (zen_dev.sim.ports: the demand past it apart)
             cluster.manager = ClusterManager(cluster_config(sim_cluster, cluster.models, self.unlimited), fleet, migs,
                                              self.clock, timing, planner, telemetry=False, concurrent=False,
                                              pools=cluster.pools)
