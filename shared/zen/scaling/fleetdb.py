@@ -109,11 +109,14 @@ class FleetDb:
                                    self._clusters.get(cluster))
             held = fleet.held_vms(session, cluster)
             agents = fleet.agents(session, cluster)
+            heard = next((a["heard_since"] for a in agents.values()), None) if agents else fleet.heard_since(
+                session.one("read_tick_clock"), [])  # (each agent's row carries it: zen.store.fleet.agents)
             memory = self._memory(session, cluster)
             arrivals = fleet.arrivals_since(session, cluster, now - ARRIVALS_WINDOW)
             drained = fleet.drained_vms(session, cluster)
             last_pass_at = fleet.last_scaling_pass(session, cluster)
-        return FleetFacts(demand, held, agents, memory, arrivals, drained=drained, last_pass_at=last_pass_at)
+        return FleetFacts(demand, held, agents, memory, arrivals, drained=drained, last_pass_at=last_pass_at,
+                          heard_since=heard)
 
     def shared_load(self, cluster: str, now: datetime) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:

@@ -191,7 +191,7 @@ class ClusterManager:
                             ending(limits, self._timing, now), facts.agents)  # no room on a flex VM ending first
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
-                                   timing=self._timing, arrivals_last_hour=facts.arrivals,
+                                   timing=self._timing, arrivals_last_hour=facts.arrivals, heard_since=facts.heard_since,
                                    unread=frozenset(self._migs.keys() - seen.keys()), quota_room=self.quota_room)
         self.quota_room = None  # that pass remembers it, with the VMs listed then (zen.scaling.quotas.left)
         return snapshot, zones

@@ -235,9 +235,9 @@ class ClusterSnapshot:
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
     unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
-    # Pool -> the VMs a GPU quota leaves room for, where fewer than its pools could ask, as this instance's tick read
-    # them; None: not read here (the pools' memory keeps the last read: RegionMemory.quota_room).
+    # Pool -> VMs a GPU quota leaves room for (fewer than its pools could ask), as this tick read; None: RegionMemory's.
     quota_room: dict[str, int] | None = None
+    heard_since: datetime | None = None  # Zen heard its agents again after an outage of its own (FleetFacts)
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)

@@ -51,7 +51,7 @@ class _Planning:
         self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
         # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
         self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing,
-                                                            self.boot_s, ranking.flex)
+                                                            self.boot_s, ranking.flex, snapshot.heard_since)
         self._blocked_after_learn: set[str] | None = None  # blocked regions, fixed once ``learn`` is done
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
@@ -99,7 +99,7 @@ class _Planning:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                     recovered[region] = memory
                 memory = _with(memory, strikes=0, silent=0, blocked_until=None, last_boot_at=self.now,
-                               boot_s=learned_boot(memory, booted))  # a flex-start pool's is not read: Ranking.boot_s
+                               boot_s=learned_boot(memory, booted, self.s.heard_since))  # (a flex pool's: unread)
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
                                                              self.index.busy(region))
             if booted or self._blocked(region):

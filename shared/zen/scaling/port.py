@@ -153,6 +153,9 @@ class FleetFacts:
     # When a pass last planned this cluster (its memory recorded): MIG states read before then may miss
     # what that pass changed. None: unknown (the simulator's passes never overlap a tick's reads).
     last_pass_at: datetime | None = None
+    # When Zen could hear its agents again after an outage of its own (``zen.store.fleet.heard_since``): a boot
+    # across it was not heard. None: no outage known (the simulator's ticks never stop).
+    heard_since: datetime | None = None
 
 
 class PassAsks(Protocol):

@@ -156,14 +156,17 @@ def unseen_errors(errors: Iterable[MigError], memory: Mapping[str, RegionMemory]
 
 
 def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mapping[str, RegionMemory], now: datetime,
-            timing: Timing, boot_s: Callable[[str], float], flex: Callable[[str], bool]
-            ) -> tuple[defaultdict[str, list[Vm]], defaultdict[str, list[Vm]], dict[str, float]]:
+            timing: Timing, boot_s: Callable[[str], float], flex: Callable[[str], bool],
+            heard_since: datetime | None = None) -> tuple[defaultdict[str, list[Vm]], defaultdict[str, list[Vm]], dict[str, float]]:
     """(stuck, healthy) booting VMs per pool, and when each that got capacity was first seen with it (epoch
     seconds, from the pool's memory, else now). Stuck: a capacity error; or, with capacity, not usable
-    twice the pool's boot after it got it (within ``spill_after_s`` .. ``boot_timeout_s``); or, without, asked
+    twice the pool's boot after it got it (within ``spill_after_s`` .. ``boot_timeout_s``), counted from when Zen
+    could hear again after an outage of its own (``heard_since``: its agent's word waited in Pub/Sub, and healthy VMs
+    were deleted as never usable, the cluster blocked as if its image failed); or, without, asked
     ``spill_after_s`` ago (a flex-start request: twice the pool's asked-to-usable time, at least that)."""
     stuck, healthy = defaultdict[str, list[Vm]](list), defaultdict[str, list[Vm]](list)
     spill_before, now_s = now - timedelta(seconds=timing.spill_after_s), now.timestamp()
+    heard_s = heard_since.timestamp() if heard_since is not None else float("-inf")
     got: dict[str, float] = {}
     for (pool, phase), vms in phases.items():
         if phase is not VmPhase.BOOTING:
@@ -173,7 +176,7 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
         for vm in vms:
             if vm.started:
                 got[vm.name] = seen.get(vm.name, now_s)
-                late = now_s - got[vm.name] >= min(timing.boot_timeout_s, deadline_s)
+                late = now_s - max(got[vm.name], heard_s) >= min(timing.boot_timeout_s, deadline_s)
             else:
                 late = vm.since <= (now - timedelta(seconds=deadline_s) if flex(pool) else spill_before)
             (stuck if vm.creation_error in CAPACITY_ERRORS or late else healthy)[pool].append(vm)

@@ -16,14 +16,15 @@ from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory, Vm
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 
 
-def learned_boot(memory: RegionMemory, booted: list[Vm]) -> float | None:
+def learned_boot(memory: RegionMemory, booted: list[Vm], heard_since: datetime | None = None) -> float | None:
     """A pool's asked-to-usable seconds (``Ranking.boot_s``) with the VMs seen booting at the last plan and
-    usable now folded into its moving average."""
+    usable now folded into its moving average; not one asked before Zen could hear again after an outage of its own
+    (``heard_since``): its agent's first word waited in Pub/Sub, and the outage was learnt as the pool's boot."""
     asked = dict(zip(memory.booting, memory.booting_since))
-    average = memory.boot_s
+    average, heard_s = memory.boot_s, heard_since.timestamp() if heard_since is not None else float("-inf")
     for vm in booted:
-        seconds = vm.since.timestamp() - asked[vm.name] if vm.name in asked else 0
-        if seconds <= 0:  # not seen booting; or
+        seconds = vm.since.timestamp() - asked[vm.name] if vm.name in asked and asked[vm.name] >= heard_s else 0
+        if seconds <= 0:  # not seen booting, or booting across an outage of Zen's; or
             continue  # the phase's start is not the boot's end (e.g. a VM known busy from the start)
         average = seconds if average is None else (1 - _BOOT_WEIGHT) * average + _BOOT_WEIGHT * seconds
     return average
