@@ -43,10 +43,13 @@ MISSING_TAGS = "missing-tags"  # the VM lacks tags the job requires (requires_ta
 UNCLEARED_HOLD = "no region of its may run it now: "  # a job's hold while none may (``held_uncleared``)
 NONE_CLEARED = "; none of its regions can run it now: it waits until the configuration has one again, or its user stops it"
 UNCLEARED_RECHECK_S = 300.0  # how often such a job is looked at again (``zen.jobs.sweeps.Sweeps.retry_due``)
+# A claim published longer ago than this waited out any agent's wait for its answer (ZEN_AGENT_CLAIM_TRIES x
+# ZEN_AGENT_CLAIM_TIMEOUT_S, 60 s by default): its agent gave it up (``refuse_claim``).
+STALE_CLAIM_S = 300.0
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
-                 now: datetime, proven: bool = False) -> Decision | None:
+                 now: datetime, proven: bool = False, published: datetime | None = None) -> Decision | None:
     """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win.
     With ``proven`` (the VM's name proven by its token: ``zen.adapters.vm_proof``), a VM that is not an instance
     of the job's cluster's MIG in its region may not claim it: it would run the job on another
@@ -59,11 +62,19 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
 
     A node of a gang assembling (``job.gang``) repeats its claim while it waits: it was accepted already, and
     is not checked again (a refusal would tell it RELEASE and leave it in the gang, which would then be
-    confirmed to a VM that let its claim go: ``zen.core.gang``)."""
+    confirmed to a VM that let its claim go: ``zen.core.gang``). A claim Pub/Sub ``published`` more than
+    ``STALE_CLAIM_S`` ago (a backlog after an outage of Zen's) is refused: its agent gave it up long since, and
+    won, it held the job ASSIGNED to a VM that did not run it until the lost-job sweep spent an attempt on it
+    (past the 16 given-back attempts a VM heartbeat names: ``zen.jobs.vm_beats``)."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
     if job.gang and any(node.vm == hb.vm for node in job.gang):
         return None
+    if published is not None and hb.status is AgentStatus.CLAIMED and (
+            age := (now - published).total_seconds()) > STALE_CLAIM_S:  # from a backlog after an outage of Zen's
+        stale = (f"claim published {age:.0f} s ago, longer than an agent waits for its answer: its VM gave it up "
+                 "(it would hold the job without running it)")
+        return Decision(ignored=stale, controls=[refusal(job, hb, stale)])
     cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
         reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE

@@ -283,7 +283,8 @@ class JobService:
                             answering=message,
                             seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
                             guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
-                                tx, self._config, job, message, self._clock(), self._proof.names_proven))
+                                tx, self._config, job, message, self._clock(), self._proof.names_proven,
+                                envelope.publish_time))
                                                    or (None if gang.is_gang(job)  # one node's word is not the gang's
                                                        else late_final(tx, job, message, self._clock()))))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +39,22 @@ class FunctionsInvoker:
             self._clients[target] = app.test_client()
 
     def event(self, target: str, payload: Any, *, message_id: str | None = None,
-              attributes: dict[str, str] | None = None) -> dict:
+              attributes: dict[str, str] | None = None, publish_time: datetime | None = None) -> dict:
+        """``publish_time``: Pub/Sub's (None: now, the wall clock's; a message held back by an outage is older)."""
         raw = payload if isinstance(payload, bytes) else json.dumps(payload, default=str).encode()
         return eventarc.pubsub_cloud_event(raw, message_id=message_id or f"local-{next(self._ids)}",
                                            topic=self.topics[target], project=self.zen.config.project,
-                                           attributes=attributes)
+                                           attributes=attributes, publish_time=publish_time)
 
     def post(self, target: str, event: dict, *, binary: bool = False):
         body, headers = (eventarc.binary_request if binary else eventarc.structured_request)(event)
         return self._clients[target].post("/", data=body, headers=headers)
 
     def send(self, target: str, payload: Any, *, message_id: str | None = None,
-             attributes: dict[str, str] | None = None, binary: bool = False):
+             attributes: dict[str, str] | None = None, binary: bool = False, publish_time: datetime | None = None):
         """POST one message; returns the HTTP response (200 = acked)."""
-        return self.post(target, self.event(target, payload, message_id=message_id, attributes=attributes),
-                         binary=binary)
+        return self.post(target, self.event(target, payload, message_id=message_id, attributes=attributes,
+                                            publish_time=publish_time), binary=binary)
 
     def submit(self, payload: Any, **kw):
         return self._ok(self.send("on_job_submitted", payload, **kw))
