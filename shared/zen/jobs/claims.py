@@ -72,9 +72,9 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         return None
     if published is not None and hb.status is AgentStatus.CLAIMED and (
             age := (now - published).total_seconds()) > STALE_CLAIM_S:  # from a backlog after an outage of Zen's
-        stale = (f"claim published {age:.0f} s ago, longer than an agent waits for its answer: its VM gave it up "
-                 "(it would hold the job without running it)")
-        return Decision(ignored=stale, controls=[refusal(job, hb, stale)])
+        given_up = (f"claim published {age:.0f} s ago, longer than an agent waits for its answer: its VM gave it up "
+                    "(it would hold the job without running it)")
+        return Decision(ignored=given_up, controls=[refusal(job, hb, given_up)])
     cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
         reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
