@@ -241,8 +241,7 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
     # When the agent says it happened, held between Zen's own times: an assigned job's run began after Zen heard its
     # claim (an agent whose clock is behind does not move a start before it), and nothing happens after now.
     claimed = job.last_heartbeat_at if current is JobStatus.ASSIGNED and job.last_heartbeat_at else job.submitted_at
-    sent_at = _clamp(hb.sent_at, claimed, now)  # an end as well, after the run's start (billed to it: a report held
-    ended_at = max(sent_at, job.started_at or sent_at)  # back hours by an outage of Zen's was billed those hours)
+    sent_at = _clamp(hb.sent_at, claimed, now)
     status = hb.status
     if status is AgentStatus.CLAIMED:
         answer = None if decision.changes else _answer_to_holder(job, hb, current)  # a new claim: answered
@@ -271,11 +270,11 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
         if job.started_at is None and "started_at" not in decision.fields:
             decision.fields["started_at"] = sent_at
         decision.changes.append(Change(target, reason))
-        decision.fields.update(exit_code=hb.exit_code, finished_at=ended_at)
+        decision.fields.update(exit_code=hb.exit_code, finished_at=now)
         return
     if status is AgentStatus.STOPPED:
         decision.changes.append(Change(JobStatus.CANCELLED, "stopped on request"))
-        decision.fields.update(exit_code=hb.exit_code, finished_at=ended_at)
+        decision.fields.update(exit_code=hb.exit_code, finished_at=now)
         return
     if status is AgentStatus.PREEMPTED:
         if current is JobStatus.STOPPING:

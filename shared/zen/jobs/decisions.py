@@ -216,8 +216,6 @@ class DecisionWriter:
         gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
         if job.nodes == 1 and gpus < vm_gpus and job.vm and tx.vm_shares(job.vm) is False:
             gpus = vm_gpus  # its VM runs one job at a time (booted before max_jobs_per_vm was raised): it held it whole
-        if after.attempt == job.attempt and after.finished_at is not None:  # when its final report says it ended
-            now = min(now, after.finished_at)
         nodes, held = _vms_held(job, now)  # a gang: its nodes, each until its own end (its VM is free after it)
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
