@@ -55,7 +55,8 @@ def test_a_resize_whose_operation_could_not_be_read_counts_toward_the_cluster_li
                              telemetry=False, concurrent=False)
     report = manager.run()
     assert [m.target_size() for m in migs.values()] == [4, 0]  # not 4 and 4: twice the cluster's limit
-    assert "us-central1" in report.short and "cluster limit" in report.short["us-west1"]
+    assert report.added == {"us-central1": 4} and not report.refused  # Compute took it: added, its pool not struck
+    assert "cluster limit" in report.short["us-west1"]
 
 
 def test_a_write_carries_a_request_id_and_a_retry_after_a_5xx_sends_the_same(cloud):

@@ -220,13 +220,14 @@ class MigManager:
                     operation = self._operations.get(request={"project": self.project, "region": self.region,
                                                               "operation": name}, retry=None, timeout=self._bound_s)
             except MigApiError as exc:
-                raise MigUnconfirmed(f"{exc} (accepted: it may still be carried out)") from exc
+                raise MigUnconfirmed(f"{exc} (accepted: it may still be carried out)", accepted=True) from exc
         error = getattr(operation, "error", None)
         errors = getattr(error, "errors", None) if error else None
         if errors and operation.status == compute_v1.Operation.Status.DONE:  # done, and failed: nothing was resized
             raise MigApiError(f"operation {name} on {self.name} failed: {errors[0].code}: {errors[0].message}")
         if errors:
-            raise MigUnconfirmed(f"operation {name} on {self.name} reports {errors[0].code}: {errors[0].message}")
+            raise MigUnconfirmed(f"operation {name} on {self.name} reports {errors[0].code}: {errors[0].message}",
+                                 accepted=True)
 
 
 _ADAPTS: type[MigPort] = MigManager  # the type checker holds the adapter to its port

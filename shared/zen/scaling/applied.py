@@ -16,6 +16,7 @@ from datetime import datetime
 
 from zen.scaling.coverage import Coverage
 from zen.scaling.model import Action, Decision, Plan, Timing
+from zen.scaling.port import MigApiError, MigRateLimited, MigUnconfirmed
 from zen.scaling.probes import strike
 
 
@@ -86,3 +87,25 @@ def struck(plan: Plan, refused: dict[str, str], now: datetime, timing: Timing) -
             plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", now, timing)
             plan = replace(plan, decisions=plan.decisions + [blocked])
     return plan
+
+
+def resize_failed(report: ClusterReport, region: str, exc: MigApiError, sizes: tuple[int, int] | None) -> int:
+    """A pool's resize that raised (``sizes``: its target before and the one sent; None: its MIG was not read this
+    pass, nothing was sent): the VMs it counts toward the cluster's limits (those it may yet add), with what the pass
+    says of it and whether its pool is struck (``report.refused``, ``struck``): a resize refused, or sent and never
+    answered. One Compute accepted whose operation could not be read is added, as the next read of its target shows;
+    a rate limit (the project's write quota for a moment) strikes nothing: either blocked its pool as a stockout, and
+    the queue went to other pools (a third VM for one job), the cluster logged as stocked out."""
+    report.errors.append(f"resize {region}: {exc}")
+    unconfirmed = isinstance(exc, MigUnconfirmed) and sizes is not None
+    if sizes is not None and isinstance(exc, MigUnconfirmed) and exc.accepted:
+        report.added[region] = sizes[1] - sizes[0]
+        return sizes[1] - sizes[0]
+    report.short[region] = (f"the resize to {sizes[1]} was not confirmed, counted toward the limits: {exc}"
+                            if unconfirmed and sizes is not None else
+                            f"rate limited by Compute, asked again next pass: {exc}" if isinstance(exc, MigRateLimited)
+                            else f"resize failed: {exc}")
+    if sizes is not None and not isinstance(exc, MigRateLimited):
+        report.refused[region] = f"not confirmed ({exc})" if unconfirmed else str(exc)
+    return sizes[1] - sizes[0] if unconfirmed and sizes is not None else 0
+

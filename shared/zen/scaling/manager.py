@@ -22,7 +22,7 @@ from zen.telemetry import Quiet
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.quotas import Shortfall
-from zen.scaling.applied import ClusterReport, as_done
+from zen.scaling.applied import ClusterReport, as_done, resize_failed
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.flexrun import ending
@@ -237,16 +237,10 @@ class ClusterManager:
                     report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
                                             if size >= self.cluster.max_vms_per_region
                                             else f"the cluster limit of {self.cluster.max_vms} VMs reached")
-            except MigApiError as exc:
-                unconfirmed = isinstance(exc, MigUnconfirmed)  # it may yet be carried out: counts toward max_vms
-                total += size - current if unconfirmed else 0
-                if unconfirmed:
+            except MigApiError as exc:  # what it counts toward the limits, says and strikes: ``applied.resize_failed``
+                total += resize_failed(report, region, exc, None if exc is current else (current, size))
+                if isinstance(exc, MigUnconfirmed):  # it may yet be carried out
                     self._sizes[region] = max(self._sizes.get(region, 0), size)
-                report.errors.append(f"resize {region}: {exc}")
-                report.short[region] = (f"the resize to {size} was not confirmed, counted toward the limits: {exc}"
-                                        if unconfirmed else f"resize failed: {exc}")
-                if exc is not current:  # the resize itself, not the read before it: its pool struck (``struck``)
-                    report.refused[region] = f"not confirmed ({exc})" if unconfirmed else str(exc)
         by_region: dict[str, list[str]] = {}
         for region, vm in plan.delete:
             if self._drain(vm, region):

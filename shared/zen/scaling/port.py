@@ -37,9 +37,13 @@ class MigRateLimited(MigApiError):
 
 class MigUnconfirmed(MigApiError):
     """A write that may have been carried out though the call could not confirm it: Compute accepted it
-    (answered with an operation) and then the operation could not be read or reported an error before it was
-    done, or no answer came (a timeout, a 5xx). A resize so counts toward the cluster's ``max_vms`` all the
+    (``accepted``: answered with an operation) and then the operation could not be read or reported an error before
+    it was done, or no answer came (a timeout, a 5xx). A resize so counts toward the cluster's ``max_vms`` all the
     same. An operation done with an error failed: a plain ``MigApiError``, nothing counted."""
+
+    def __init__(self, message: str, accepted: bool = False):
+        super().__init__(message)
+        self.accepted = accepted
 
 
 BILLED_STATUSES = frozenset({"RUNNING", "STOPPING", "SUSPENDING"})  # GCE bills a VM from RUNNING
