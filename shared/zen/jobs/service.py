@@ -280,8 +280,7 @@ class JobService:
             self.sweeps.before_claim(message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: gang.decide_heartbeat(job, message, now, self._config.gangs),
-                            answering=message,
-                            seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
+                            answering=message, seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
                             guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
                                 tx, self._config, job, message, self._clock(), self._proof.names_proven,
                                 envelope.publish_time))
