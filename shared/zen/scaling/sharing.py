@@ -60,7 +60,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             got[1].append((need, count))
             got[2] = min(got[2], row["oldest"])
             got[3] = longest if got[3] is None else got[3] if longest is None else max(got[3], longest)
-    def vms(key: tuple[Any, ...]) -> int:
+    def new_vms(key: tuple[Any, ...]) -> int:
         """The new VMs a key's jobs need: those past their bound packed alone; those within it, what packing them beside
         the late ones adds (apart, one late and one new 2-GPU job were asked two 4-GPU VMs where one holds both)."""
         late = key[:6] + (True,)
@@ -68,7 +68,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             return packed(left[key][1], vm_gpus, max_jobs)
         return packed(left[late][1] + left[key][1], vm_gpus, max_jobs) - packed(left[late][1], vm_gpus, max_jobs)
 
-    return sum((fold_demand((key[:6], matched + vms(key), oldest, longest)
+    return sum((fold_demand((key[:6], matched + new_vms(key), oldest, longest)
                             for key, (matched, needs, oldest, longest) in left.items() if key[6] is late)
                 for late in (True, False)), ())
 
