@@ -463,7 +463,8 @@ GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wai
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once (with :model, the pool's provisioning model
--- then: migration 0037), and the first sight of its VM billed (:billed, those of :names GCE bills now:
+-- then: migration 0037; again when its VM starts a billed segment: one its MIG recreated under the same name boots
+-- from the MIG's template then, another model's after the cluster's models were reordered), and the first sight of its VM billed (:billed, those of :names GCE bills now:
 -- running_at, migration 0034); returns when each was first seen. One seen billed before and not now (its
 -- VM ended: a preempted spot VM its MIG recreates under the same name) closes that billed segment at its last
 -- billed sight (billed_before, migration 0043); its next VM's RUNNING opens a new one.
@@ -475,9 +476,12 @@ FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed
 ON CONFLICT (name) DO UPDATE SET
     last_seen_at = EXCLUDED.last_seen_at,
     running_at = CASE WHEN EXCLUDED.running_at IS NOT NULL THEN COALESCE(mig_instances.running_at, EXCLUDED.running_at) END,
+    model = CASE WHEN mig_instances.running_at IS NULL AND EXCLUDED.running_at IS NOT NULL
+                 THEN COALESCE(EXCLUDED.model, mig_instances.model) ELSE mig_instances.model END,
     billed_before = CASE WHEN mig_instances.running_at IS NOT NULL AND EXCLUDED.running_at IS NULL
                          THEN COALESCE(mig_instances.billed_before, '[]'::jsonb)
-                              || jsonb_build_array(jsonb_build_array(mig_instances.running_at, mig_instances.last_seen_at))
+                              || jsonb_build_array(jsonb_build_array(mig_instances.running_at, mig_instances.last_seen_at,
+                                                                     mig_instances.model))
                          ELSE mig_instances.billed_before END
 RETURNING name, first_seen_at;
 

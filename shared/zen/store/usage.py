@@ -58,7 +58,7 @@ QUERIES = {
     # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
     # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum.
     "fleet_by_region": """
-        SELECT split_part(region, '/', 1) AS region, cluster, name, model,
+        SELECT split_part(region, '/', 1) AS region, cluster, name, vm.model,
                GREATEST(0, extract(epoch FROM LEAST(vm.until, CAST(:now AS timestamptz))
                                               - GREATEST(vm.since, CAST(:since AS timestamptz)))) AS vm_seconds,
                vm.since >= CAST(:since AS timestamptz) AS began_in_window
@@ -66,9 +66,10 @@ QUERIES = {
               UNION ALL
               SELECT name, region, cluster, running_at, last_seen_at, model, billed_before FROM vm_lifetimes
               WHERE last_seen_at > :since) AS seen,
-             LATERAL (SELECT running_at AS since, last_seen_at AS until WHERE running_at IS NOT NULL
-                      UNION ALL
-                      SELECT CAST(earlier ->> 0 AS timestamptz), CAST(earlier ->> 1 AS timestamptz)
+             LATERAL (SELECT running_at AS since, last_seen_at AS until, model WHERE running_at IS NOT NULL
+                      UNION ALL  -- an earlier segment at the model it ran as (its third element; before: the row's)
+                      SELECT CAST(earlier ->> 0 AS timestamptz), CAST(earlier ->> 1 AS timestamptz),
+                             COALESCE(earlier ->> 2, model)
                       FROM jsonb_array_elements(COALESCE(billed_before, '[]'::jsonb)) AS earlier) AS vm
         WHERE vm.until > :since AND strpos(name, '+') = 0
         ORDER BY 1, cluster, name, vm.since""",
