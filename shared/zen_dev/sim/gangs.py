@@ -51,10 +51,12 @@ class Gangs:
 
     # -- demand ----------------------------------------------------------------------------------
     def demand(self, cluster) -> tuple[DemandGroup, ...]:
-        """The queued gangs' VMs not yet claimed, as production's fleet folds them."""
+        """The queued gangs' VMs not yet claimed, as production's fleet folds them: those queued past their start
+        bound (``cluster.start_bound_s``) a group apart (``zen_dev.sim.ports.SimFleet._demand`` looks again when the
+        next one passes it)."""
         if not cluster.gangs:
             return ()
-        dt, parts = self.w.dt, []
+        dt, parts, late = self.w.dt, [], []
         for job in cluster.gangs.values():
             spec = job.spec
             n, oldest = spec.nodes, dt(job.queued_s)
@@ -62,11 +64,13 @@ class Gangs:
                 for pool in job.pools:
                     region = cluster.migs[pool].region
                     need = n - sum(1 for vm in job.parts if vm.mig.region == region)
-                    parts.append(((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest, None))
+                    (late if self.w.now - job.queued_s >= cluster.start_bound_s else parts).append(
+                        ((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest, None))
             else:
                 reach, need = job.gang_reach or job.pools, n - len(job.parts)
-                parts.append(((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest, None))
-        return fold_demand(parts)
+                (late if self.w.now - job.queued_s >= cluster.start_bound_s else parts).append(
+                    ((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest, None))
+        return fold_demand(late) + fold_demand(parts)
 
     def wanted(self, cluster, pool: str) -> int:
         """VMs the queued gangs still want in ``pool`` (for ask-every-region's loser cancelling)."""

@@ -271,6 +271,8 @@ class SimFleet:
                                                   checkpoint_every_s=every))
                 if fresh:
                     until = min(until, min(fresh) + bound)
+            waiting = [g.queued_s for g in state.gangs.values() if now - g.queued_s < bound]  # gangs' alike
+            until = min([until] + [t + bound for t in waiting])
             state.demand_view, state.demand_until = tuple(groups) + self._world.gangs.demand(state), until
         return state.demand_view
 
