@@ -38,6 +38,7 @@ from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbe
 from zen.adapters.submitters import SubmitterChecker
 from zen.adapters.vm_proof import ProofChecker
 from zen.core.provisioning import accepted_models, pool_key
+from zen.core.stops import users_reason
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import PathProbe, VmHeartbeat, VmUp, check_seq, model_of
 from zen.jobs.placement import choose, configured_cluster, held_gpus, resolve_request
@@ -208,11 +209,10 @@ class JobService:
             self.decisions.note(tx, job, f"a stop sent before the job came is not applied: {why}", actor=who, now=now)
         if chosen is None:
             return False, []
-        reason, sender = chosen
-        actor = user_actor(sender)
+        reason, actor = users_reason(chosen[0]), user_actor(chosen[1])  # kept on the row as a user's stop's (decide_stop)
         return True, self.decisions.apply(tx, job, Decision(
             changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {reason}")],
-            fields={"finished_at": now, "hold": None, "hold_until": None}), actor=actor, now=now,
+            fields={"finished_at": now, "hold": None, "hold_until": None, "stop_reason": reason}), actor=actor, now=now,
             admit=of_array is None)  # an array's tasks: admitted once, after all its stops (ArrayJobs._admit)
 
     def _submit_queued(self, pending: Job, actor: str, now: datetime,
