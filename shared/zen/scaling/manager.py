@@ -27,7 +27,7 @@ from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.flexrun import ending
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed
+from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigNotFound, MigPort, MigState, MigSummary, MigUnconfirmed
 from zen.scaling.port import PassAsks, QuotaPort, whole_units
 from zen.scaling.model import (Action, ClusterLimits, ClusterSnapshot, Decision, ErrorKind, MigError, Plan, Policy,
                                Pool, RegionMemory, Timing, VmPhase, vm_index)
@@ -169,9 +169,10 @@ class ClusterManager:
         for region in self._migs:
             state = states[region]
             if isinstance(state, MigApiError):
-                # Unknown state: nothing is added there, and it counts as its last known size (zen.scaling.unread).
+                # Unknown state: nothing is added there, and it counts as its last known size (zen.scaling.unread);
+                # a MIG that does not exist (deleted by hand: terraform apply recreates it) holds none.
                 report.errors.append(f"{region}: {state}")
-                targets[region] = last_known_size(region, facts.memory, self._sizes)
+                targets[region] = 0 if isinstance(state, MigNotFound) else last_known_size(region, facts.memory, self._sizes)
                 continue
             targets[region] = self._sizes[region] = state.target_size
             # A secondary pool's MIG reports its errors by region: the planner keeps them by pool.
