@@ -23,6 +23,7 @@ from zen.core.lifecycle import stop_left_s, stopping_reason
 from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
 from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.core.routing import next_route
+from zen.jobs.placement import regions_cleared_now, required_now
 from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
@@ -221,6 +222,9 @@ def _stranded(config, job) -> str | None:
     if not set(job.regions) & set(cluster.regions):
         return (f"cluster {cluster.name} no longer runs in {', '.join(job.regions)}, the regions the job allows "
                 f"(the cluster's: {', '.join(cluster.regions)}): {after}")
+    if not regions_cleared_now(config, job):  # a tag it requires (or its data needs) left every region of its
+        return (f"no region of cluster {cluster.name} it allows carries the tags {required_now(config, job)} it requires "
+                f"now (the configuration changed): {after}")
     return None
 
 
