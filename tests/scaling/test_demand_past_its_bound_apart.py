@@ -63,3 +63,15 @@ def test_a_new_job_is_not_moved_to_standard_because_an_older_sibling_passed_its_
     assert plan.add.get(SPOT, 0) >= 1 and plan.add.get(STD, 0) <= 1, (
         f"a job submitted 0 s ago was asked a standard VM ({plan.add}); reasons: "
         f"{[d.reason for d in plan.decisions]}")
+
+
+def test_past_the_bound_the_cheaper_of_two_equally_fast_pools_is_asked(stack, clock):
+    """Past its bound the group ranks by expected seconds, ties by price: the cheaper spot pool, as fast as standard,
+    is asked (ties went by the cluster's order, standard first here, and the ADD's reason called spot "slower")."""
+    zen, functions = stack
+    functions.submit(job_request("late", cluster=CLUSTER, max_start_wait_s=600))
+    clock.advance(700)
+    _, plan = _plan(zen, clock)
+    [add] = [d for d in plan.decisions if d.action.value == "ADD"]
+    assert add.region == SPOT, add
+    assert "slower" not in add.reason and "fastest first (past its start bound)" in add.reason, add.reason
