@@ -6,27 +6,13 @@ accepts standard VMs only was confirmed to a spot VM."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 from tests.messages import heartbeat, job_request
-from zen.core.config import ZenConfig
+from tests.test_claims_by_recorded_model import CLUSTER, _zen
 from zen.store import fleet, repository
 
-CLUSTER = "4xa100-40gb"
 VM = "zen-4xa100-40gb-us-central1-ab12"  # the primary MIG's
-
-
-def _zen(config, db, publisher, clock, models):
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        if cluster["name"] == CLUSTER:
-            cluster["provisioning"] = models
-    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
-    return zen, FunctionsInvoker(zen)
 
 
 def test_a_vm_recreated_from_the_reordered_template_is_checked_as_what_it_now_is(

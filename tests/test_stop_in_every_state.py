@@ -6,17 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.messages import heartbeat, job_request
-from zen.store import repository
-
-
-def job(zen, job_id):
-    with zen.db.transaction() as session:
-        return repository.get_job(session, job_id)
-
-
-def history(zen, job_id):
-    with zen.db.transaction() as session:
-        return [(r["from_status"], r["to_status"], r["reason"]) for r in repository.job_history(session, job_id)]
+from tests.test_given_back_claims import history, job
 
 
 def controls(publisher, vm=None):

@@ -6,26 +6,11 @@ listErrors' RATE_LIMIT errors never strike either (``probes.strikes``: capacity 
 Compute stand-in through the official client; capacity in every region."""
 from __future__ import annotations
 
-import pytest
-
 from tests.messages import job_request
-from tests.scaling.test_scaling_integration import CLUSTER, build_stack
+from tests.scaling.test_compute_bounds import make_stack  # noqa: F401 - fixture
+from tests.scaling.test_scaling_integration import CLUSTER
 
 REGIONS = ("us-central1", "us-west1", "europe-west4")
-
-
-@pytest.fixture
-def make_stack(config, db, publisher, clock, monkeypatch, tmp_path):
-    started = []
-
-    def make(**extra):
-        built = build_stack(config, db, publisher, clock, monkeypatch, tmp_path, **extra)
-        started.append(built[-1])
-        return built
-
-    yield make
-    for standin in started:
-        standin.stop()
 
 
 def decisions(zen):
