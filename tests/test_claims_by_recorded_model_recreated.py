@@ -56,3 +56,28 @@ def test_each_billed_segment_is_priced_at_the_model_it_ran_as(db, clock):
         rows = usage.run(session, "fleet_by_region", since=start - timedelta(hours=1), now=clock())
     segments = sorted((r["model"], round(float(r["vm_seconds"]))) for r in rows if r["name"] == "vm-r")
     assert segments == [("spot", 300), ("standard", 600)], segments
+
+
+def test_an_attempt_is_priced_at_the_model_of_the_segment_it_ran_in(config, db, publisher, clock, db_url, monkeypatch):
+    """Its attempt ended (by the lost-job sweep, say) after its VM was recreated from the other model's template: it
+    ran on the VM before, and is priced as that VM's model, not the recreated one's."""
+    from zen.store import usage
+
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    zen, functions = _zen(config, db, publisher, clock, ["standard", "spot"])
+    with zen.db.transaction() as session:
+        fleet.see_instances(session, CLUSTER, "us-central1", [VM], clock(), model="standard")
+    functions.submit(job_request("ran", cluster=CLUSTER))
+    functions.heartbeat(heartbeat("ran", "CLAIMED", 1, vm=VM))
+    functions.heartbeat(heartbeat("ran", "RUNNING", 2, vm=VM))
+    with zen.db.transaction() as session:  # recreated under the same name, as spot (the models reordered since)
+        clock.advance(60)
+        fleet.see_instances(session, CLUSTER, "us-central1", [VM], clock(), model="standard")
+        clock.advance(60)
+        fleet.see_instances(session, CLUSTER, "us-central1", [VM], clock(), billed=[], model="spot")
+        clock.advance(60)
+        fleet.see_instances(session, CLUSTER, "us-central1", [VM], clock(), model="spot")
+    functions.heartbeat(heartbeat("ran", "FAILED", 3, vm=VM, exit_code=1))  # its end, read after the recreation
+    with zen.db.transaction() as session:
+        [row] = usage.attempts_of_job(session, "ran")
+    assert row["model"] == "standard", row

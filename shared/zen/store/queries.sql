@@ -747,7 +747,8 @@ GROUP BY queue, cluster;
 -- before Zen's claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM (x :gpu_factor: a
 -- gang's nodes that ended before it, zen.jobs.decisions).
 -- Its price per VM-hour now (zen.core.prices.AttemptPrice): each of its VMs (:vms, a gang's nodes) as the
--- model the scaling passes first saw it as (mig_instances, else vm_lifetimes once it left its MIG; a primary
+-- model the scaling passes saw it as (mig_instances: the billed segment its start falls in, an earlier one's kept in
+-- billed_before for a VM its MIG recreated since; else vm_lifetimes once it left its MIG; a primary
 -- pool's VM names no model), else as its name says; priced at a configured price of that model, else the
 -- catalog's stored price of its pool, else the snapshot's; weighted by each VM's share; unpriced where one is.
 -- Its model: its VMs' (a gang's nodes' models, when they differ, in one name: spot+standard).
@@ -762,7 +763,7 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
       FROM (SELECT CAST(:ended_at AS timestamptz) AS ended_at) AS t,
            (SELECT max(at) AS at FROM job_events
             WHERE job_id = :job_id AND attempt = :attempt AND to_status = 'ASSIGNED') AS claim) AS s,
-     (SELECT string_agg(DISTINCT n.model, '+') AS model,
+     LATERAL (SELECT string_agg(DISTINCT n.model, '+') AS model,
              CASE WHEN bool_and(n.usd IS NOT NULL) THEN sum(n.share * n.usd) END AS usd_per_hour
       FROM (SELECT m.rank, m.share, m.model,
                    COALESCE(CAST(CAST(:fixed AS jsonb) ->> m.model AS double precision),
@@ -771,7 +772,12 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
                                AND p.region = :region AND p.model = m.model),
                             CAST(CAST(:fallback AS jsonb) ->> m.model AS double precision)) AS usd
             FROM (SELECT g.rank, g.share,
-                         COALESCE((SELECT i.model FROM mig_instances i WHERE i.name = g.vm),
+                         COALESCE((SELECT COALESCE((SELECT e ->> 2 FROM jsonb_array_elements(COALESCE(i.billed_before,
+                                                                                                    '[]'::jsonb)) AS e
+                                                     WHERE i.running_at > s.started_at  -- an earlier segment's run
+                                                       AND CAST(e ->> 0 AS timestamptz) <= s.started_at
+                                                     ORDER BY CAST(e ->> 0 AS timestamptz) DESC LIMIT 1), i.model)
+                                   FROM mig_instances i WHERE i.name = g.vm),
                                   (SELECT l.model FROM vm_lifetimes l WHERE l.name = g.vm AND l.model IS NOT NULL
                                    ORDER BY l.first_seen_at DESC LIMIT 1),
                                   g.model) AS model
