@@ -229,15 +229,15 @@ class ClusterManager:
                     raise current
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
+                if size - current < count:  # (before the resize: one accepted but unconfirmed is capped too)
+                    report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
+                                            if size >= self.cluster.max_vms_per_region
+                                            else f"the cluster limit of {self.cluster.max_vms} VMs reached")
                 if size > current:
                     mig.resize(size, together=whole_units(plan.together.get(region, ()), size - current))
                     report.added[region] = size - current
                     total += size - current
                     self._sizes[region] = size
-                if size - current < count:
-                    report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
-                                            if size >= self.cluster.max_vms_per_region
-                                            else f"the cluster limit of {self.cluster.max_vms} VMs reached")
             except MigApiError as exc:  # what it counts toward the limits, says and strikes: ``applied.resize_failed``
                 total += resize_failed(report, region, exc, None if exc is current else (current, size))
                 if isinstance(exc, MigUnconfirmed):  # it may yet be carried out
