@@ -10,6 +10,7 @@ order: with one model, its regions, as before models existed.
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
 from datetime import datetime
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from zen.core.cluster_config import ClusterConfig
 from zen.core.provisioning import accepted_models, model_of_pool, outlasts_flex, pool_key
-from zen.scaling.model import Decision, DemandGroup, RegionMemory, Timing, fold_demand
+from zen.scaling.model import Action, Decision, DemandGroup, RegionMemory, Timing, fold_demand
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
@@ -93,6 +94,7 @@ class FleetDb:
     def __init__(self, db: Database, clusters: Mapping[str, ClusterConfig] | None = None):
         self._db = db
         self._clusters = clusters or {}  # name -> its configuration: the pools of its demand (demand_groups)
+        self._failures: dict[str, datetime] = {}  # cluster -> when this instance last recorded a failed pass
 
     def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
         return self._db.session_lock(lambda s: fleet.try_cluster_lock(s, cluster),
@@ -157,6 +159,18 @@ class FleetDb:
                 fleet.add_scaling_decision(session, cluster=cluster, region=decision.region,
                                            action=decision.action.value, count=decision.count, vm=decision.vm,
                                            reason=decision.reason, now=now)
+
+
+    def record_failure(self, cluster: str, exc: Exception, now: datetime) -> None:
+        """A failed pass in the cluster's decisions (an ERROR row: ``zen explain CLUSTER``), at most once a minute per
+        instance: it was in the logs alone, and a scaling that had stopped (a permission refused to every pass) showed
+        its last decisions as if nothing had gone wrong. Nothing is recorded when the database itself fails."""
+        if (last := self._failures.get(cluster)) is not None and (now - last).total_seconds() < 60:
+            return
+        self._failures[cluster] = now
+        why = f"scaling pass failed: {type(exc).__name__}: {str(exc)[:500]} (the next pass tries again; see the logs)"
+        with contextlib.suppress(Exception):
+            self.record(cluster, {}, [Decision(Action.ERROR, None, why)], now)
 
 
 _ADAPTS: type[FleetPort] = FleetDb  # the type checker holds the adapter to its port

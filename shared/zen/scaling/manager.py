@@ -392,4 +392,5 @@ class ClusterOrchestrator:
             return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
+            self._fleet.record_failure(cluster, exc, self._clock())  # ``zen explain CLUSTER`` says so
             return ClusterReport(cluster, errors=[str(exc)])

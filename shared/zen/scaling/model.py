@@ -77,8 +77,7 @@ class QueuedJob:
 
 @dataclass(frozen=True)
 class DemandGroup:
-    """Queued jobs that allow the same regions at the same priority: the planner's unit of demand,
-    so a pass costs O(groups x regions) however long the queue is."""
+    """Queued jobs that allow the same pools at the same priority: the planner's unit of demand (O(groups x pools))."""
 
     regions: tuple[str, ...]  # allowed pools (regions x models), in the cluster's preference order
     count: int
@@ -249,6 +248,7 @@ class Action(str, enum.Enum):
     BLOCK = "BLOCK"
     UNBLOCK = "UNBLOCK"
     HOLD = "HOLD"  # demand left unserved on purpose (limits, every region blocked)
+    ERROR = "ERROR"  # a pass that failed (ClusterOrchestrator.scale): nothing planned, the next one tries again
 
 
 @dataclass(frozen=True)
