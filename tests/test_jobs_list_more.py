@@ -21,3 +21,15 @@ def test_a_page_short_of_the_jobs_that_match_says_so_on_stderr(functions, db_url
     assert main(["jobs", "list", "--limit", "3", "--json"]) == 0
     out, err = capsys.readouterr()
     assert len(json.loads(out)) == 3 and err == ""
+
+
+def test_a_cluster_the_configuration_does_not_have_is_named_on_stderr(functions, db_url, monkeypatch, capsys):
+    """A typo in --cluster listed nothing, exit 0, without a word (a cluster removed keeps its jobs: not refused)."""
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions.submit(job_request("job-a"))
+    capsys.readouterr()
+    assert main(["jobs", "list", "--cluster", "1xl44"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: no cluster '1xl44' in the configuration (its clusters: ") and "1xl4" in err, err
+    assert main(["jobs", "list", "--cluster", "1xl4"]) == 0
+    assert capsys.readouterr().err == ""

@@ -46,6 +46,12 @@ def cmd_jobs_list(args, ctx: Context) -> int:
     if more:
         print(f"more: more than {args.limit} jobs match, the newest shown; see more with --limit {args.limit * 4}",
               file=sys.stderr)
+    if not jobs and args.cluster:  # a typo listed nothing, silently (a cluster removed keeps its jobs: not refused)
+        from zen.core.config import load_config
+
+        if (config := load_config()).cluster(args.cluster) is None:
+            print(f"note: no cluster {args.cluster!r} in the configuration (its clusters: "
+                  f"{', '.join(c.name for c in config.clusters)})", file=sys.stderr)
     return 0
 
 

@@ -97,7 +97,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
         if pairs:
             bad = [item for item in pairs if "=" not in item]
             if bad:
-                raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE", 2)
+                raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE (see `zen submit --help`)", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
     array = {"count": getattr(args, "array", None), "max_parallel": getattr(args, "max_parallel", None),
              "params": batches.read_params(args.array_params)
