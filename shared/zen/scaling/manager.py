@@ -229,6 +229,9 @@ class ClusterManager:
                     raise current
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
+                if self.pools[region].model == "flex-start" and (gangs := plan.together.get(region, ())):
+                    whole = sum(whole_units(gangs, size - current))  # all-or-nothing requests: a gang that no longer
+                    size = current + whole + min(count - sum(gangs), size - current - whole)  # fits is asked none
                 if size - current < count:  # (before the resize: one accepted but unconfirmed is capped too)
                     report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
                                             if size >= self.cluster.max_vms_per_region
