@@ -104,7 +104,7 @@ class Ranking:
     def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
              checkpoint_every_s: float | None = None) -> list[str]:
         """Allowed, unblocked pools, best first. By expected seconds to a usable VM (boot, stockout risk,
-        one ``preference_s`` per step down the region order; of equal ones, the cheaper first, then the cluster's
+        one ``preference_s`` per step down the region order; of equal ones, the lower price first, then the cluster's
         order: past its start bound a job was put on standard beside spot as fast); where pools are priced and the demand is
         ``patient``, the pools expected within ``slack_s`` (None: ``cost_slack_s``) of the fastest come
         first, cheapest first (the rest after, fastest first). Computed after ``learn``, the only step
@@ -121,8 +121,8 @@ class Ranking:
             step = self._region_steps(known, order)
             eta = {r: self.boot_s(r) + self.risk(r) * self.timing.spill_after_s + step[r] * self.timing.preference_s
                    for r in usable}
-            ranked = sorted(usable, key=lambda r: (  # equally fast: the cheaper first (past a start bound too)
-                eta[r], self.cost(r, checkpoint_every_s) if self.priced else 0.0, order[r]))
+            ranked = sorted(usable, key=lambda r: (  # equally fast: the lower price first (past a start bound too;
+                eta[r], self.price(r) if self.priced else 0.0, order[r]))  # by cost with preemptions: dearer runs)
             if patient and self.priced and ranked:
                 fastest = eta[ranked[0]] + (self.timing.cost_slack_s if slack_s is None else slack_s)
                 soon = [r for r in ranked if eta[r] <= fastest]
