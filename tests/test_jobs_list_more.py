@@ -33,3 +33,15 @@ def test_a_cluster_the_configuration_does_not_have_is_named_on_stderr(functions,
     assert err.startswith("note: no cluster '1xl44' in the configuration (its clusters: ") and "1xl4" in err, err
     assert main(["jobs", "list", "--cluster", "1xl4"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_an_empty_listing_of_a_cluster_does_not_need_the_configuration(functions, db_url, monkeypatch, capsys, tmp_path):
+    """A user of a deployed Zen needs only the database to list jobs: with ZEN_CONFIG naming no file, an empty listing
+    of --cluster shows no note (it failed with the configuration's error, exit 1)."""
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    monkeypatch.setenv("ZEN_CONFIG", str(tmp_path / "absent.yaml"))
+    assert main(["jobs", "list", "--status", "RUNNING"]) == 0  # no --cluster: the configuration is not read
+    capsys.readouterr()
+    code = main(["jobs", "list", "--cluster", "1xl4"])
+    out, err = capsys.readouterr()
+    assert code == 0, (code, out, err)

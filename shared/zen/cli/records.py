@@ -48,8 +48,13 @@ def cmd_jobs_list(args, ctx: Context) -> int:
               file=sys.stderr)
     if not jobs and args.cluster:  # a typo listed nothing, silently (a cluster removed keeps its jobs: not refused)
         from zen.core.config import load_config
+        from zen.core.errors import ConfigError
 
-        if (config := load_config()).cluster(args.cluster) is None:
+        try:
+            config = load_config()
+        except (ConfigError, ValueError):  # no note then: the listing needs no configuration
+            return 0
+        if config.cluster(args.cluster) is None:
             print(f"note: no cluster {args.cluster!r} in the configuration (its clusters: "
                   f"{', '.join(c.name for c in config.clusters)})", file=sys.stderr)
     return 0
