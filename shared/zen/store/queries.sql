@@ -772,13 +772,17 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
                                AND p.region = :region AND p.model = m.model),
                             CAST(CAST(:fallback AS jsonb) ->> m.model AS double precision)) AS usd
             FROM (SELECT g.rank, g.share,
+                         -- the first segment billed until its start or later (its VM then), else the row's last
                          COALESCE((SELECT COALESCE((SELECT e ->> 2 FROM jsonb_array_elements(COALESCE(i.billed_before,
                                                                                                     '[]'::jsonb)) AS e
-                                                     WHERE i.running_at > s.started_at  -- an earlier segment's run
-                                                       AND CAST(e ->> 0 AS timestamptz) <= s.started_at
-                                                     ORDER BY CAST(e ->> 0 AS timestamptz) DESC LIMIT 1), i.model)
+                                                     WHERE CAST(e ->> 1 AS timestamptz) >= s.started_at
+                                                     ORDER BY CAST(e ->> 0 AS timestamptz) LIMIT 1), i.model)
                                    FROM mig_instances i WHERE i.name = g.vm),
-                                  (SELECT l.model FROM vm_lifetimes l WHERE l.name = g.vm AND l.model IS NOT NULL
+                                  (SELECT COALESCE((SELECT e ->> 2 FROM jsonb_array_elements(COALESCE(l.billed_before,
+                                                                                                    '[]'::jsonb)) AS e
+                                                     WHERE CAST(e ->> 1 AS timestamptz) >= s.started_at
+                                                     ORDER BY CAST(e ->> 0 AS timestamptz) LIMIT 1), l.model)
+                                   FROM vm_lifetimes l WHERE l.name = g.vm AND l.model IS NOT NULL
                                    ORDER BY l.first_seen_at DESC LIMIT 1),
                                   g.model) AS model
                   FROM jsonb_to_recordset(CAST(:vms AS jsonb))
