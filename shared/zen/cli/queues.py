@@ -141,6 +141,9 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
         why = f"admitted{f' by queue {job.queue}' if job.queue else ''}; no VM can take it: {stranded}"
     elif job.status is JobStatus.QUEUED:
         decisions = fleet.recent_decisions(session, job.cluster, 50)  # newest first
+        if decisions and decisions[0]["action"] == "ERROR" and (ok := fleet.last_scaling_pass(session, job.cluster)) \
+                and ok > decisions[0]["at"]:  # a pass worked since the failure it records (and decided nothing new)
+            decisions = [d for d in decisions if d["action"] != "ERROR"]
         why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
                f"in {', '.join(job.start_regions or job.regions)}")
         if job.nodes > 1:  # a gang assembling (zen.core.gang)
@@ -158,8 +161,8 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
                     f"first tick after {at(again)} if no VM has claimed it (start_republish_s)")
         if decisions:
             last = decisions[0]
-            why += (f"; the cluster's latest scaling decision ({at(last['at'])}): {last['action']} "
-                    f"{last['region'] or ''} {last['reason']}".rstrip())
+            why += (f"; the cluster's latest scaling decision ({at(last['at'])}): "
+                    f"{' '.join(filter(None, (last['action'], last['region'], last['reason'])))}")
         latest = {d["region"]: d for d in reversed(decisions)}  # each pool's newest decision (its key: region)
         pools = _pools(config, job)
         held = [d["reason"].split("; blocked")[0] for pool, d in latest.items() if pool in pools

@@ -10,7 +10,6 @@ order: with one model, its regions, as before models existed.
 
 from __future__ import annotations
 
-import contextlib
 from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
 from datetime import datetime
@@ -161,16 +160,20 @@ class FleetDb:
                                            reason=decision.reason, now=now)
 
 
-    def record_failure(self, cluster: str, exc: Exception, now: datetime) -> None:
+    def record_failure(self, cluster: str, exc: Exception, now: datetime) -> bool:
         """A failed pass in the cluster's decisions (an ERROR row: ``zen explain CLUSTER``), at most once a minute per
         instance: it was in the logs alone, and a scaling that had stopped (a permission refused to every pass) showed
-        its last decisions as if nothing had gone wrong. Nothing is recorded when the database itself fails."""
+        its last decisions as if nothing had gone wrong. Nothing is recorded when the database itself fails. Whether
+        this one was recorded (the log-based metric counts it then, as the table does)."""
         if (last := self._failures.get(cluster)) is not None and (now - last).total_seconds() < 60:
-            return
+            return False
         self._failures[cluster] = now
         why = f"scaling pass failed: {type(exc).__name__}: {str(exc)[:500]} (the next pass tries again; see the logs)"
-        with contextlib.suppress(Exception):
+        try:
             self.record(cluster, {}, [Decision(Action.ERROR, None, why)], now)
+        except Exception:  # noqa: BLE001 - the database is what fails: the log has the pass's error
+            return False
+        return True
 
 
 _ADAPTS: type[FleetPort] = FleetDb  # the type checker holds the adapter to its port

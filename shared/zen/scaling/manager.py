@@ -4,8 +4,7 @@ The manager reaches Compute only through ``MigPort`` and the database only throu
 (``zen.scaling.port``): production wires the google-cloud-compute adapter and ``FleetDb``, the
 simulator its simulated MIGs and fleet (so it runs this very class), unit tests recording fakes.
 A pass for one cluster, under the cluster's lock: snapshot, plan (``ZenPlanner``), retire, apply
-(adds first, then drained deletions), record. Step by step: docs/explanations/scaling.md ("In the code").
-"""
+(adds first, then drained deletions), record. Step by step: docs/explanations/scaling.md ("In the code")."""
 
 from __future__ import annotations
 
@@ -395,5 +394,7 @@ class ClusterOrchestrator:
             return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
-            self._fleet.record_failure(cluster, exc, self._clock())  # ``zen explain CLUSTER`` says so
+            if self._fleet.record_failure(cluster, exc, self._clock()):  # ``zen explain CLUSTER``; the metric
+                telemetry.emit(log, telemetry.SCALING_DECISION, "scaling error", cluster=cluster, region=None,
+                               action="ERROR", count=0, vm=None, reason=f"{type(exc).__name__}: {str(exc)[:500]}")
             return ClusterReport(cluster, errors=[str(exc)])
