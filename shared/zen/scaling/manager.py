@@ -233,7 +233,7 @@ class ClusterManager:
                     size = current + whole + min(count - sum(gangs), size - current - whole)  # fits is asked none
                 if size - current < count:  # (before the resize: one accepted but unconfirmed is capped too)
                     report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
-                                            if size >= self.cluster.max_vms_per_region
+                                            if self.cluster.max_vms_per_region <= current + max(0, self.cluster.max_vms - total)
                                             else f"the cluster limit of {self.cluster.max_vms} VMs reached")
                 if size > current:
                     mig.resize(size, together=whole_units(plan.together.get(region, ()), size - current))
