@@ -68,7 +68,7 @@ locals {
       unit            = "s"
     }
     zen_scaling_decisions = {
-      description = "Scaling decisions by cluster, region and action (ADD, DELETE, BLOCK, UNBLOCK, HOLD)."
+      description = "Scaling decisions by cluster, region and action (ADD, DELETE, BLOCK, UNBLOCK, HOLD; ERROR: a pass that failed)."
       filter      = "jsonPayload.event=\"scaling.decision\""
       labels      = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", action = "EXTRACT(jsonPayload.action)" }
     }

@@ -76,3 +76,16 @@ def test_recreated_then_left_its_mig(config, db, publisher, clock, db_url, monke
     assert rows and rows[0]["billed_before"][0][2] == "standard", rows
     functions.heartbeat(heartbeat("left", "FAILED", 3, vm=VM, exit_code=1))
     assert _model(zen, "left") == "standard"
+
+
+def test_claimed_between_the_last_billed_sight_and_the_vms_end(config, db, publisher, clock, db_url, monkeypatch):
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    zen, functions = _zen(config, db, publisher, clock, ["standard", "spot"])
+    _see(zen, clock, 0, model="standard")              # billed as standard
+    _see(zen, clock, 60, model="standard")             # its last billed sight (t+60)
+    clock.advance(10)
+    _claim_run(functions, "late-claim")                # t+70: VM1 (standard) still runs; no VM2 can exist yet
+    _see(zen, clock, 60, billed=[], model="spot")      # t+130: VM1 ended (segment 1 closed at t+60)
+    _see(zen, clock, 240, model="spot")                # t+370: the recreated VM billed, as spot
+    functions.heartbeat(heartbeat("late-claim", "FAILED", 3, vm="zen-4xa100-40gb-us-central1-ab12", exit_code=1))
+    assert _model(zen, "late-claim") == "standard"     # it ran on VM1, a standard VM

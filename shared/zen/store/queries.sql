@@ -772,16 +772,23 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
                                AND p.region = :region AND p.model = m.model),
                             CAST(CAST(:fallback AS jsonb) ->> m.model AS double precision)) AS usd
             FROM (SELECT g.rank, g.share,
-                         -- the first segment billed until its start or later (its VM then), else the row's last
-                         COALESCE((SELECT COALESCE((SELECT e ->> 2 FROM jsonb_array_elements(COALESCE(i.billed_before,
-                                                                                                    '[]'::jsonb)) AS e
-                                                     WHERE CAST(e ->> 1 AS timestamptz) >= s.started_at
-                                                     ORDER BY CAST(e ->> 0 AS timestamptz) LIMIT 1), i.model)
+                         -- the last billed segment begun by its start (its VM then), else the first (claimed before a
+                         -- pass saw its VM billed); a segment's model, else the row's
+                         COALESCE((SELECT COALESCE((SELECT seg.model FROM (
+                                              SELECT CAST(e ->> 0 AS timestamptz) AS since, e ->> 2 AS model
+                                              FROM jsonb_array_elements(COALESCE(i.billed_before, '[]'::jsonb)) AS e
+                                              UNION ALL SELECT i.running_at, i.model WHERE i.running_at IS NOT NULL) AS seg
+                                            ORDER BY seg.since <= s.started_at DESC,
+                                                     CASE WHEN seg.since <= s.started_at THEN seg.since END DESC,
+                                                     seg.since LIMIT 1), i.model)
                                    FROM mig_instances i WHERE i.name = g.vm),
-                                  (SELECT COALESCE((SELECT e ->> 2 FROM jsonb_array_elements(COALESCE(l.billed_before,
-                                                                                                    '[]'::jsonb)) AS e
-                                                     WHERE CAST(e ->> 1 AS timestamptz) >= s.started_at
-                                                     ORDER BY CAST(e ->> 0 AS timestamptz) LIMIT 1), l.model)
+                                  (SELECT COALESCE((SELECT seg.model FROM (
+                                              SELECT CAST(e ->> 0 AS timestamptz) AS since, e ->> 2 AS model
+                                              FROM jsonb_array_elements(COALESCE(l.billed_before, '[]'::jsonb)) AS e
+                                              UNION ALL SELECT l.running_at, l.model WHERE l.running_at IS NOT NULL) AS seg
+                                            ORDER BY seg.since <= s.started_at DESC,
+                                                     CASE WHEN seg.since <= s.started_at THEN seg.since END DESC,
+                                                     seg.since LIMIT 1), l.model)
                                    FROM vm_lifetimes l WHERE l.name = g.vm AND l.model IS NOT NULL
                                    ORDER BY l.first_seen_at DESC LIMIT 1),
                                   g.model) AS model
