@@ -772,25 +772,22 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
                                AND p.region = :region AND p.model = m.model),
                             CAST(CAST(:fallback AS jsonb) ->> m.model AS double precision)) AS usd
             FROM (SELECT g.rank, g.share,
-                         -- the last billed segment begun by its start (its VM then), else the first (claimed before a
-                         -- pass saw its VM billed); a segment's model, else the row's
+                         -- the VM's row (in its MIG, else the last one that left it): the last billed segment begun by
+                         -- the attempt's start (its VM then), else the first (claimed before a pass saw its VM billed);
+                         -- that segment's model, else the row's
                          COALESCE((SELECT COALESCE((SELECT seg.model FROM (
                                               SELECT CAST(e ->> 0 AS timestamptz) AS since, e ->> 2 AS model
-                                              FROM jsonb_array_elements(COALESCE(i.billed_before, '[]'::jsonb)) AS e
-                                              UNION ALL SELECT i.running_at, i.model WHERE i.running_at IS NOT NULL) AS seg
+                                              FROM jsonb_array_elements(COALESCE(r.billed_before, '[]'::jsonb)) AS e
+                                              UNION ALL SELECT r.running_at, r.model WHERE r.running_at IS NOT NULL) AS seg
                                             ORDER BY seg.since <= s.started_at DESC,
                                                      CASE WHEN seg.since <= s.started_at THEN seg.since END DESC,
-                                                     seg.since LIMIT 1), i.model)
-                                   FROM mig_instances i WHERE i.name = g.vm),
-                                  (SELECT COALESCE((SELECT seg.model FROM (
-                                              SELECT CAST(e ->> 0 AS timestamptz) AS since, e ->> 2 AS model
-                                              FROM jsonb_array_elements(COALESCE(l.billed_before, '[]'::jsonb)) AS e
-                                              UNION ALL SELECT l.running_at, l.model WHERE l.running_at IS NOT NULL) AS seg
-                                            ORDER BY seg.since <= s.started_at DESC,
-                                                     CASE WHEN seg.since <= s.started_at THEN seg.since END DESC,
-                                                     seg.since LIMIT 1), l.model)
-                                   FROM vm_lifetimes l WHERE l.name = g.vm AND l.model IS NOT NULL
-                                   ORDER BY l.first_seen_at DESC LIMIT 1),
+                                                     seg.since LIMIT 1), r.model)
+                                   FROM (SELECT billed_before, running_at, model, 0 AS gone, first_seen_at FROM mig_instances
+                                         WHERE name = g.vm AND model IS NOT NULL
+                                         UNION ALL
+                                         SELECT billed_before, running_at, model, 1, first_seen_at FROM vm_lifetimes
+                                         WHERE name = g.vm AND model IS NOT NULL) AS r
+                                   ORDER BY r.gone, r.first_seen_at DESC LIMIT 1),
                                   g.model) AS model
                   FROM jsonb_to_recordset(CAST(:vms AS jsonb))
                        AS g(rank integer, vm text, model text, share double precision)) AS m) AS n) AS v
