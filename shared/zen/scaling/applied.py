@@ -97,15 +97,18 @@ def resize_failed(report: ClusterReport, region: str, exc: MigApiError, sizes: t
     a rate limit (the project's write quota for a moment) strikes nothing: either blocked its pool as a stockout, and
     the queue went to other pools (a third VM for one job), the cluster logged as stocked out."""
     report.errors.append(f"resize {region}: {exc}")
-    unconfirmed = isinstance(exc, MigUnconfirmed) and sizes is not None
-    if sizes is not None and isinstance(exc, MigUnconfirmed) and exc.accepted:
-        report.added[region] = sizes[1] - sizes[0]
-        return sizes[1] - sizes[0]
+    if isinstance(exc, MigRateLimited):
+        report.short[region] = f"rate limited by Compute, asked again next pass: {exc}"
+        return 0
+    if sizes is None:  # not read: nothing was sent
+        report.short[region] = f"resize failed: {exc}"
+        return 0
+    asked = sizes[1] - sizes[0]
+    if isinstance(exc, MigUnconfirmed) and exc.accepted:
+        report.added[region] = asked
+        return asked
+    unconfirmed = isinstance(exc, MigUnconfirmed)
     report.short[region] = (f"the resize to {sizes[1]} was not confirmed, counted toward the limits: {exc}"
-                            if unconfirmed and sizes is not None else
-                            f"rate limited by Compute, asked again next pass: {exc}" if isinstance(exc, MigRateLimited)
-                            else f"resize failed: {exc}")
-    if sizes is not None and not isinstance(exc, MigRateLimited):
-        report.refused[region] = f"not confirmed ({exc})" if unconfirmed else str(exc)
-    return sizes[1] - sizes[0] if unconfirmed and sizes is not None else 0
-
+                            if unconfirmed else f"resize failed: {exc}")
+    report.refused[region] = f"not confirmed ({exc})" if unconfirmed else str(exc)
+    return asked if unconfirmed else 0

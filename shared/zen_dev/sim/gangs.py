@@ -60,16 +60,15 @@ class Gangs:
         for job in cluster.gangs.values():
             spec = job.spec
             n, oldest = spec.nodes, dt(job.queued_s)
+            into = late if self.w.now - job.queued_s >= cluster.start_bound_s else parts
             if self.hedged and job.parts:  # a copy assembling in every region: each its own demand
                 for pool in job.pools:
                     region = cluster.migs[pool].region
                     need = n - sum(1 for vm in job.parts if vm.mig.region == region)
-                    (late if self.w.now - job.queued_s >= cluster.start_bound_s else parts).append(
-                        ((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest, None))
+                    into.append(((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest, None))
             else:
                 reach, need = job.gang_reach or job.pools, n - len(job.parts)
-                (late if self.w.now - job.queued_s >= cluster.start_bound_s else parts).append(
-                    ((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest, None))
+                into.append(((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest, None))
         return fold_demand(late) + fold_demand(parts)
 
     def wanted(self, cluster, pool: str) -> int:
