@@ -1,7 +1,8 @@
 """A queued job whose required tag no region of its carries any more (the configuration changed while it waited):
-the first claim of the VM booted for it is refused, and the job goes back to PENDING, held with the reason (`zen
-explain` names the tag), no longer demand: the VM goes as any idle VM does. Left QUEUED, it was kept idle, billed,
-for as long as the job waited. Once the configuration carries the tag again, the tick lets the job go there."""
+the tick, before its scaling pass, sends the job back to PENDING, held with the reason (`zen explain` names the
+tag), no longer demand: no VM is asked for it, and the VM booted for it before the change, whose claim is refused,
+goes as any idle VM does. Left QUEUED, it was kept idle, billed, for as long as the job waited. Once the
+configuration carries the tag again, the tick lets the job go there."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def test_a_job_no_region_can_run_is_no_demand_and_explain_says_why(config, db, p
     tagged = _tags(config, {"us-west1": ["hipaa"]})
     old, advance, instances, standin = build_stack(tagged, db, publisher, clock, monkeypatch, tmp_path)
     try:
-        old.scaler = None  # submitted while no pass ran
-        FunctionsInvoker(old).submit(job_request("phi", requires_tags=["hipaa"]))
+        FunctionsInvoker(old).submit(job_request("phi", requires_tags=["hipaa"]))  # its pass boots a VM in us-west1
+        before = [vm.name for vm in instances("us-west1")]
         # The operator drops hipaa from us-west1 (the job's only cleared region) while the job waits.
         changed = _tags(config, {})
         clients = compute_clients_from_env()
@@ -58,7 +59,8 @@ def test_a_job_no_region_can_run_is_no_demand_and_explain_says_why(config, db, p
             fn.tick()
         left = instances("us-west1")
         print("VMs after an hour:", [vm.name for vm in left])
-        assert len(booted) == 1 and left == [], "GPU VMs kept for a job no region may run"
+        assert len(before) == 1 and [vm.name for vm in booted] == before, "a VM asked for a job no region may run"
+        assert left == [], "GPU VMs kept for a job no region may run"
         with zen.db.transaction() as session:
             held = repository.get_job(session, "phi")
             why = explain_line(session, changed, held)

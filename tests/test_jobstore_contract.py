@@ -289,6 +289,33 @@ def test_gangs_assembling_are_found_by_the_region_their_first_node_claimed_in(st
         assert tx.gangs_assembling_in("other", ["us-west1"], 10) == []
 
 
+def test_queued_jobs_allowed_a_region_without_their_tags_are_found_oldest_first(store):
+    from zen.core.gang_records import GangNode
+
+    def tagged(job_id: str, regions: list[str], tags: list[str] | None, **changes: Any) -> Job:
+        request: dict[str, Any] = {"job_id": job_id, "command": ["true"]}
+        return a_job(job_id, JobStatus.QUEUED, regions=regions, **changes,
+                     request=request if tags is None else {**request, "requires_tags": tags})
+
+    inserted(store, tagged("west", ["us-west1"], ["hipaa"]), tagged("both", [REGION, "us-west1"], ["hipaa"]),
+             tagged("central", [REGION], ["hipaa"]), tagged("plain", ["us-west1"], None),
+             tagged("none", ["us-west1"], []), tagged("two", [REGION], ["hipaa", "gpu-a"]),
+             tagged("gang", ["us-west1"], ["hipaa"], nodes=2),
+             a_job("held", regions=["us-west1"], request={"job_id": "held", "requires_tags": ["hipaa"]}))
+    for second, job_id in enumerate(["central", "both", "two", "west", "plain", "none", "gang"]):
+        moved(store, job_id, [], queued_at=NOW + timedelta(seconds=second))
+    claimed = [GangNode(rank=0, vm="vm-w", region="us-west1", zone="us-west1-a", beat_at=NOW)]
+    moved(store, "gang", [], gang=claimed, widen_at=NOW)  # a node claimed: it waits with its nodes
+    carried = {REGION: ["hipaa"], "us-west1": ["gpu-a"]}
+    with store.transaction() as tx:
+        assert tx.queued_jobs_uncleared(CLUSTER, carried, 10) == ["both", "two", "west"]
+        assert tx.queued_jobs_uncleared(CLUSTER, carried, 1) == ["both"]
+        assert tx.queued_jobs_uncleared(CLUSTER, {**carried, "us-west1": ["hipaa"]}, 10) == ["two"]
+        assert tx.queued_jobs_uncleared("other", carried, 10) == []
+        # A region the configuration no longer gives the cluster carries no tag.
+        assert tx.queued_jobs_uncleared(CLUSTER, {}, 10) == ["central", "both", "two", "west"]
+
+
 def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
     with store.transaction() as tx:
         assert tx.record_tick(NOW, 60.0) is None

@@ -76,6 +76,8 @@ HOT_QUERIES = [
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data
     ("gangs_assembling_in", {"cluster": "4xa100-40gb", "regions": ["us-west1"], "limit": 500}),  # at a stockout
+    # QUEUED jobs allowed a region whose tags lack theirs (the configuration changed), before the scaling pass
+    ("queued_jobs_uncleared", {"cluster": "4xa100-40gb", "carried": '{"us-west1": ["hipaa"]}', "limit": 500}),
     ("early_stops_of_submitted_jobs", {"limit": 500}),  # stops that raced their submission
     ("pending_jobs", {"limit": 500, "queue_less": False}),  # without queues, the tick admits jobs left PENDING by removed queues
     ("pending_jobs", {"limit": 500, "queue_less": True}),  # with queues, the jobs of none (held before queues came)
@@ -125,6 +127,17 @@ def test_hot_query_reads_through_an_index(big_db, name, params):
     with big_db.transaction() as session:
         plan = "\n".join(row["QUERY PLAN"] for row in session.sql("EXPLAIN " + big_db.queries[name], **params))
     assert "Seq Scan on jobs" not in plan and "Seq Scan on outbox" not in plan, plan
+
+
+def test_the_ticks_tag_pass_reads_no_untagged_queued_job(big_db):
+    """``queued_jobs_uncleared`` runs before every scaling pass: through jobs_queued_tagged (migration 0051) it
+    reads the queued jobs that require tags alone; through jobs_queued_demand it read each of the 2,500 queued
+    jobs' requests here (none requires a tag), and a queue of 100,000 every tick."""
+    with big_db.transaction() as session:
+        plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
+            "EXPLAIN (ANALYZE, TIMING OFF) " + big_db.queries["queued_jobs_uncleared"], cluster="4xa100-40gb",
+            carried='{"us-west1": ["hipaa"]}', limit=500))
+    assert "jobs_queued_tagged" in plan and rows_read(plan) == 0, plan
 
 
 @pytest.mark.parametrize("name, params", [("held_vms_of_cluster", {"cluster": "1xl4", "left_running": "x"}),

@@ -92,7 +92,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
             return _not_cleared(config, job, hb, cleared)
         if not job.gang:  # (a gang with nodes claimed is refused as below: its nodes wait with it)
             return held_uncleared(config, job, hb, now)
-        reason, cause = f"{_why_not_cleared(config, job, hb)}{NONE_CLEARED}", NOT_CLEARED
+        reason, cause = f"{_why_not_cleared(config, job, [hb.region])}{NONE_CLEARED}", NOT_CLEARED
     elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
         reason, cause = f"{too_many} (the configuration changed since it was accepted)", NOT_CLEARED
     elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
@@ -180,16 +180,18 @@ def _refused_since_published(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbe
     return seen is not None and seen >= job.start_published_at
 
 
-def _why_not_cleared(config: ZenConfig, job: Job, hb: Heartbeat) -> str:
-    """Why the configuration no longer lets ``job`` run in ``hb.region``, whose VM claims it."""
+def _why_not_cleared(config: ZenConfig, job: Job, regions: list[str]) -> str:
+    """Why the configuration no longer lets ``job`` run in ``regions`` (a claiming VM's, or those the tick drops)."""
     required = required_now(config, job)
     clearance = for_request(config.data_clearance, job.request)
     data = f"; {clearance.because()}" if clearance else ""
+    one = len(regions) == 1
+    named, carry = (f"region {regions[0]}", "carries") if one else (f"regions {', '.join(regions)}", "carry")
     if required:
-        return f"region {hb.region} no longer carries the tags {required} the job requires{data} (the configuration changed)"
+        return f"{named} no longer {carry} the tags {required} the job requires{data} (the configuration changed)"
     if config.cluster(job.cluster) is None:
         return f"cluster {job.cluster} is no longer in the configuration"
-    return f"cluster {job.cluster} no longer uses region {hb.region} (the configuration changed)"
+    return f"cluster {job.cluster} no longer uses {named} (the configuration changed)"
 
 
 def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str]) -> Decision:
@@ -200,7 +202,7 @@ def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str])
     would claim it again and again). With none left (``refuse_claim``), the claim is refused as any other and
     the job waits, as one no VM can take after a configuration change does (docs/how-to/operate.md): a change
     applied to the functions before terraform destroyed the old MIGs, or undone, would have lost it."""
-    reason = _why_not_cleared(config, job, hb)
+    reason = _why_not_cleared(config, job, [hb.region])
     return Decision(ignored=reason, publish_start=True, controls=[refusal(job, hb, reason)],
                     note=f"regions now {cleared}: {reason}",
                     fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None), refused=NOT_CLEARED)
@@ -212,15 +214,36 @@ def held_uncleared(config: ZenConfig, job: Job, hb: Heartbeat, now: datetime) ->
     to PENDING, held (``UNCLEARED_HOLD``, looked at again every ``UNCLEARED_RECHECK_S`` by the tick's
     ``retry_due``, let go into the regions cleared by then). Left QUEUED, it stayed demand in its old regions: the
     VM booted for it was kept idle, billed, while each of its claims was refused."""
-    why = _why_not_cleared(config, job, hb)
+    why = _why_not_cleared(config, job, [hb.region])
+    held, refused = _held(why, now), f"{why}{NONE_CLEARED}"
+    return Decision(changes=held.changes, controls=[refusal(job, hb, refused)], ignored=refused, refused=NOT_CLEARED,
+                    fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq), **held.fields))
+
+
+def _held(why: str, now: datetime) -> Decision:
+    """The job back to PENDING, held (``UNCLEARED_HOLD``) because ``why``, its start routing forgotten."""
     hold = (f"{UNCLEARED_HOLD}{why}; it waits until the configuration has one again (looked at every "
             f"{UNCLEARED_RECHECK_S:g} s), or its user stops it")
-    refused = f"{why}{NONE_CLEARED}"
-    return Decision(changes=[Change(JobStatus.PENDING, hold)], controls=[refusal(job, hb, refused)], ignored=refused,
-                    refused=NOT_CLEARED,
-                    fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq), hold=hold,
-                                hold_until=now + timedelta(seconds=UNCLEARED_RECHECK_S), start_regions=None,
-                                start_vms=None, widen_at=None))
+    return Decision(changes=[Change(JobStatus.PENDING, hold)], fields=dict(
+        hold=hold, hold_until=now + timedelta(seconds=UNCLEARED_RECHECK_S), start_regions=None, start_vms=None,
+        widen_at=None))
+
+
+def recleared(config: ZenConfig, job: Job, now: datetime) -> Decision | None:
+    """A QUEUED job allowed regions the configuration no longer lets it run in (a tag it requires left them while
+    it waited), looked at by the tick before the scaling pass counts it (``zen.jobs.sweeps``): narrowed to the
+    regions cleared now, its start sent there (as at a claim from a dropped region: ``_not_cleared``), or, with none
+    left, held as at such a claim (``held_uncleared``): no VM is asked for where it cannot run. None: nothing
+    dropped (a gang with nodes claimed waits with them: its claims are refused as they come)."""
+    cleared = regions_cleared_now(config, job)
+    dropped = [r for r in job.regions if r not in cleared]
+    if job.status is not JobStatus.QUEUED or job.gang or not dropped:
+        return None
+    why = _why_not_cleared(config, job, dropped)
+    if not cleared:
+        return _held(why, now)
+    return Decision(publish_start=True, note=f"regions now {cleared}: {why}",
+                    fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None))
 
 
 def no_room(config: ZenConfig, job: Job, vm: str, jobs_on_vm: Callable[[], dict[str, int]]) -> str | None:

@@ -65,6 +65,10 @@ class JobRows(Protocol):
     def gangs_assembling_in(self, cluster: str, regions: list[str], limit: int) -> list[str]:
         """The cluster's gangs assembling (QUEUED, a node claimed) in one of ``regions``."""
 
+    def queued_jobs_uncleared(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+        """The cluster's QUEUED jobs (no gang node claimed) allowed a region whose tags (``carried``: region -> the
+        tags its VMs carry now) lack some their request requires, oldest first."""
+
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         """PENDING jobs without a hold, oldest first (``queue_less``: only those of no queue)."""
 

@@ -113,6 +113,19 @@ class Sweeps:
 
         return self._for_each_job(candidates, "routing", decide)
 
+    def narrow_uncleared(self, limit: int = 500) -> int:
+        """QUEUED jobs allowed a region that no longer carries a tag they require (the configuration changed while
+        they waited): narrowed to the regions that carry them now, or, with none, held PENDING until one does
+        (``claims.recleared``). Run before the scaling pass: a VM asked for such a job where it cannot run was
+        billed until its first claim was refused. Returns how many changed."""
+        candidates: list[str] = []
+        with self._store.transaction() as tx:
+            for cluster in self._config.clusters:
+                carried = {region: cluster.tags_of(region) for region in cluster.regions}
+                candidates += tx.queued_jobs_uncleared(cluster.name, carried, limit)
+        now = self._clock()
+        return self._for_each_job(candidates, "placement", lambda _, job: claims.recleared(self._config, job, now))
+
     def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int, rooms: Rooms) -> list[str]:
         """Gangs assembling in a region a stockout blocks now, or with a pool short of room for a gang
         (the planner's memory: ``RegionMemory.gang_room`` below ``max_vms_per_region``), per cluster."""

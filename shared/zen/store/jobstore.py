@@ -71,6 +71,10 @@ class PostgresJobTx:
     def gangs_assembling_in(self, cluster: str, regions: list[str], limit: int) -> list[str]:
         return repository.gangs_assembling_in(self.session, cluster, regions, limit)
 
+    @hooked("queued_jobs_uncleared")
+    def queued_jobs_uncleared(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+        return repository.queued_jobs_uncleared(self.session, cluster, carried, limit)
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return repository.pending_jobs(self.session, limit, queue_less)

@@ -255,6 +255,19 @@ WHERE status = 'QUEUED' AND widen_at IS NOT NULL AND gang IS NOT NULL AND cluste
 ORDER BY widen_at
 LIMIT :limit;
 
+-- name: queued_jobs_uncleared
+-- A cluster's QUEUED jobs (no gang node claimed) allowed a region whose VMs lack a tag the job's request requires
+-- (:carried: region -> the tags the configuration gives its VMs now; a region not in it carries none): the
+-- configuration changed while they waited (zen.jobs.sweeps.Sweeps.narrow_uncleared), oldest first. Read through
+-- jobs_queued_tagged (migration 0051: few rows); each is re-read FOR UPDATE and re-decided.
+SELECT job_id FROM jobs
+WHERE status = 'QUEUED' AND cluster = :cluster AND gang IS NULL
+  AND jsonb_typeof(request -> 'requires_tags') = 'array' AND (request -> 'requires_tags') <> '[]'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(regions) AS allowed(region)
+              WHERE NOT (COALESCE(CAST(:carried AS jsonb) -> allowed.region, '[]') @> (request -> 'requires_tags')))
+ORDER BY queued_at, job_id
+LIMIT :limit;
+
 -- name: insert_early_stop
 -- One kept per job and sender (migration 0033): a sender's first.
 INSERT INTO early_stops (job_id, reason, requested_at, principal) VALUES (:job_id, :reason, :now, :principal)

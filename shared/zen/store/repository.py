@@ -274,6 +274,12 @@ def gangs_assembling_in(session: Session, cluster: str, regions: list[str], limi
     return [r["job_id"] for r in session.run("gangs_assembling_in", cluster=cluster, regions=regions, limit=limit)]
 
 
+def queued_jobs_uncleared(session: Session, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+    """The cluster's QUEUED jobs allowed a region whose tags (``carried``) lack some the job requires."""
+    return [r["job_id"] for r in session.run("queued_jobs_uncleared", cluster=cluster, carried=to_json(carried),
+                                             limit=limit)]
+
+
 def forget_early_stops(session: Session, cutoff: datetime) -> None:
     session.run("forget_early_stops", cutoff=cutoff)
 

@@ -157,6 +157,14 @@ class InMemoryJobTx:
                  and j.gang[0].region in regions]
         return [job_id for _, job_id in sorted(found)[:limit]]
 
+    @hooked("queued_jobs_uncleared")
+    def queued_jobs_uncleared(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+        found = [(j.queued_at, j.job_id) for j in self._t.jobs.values()
+                 if j.status is JobStatus.QUEUED and j.cluster == cluster and not j.gang
+                 and (tags := j.request.get("requires_tags")) and any(not set(tags) <= set(carried.get(r, ()))
+                                                                      for r in j.regions)]
+        return [job_id for _, job_id in sorted(found)[:limit]]
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return [j.job_id for j in sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
