@@ -9,6 +9,9 @@ a chosen job_id records (job_id, request fingerprint, message id, time) in ``~/.
 before publishing (``message_id`` None: being published) and dropped when the publish fails. Records are
 read and written under an exclusive lock, so two submits at once see each other. A generated id is recorded
 once published, never checked (it is unique): ``zen stop`` right after ``zen submit`` finds it there.
+
+It also reads the stops kept for a job_id no job had when they came (``stopped_on_arrival``): Zen cancels a
+job submitted under such an id as it arrives, so ``zen submit`` says so instead of publishing it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.sweeps forgets a stop for a job it never saw after this long
 WINDOW_S = 600.0  # a record is kept this long; one the database should show by now is ignored sooner
 _Key = TypeVar("_Key")  # what known_job reads by: a job_id, or an array's ids
 SHOWN_WITHIN_S = 60.0  # a published job is in a readable database well within this
@@ -61,6 +65,46 @@ def known_job(job_id: _Key, read: Callable[[_Key], Any]) -> tuple[Any, bool]:
         raise
     except Exception:  # noqa: BLE001 - a check only
         return None, False
+
+
+def stopped_on_arrival(config: Any, request: Any, queue: str | None) -> str | None:
+    """Why ``request`` (a JobRequest with its job_id, to ``queue``) would be cancelled as it arrives: a stop kept
+    for its id (sent while no job had it: ``zen stop --force``, or a stop of a submission on its way) whose sender
+    may stop the job, which Zen applies to it when it comes (``zen.jobs.authorization.kept_stop``; a stop kept
+    without a proven sender counts: a Zen with ``ZEN_AUTH=off`` kept it). None: none would, or the database
+    cannot be read (the function decides)."""
+    from datetime import timedelta, timezone
+
+    from zen.core.models import Job
+    from zen.jobs.authorization import kept_stop
+
+    job_id = request.job_id
+    stops = known_job(job_id, _kept_stops)[0] if job_id else None
+    if not stops:
+        return None
+    would_be = Job.model_construct(job_id=job_id, user_id=request.user_id, queue=queue)  # what may_stop reads
+    chosen, _ = kept_stop(config, would_be, [(row["reason"], row["principal"]) for row in stops], False)
+    if chosen is None:  # every sender's stop is refused (noted in the job's history): the job runs
+        return None
+    sender = chosen[1]
+    at = next(row for row in stops if row["principal"] == sender)["requested_at"].astimezone(timezone.utc)
+    until = at + timedelta(days=EARLY_STOP_KEPT_DAYS)
+    return (f"a stop is kept for job_id {job_id} (sent {at:%Y-%m-%d %H:%M} UTC by {sender or 'a sender without proof'}"
+            f", before any job had that id): Zen would cancel {'every task of this array' if request.array else 'this job'}"
+            " as it arrives. Not published; use a new job_id (or none: zen makes one), or this one after "
+            f"{until:%Y-%m-%d %H:%M} UTC, when Zen forgets the stop")
+
+
+def _kept_stops(job_id: str) -> list[dict[str, Any]]:
+    from zen.cli.kit import database
+    from zen.store import repository
+
+    db = database()
+    try:
+        with db.transaction() as session:
+            return repository.kept_stops_of(session, job_id)
+    finally:
+        db.close()
 
 
 def _path() -> Path:

@@ -28,7 +28,7 @@ from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
 
-EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
+EARLY_STOP_KEPT_DAYS = submitted.EARLY_STOP_KEPT_DAYS
 
 
 def default_job_id(user: str, now: datetime | None = None) -> str:
@@ -131,9 +131,10 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     return request
 
 
-def check_request(request: JobRequest) -> tuple[str, list[str]]:
+def check_request(request: JobRequest, chosen: bool = True) -> tuple[str, list[str]]:
     """The function's own checks (size, shape, cluster, regions, limits) against ZEN_CONFIG; the
-    cluster and regions it would use, or ``CliError`` with the reason it would refuse the job."""
+    cluster and regions it would use, or ``CliError`` with the reason it would refuse the job (or cancel it as it
+    arrives: a stop kept for its id if ``chosen``, ``submitted.stopped_on_arrival``; a generated one is new)."""
     from zen.core.errors import Rejected
     from zen.core.events import decode_payload
     from zen.core.clearance import data_uris
@@ -153,6 +154,8 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
                    if deployed() and not os.environ.get("ZEN_CONFIG") else "")
         raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)}{shipped})",
                        1) from None
+    if chosen and (stop := submitted.stopped_on_arrival(config, checked, resolved.queue)):
+        raise CliError(stop, 1)  # Zen would take it, then cancel it at once
     if len({shape.cluster for shape in resolved.shapes}) > 1:  # the function chooses as it takes the job
         return (" or ".join(dict.fromkeys(shape.cluster for shape in resolved.shapes))
                 + ", the one Zen chooses as it takes the job (zen jobs get shows it)"), ["the chosen cluster's"]
@@ -192,7 +195,7 @@ def cmd_submit(args) -> int:
     job_id = request.job_id
     if job_id is None:  # build_request gives every request one
         raise CliError("the job request has no job_id", 2)
-    cluster, regions = check_request(request)
+    cluster, regions = check_request(request, getattr(args, "chosen_job_id", True))
     if not request.image and not os.environ.get("PUBSUB_EMULATOR_HOST"):  # a deployed Zen's agents refuse it
         raise CliError("no local stack is running in this directory or above it (`zen local up`), so this goes "
                        "to a deployed Zen, which runs jobs in containers only (without "

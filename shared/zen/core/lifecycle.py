@@ -67,7 +67,7 @@ def lose_attempt(job: Job, reason: str) -> Decision:
     if job.vm:  # the VM may be alive but cut off: it must not go on running a given-up attempt
         decision.controls.append(_control(job, job.vm, ControlAction.STOP, f"attempt {job.attempt} was lost"))
     if job.attempt >= job.max_attempts:
-        spent = budget_spent(job.max_attempts, job.retries, min(job.preemptions, FREE_PREEMPTIONS))
+        spent = budget_spent(job, FREE_PREEMPTIONS)
         decision.changes.append(Change(JobStatus.FAILED, f"{spent}; the last: {reason}"))  # what a person may act on
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))

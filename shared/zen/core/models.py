@@ -33,7 +33,7 @@ from zen.core.arrays import ArraySpec
 from zen.core.reports import AgentStatus as AgentStatus, ControlAction as ControlAction, VmState as VmState
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.dependencies import AfterFields
-from zen.core.retries import OverLimit as OverLimit, RetryFields  # OverLimit: Heartbeat.over_limit's type
+from zen.core.retries import AttemptBudget, OverLimit as OverLimit, RetryFields  # OverLimit: Heartbeat.over_limit's type
 from zen.core.gang_records import GangNode, GangPlace
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
@@ -336,8 +336,8 @@ class JobEvent(Message):
     queue: str | None = None
 
 
-class Job(BaseModel):
-    """A row of the jobs table."""
+class Job(AttemptBudget):
+    """A row of the jobs table (its ``budget``: ``zen.core.retries.AttemptBudget``)."""
 
     model_config = ConfigDict(frozen=True)
     job_id: str

@@ -60,13 +60,52 @@ class Retry:
                     hold_until=self.due)
 
 
-def budget_spent(max_attempts: int, retries: int, free_preemptions: int) -> str:
-    """Why a job whose last attempt was lost is FAILED: the attempts lost, of the budget they spent (each retry
-    and free preemption raised ``max_attempts`` by one and spent nothing: "2 of 2 attempts lost" was one of 1).
-    ``free_preemptions``: those that raised it (``lifecycle.FREE_PREEMPTIONS`` at most; a queue's preemption
-    past them raises it too, and is then counted as lost)."""
-    budget = max_attempts - retries - free_preemptions
-    aside = [f"{n} {what}" for n, what in ((retries, "retried"), (free_preemptions, "preempted free")) if n]
+class AttemptBudget(BaseModel):
+    """A job row's attempt budget (mixed into ``zen.core.models.Job``)."""
+
+    budget: int | None = None  # the attempts it may lose: its max_attempts as submitted (None: a job from before 0052)
+
+
+class Spent(Protocol):
+    """What ``budget_spent`` reads of a job (``zen.core.models.Job``)."""
+
+    @property
+    def max_attempts(self) -> int: ...
+
+    @property
+    def budget(self) -> int | None: ...
+
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def preemptions(self) -> int: ...
+
+    @property
+    def nodes(self) -> int: ...
+
+
+def budget_spent(job: Spent, free_preemptions: int) -> str:
+    """Why a job whose last attempt was lost is FAILED: the attempts it lost, its whole ``budget`` (each lost one
+    spent one, and the last was lost with none left), and beside them those that spent none, each of which raised
+    ``max_attempts`` by one: its retries, its free preemptions (the cloud's first ``free_preemptions``, and every
+    one by its queue) and a gang's attempts retried as it did not assemble (in time, or a node gave its part
+    back). "2 of 2 attempts lost" was one of 1. Of a gang preempted more than ``free_preemptions`` times, which
+    preemptions spent an attempt is not kept: its free ones and its assemblies are said together. A job from
+    before its budget was kept (``budget`` None): as said then, each preemption past the free ones taken as lost."""
+    retries = job.retries
+    if job.budget is None:
+        free = min(job.preemptions, free_preemptions)
+        budget = job.max_attempts - retries - free
+    else:
+        budget, free = job.budget, job.max_attempts - job.budget - retries
+    if job.nodes == 1 or job.budget is None:  # one VM: only a preemption reruns it unspent
+        kinds = [(free, "preempted free")]
+    elif job.preemptions <= free_preemptions:  # each of the gang's preemptions was free
+        kinds = [(job.preemptions, "preempted free"), (free - job.preemptions, "retried as the gang did not assemble")]
+    else:
+        kinds = [(free, "preempted free or retried as the gang did not assemble")]
+    aside = [f"{n} {what}" for n, what in [(retries, "retried"), *kinds] if n > 0]
     return f"attempt budget spent ({budget} of {budget} attempts lost" + (f", besides {' and '.join(aside)})" if aside else ")")
 
 

@@ -3,9 +3,9 @@
 -- name: insert_job
 -- ON CONFLICT: a redelivered submit (same job_id) inserts nothing; the caller then compares hashes. So does
 -- an id an array has (or, for an array's task 0, an array id a job or task has: jobs_one_namespace).
-INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
+INSERT INTO jobs (job_id, status, attempt, max_attempts, budget, cluster, user_id, priority, regions, request,
                   request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at, queue, gpus, hold)
-VALUES (:job_id, :status, 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
+VALUES (:job_id, :status, 1, :max_attempts, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
         CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now, :queue, :gpus, :hold)
 ON CONFLICT DO NOTHING
 RETURNING job_id;
@@ -72,10 +72,10 @@ WITH input AS (
 ), firsts AS (
     SELECT DISTINCT ON (job_id) * FROM input ORDER BY job_id, n
 ), job AS (
-    INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
+    INSERT INTO jobs (job_id, status, attempt, max_attempts, budget, cluster, user_id, priority, regions, request,
                       request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
                       updated_at, gpus, start_regions, widen_at, start_vms)
-    SELECT f.job_id, 'QUEUED', 1, f.max_attempts, f.cluster, f.user_id, f.priority, f.regions, f.request,
+    SELECT f.job_id, 'QUEUED', 1, f.max_attempts, f.max_attempts, f.cluster, f.user_id, f.priority, f.regions, f.request,
            f.request_hash, f.max_runtime_s, 0, f.at, f.at, f.at, f.at, f.gpus, f.start_regions, f.widen_at,
            f.start_vms
     FROM firsts f
@@ -279,6 +279,10 @@ DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason, principal, requ
 -- name: early_stop_kept
 -- Whether a stop is kept for :job_id (the claim path's check: zen.jobs.sweeps.JobSweeps.before_claim).
 SELECT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id) AS kept;
+
+-- name: kept_stops_of
+-- The stops kept for :job_id, not consumed, the first first: what `zen submit` reads before publishing (zen.cli.submitted).
+SELECT reason, principal, requested_at FROM early_stops WHERE job_id = :job_id ORDER BY requested_at;
 
 -- name: forget_early_stops
 DELETE FROM early_stops WHERE requested_at < :cutoff;

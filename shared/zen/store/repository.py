@@ -155,6 +155,11 @@ def early_stop_kept(session: Session, job_id: str) -> bool:
     return bool(row and row["kept"])
 
 
+def kept_stops_of(session: Session, job_id: str) -> list[dict[str, Any]]:
+    """The stops kept for ``job_id`` (reason, principal, requested_at), the first first, not consumed."""
+    return session.run("kept_stops_of", job_id=job_id)
+
+
 def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | None:
     """Record this tick; returns when Zen came back after its last gap of more than ``gap_s`` (None:
     none seen)."""

@@ -585,7 +585,7 @@ def fresh(job: Job, *, status: JobStatus, at: datetime, queued: bool = False) ->
         "status": status, "attempt": 1, "last_seq": 0, "submitted_at": at, "updated_at": at, "region": None,
         "zone": None, "vm": None, "last_heartbeat_at": None, "started_at": None, "finished_at": None,
         "exit_code": None, "message": None, "preempted_by": None, "stop_reason": None, "preemptions": 0,
-        "hold_until": None, "retries": 0,
+        "hold_until": None, "retries": 0, "budget": job.max_attempts,
         "queued_at": at if queued else None, "start_published_at": at if queued else None,
         "queue": None if queued else job.queue,
         **({} if queued else {"start_regions": None, "widen_at": None, "start_vms": None})})
