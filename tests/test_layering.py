@@ -9,6 +9,7 @@ driver: only adapters do."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -114,7 +115,10 @@ def _imports(module: str) -> list[Import]:
     return [i for i in found if i.target.split(".")[0] in ("zen", "zen_dev")]
 
 
-IMPORTS = [i for module in MODULES for i in _imports(module)]
+@functools.cache
+def imports() -> list[Import]:
+    """Every module's imports, parsed once by the worker that runs these tests (not by each worker's collection)."""
+    return [i for module in MODULES for i in _imports(module)]
 
 
 def _package(module: str) -> str:
@@ -136,7 +140,7 @@ def test_the_table_names_every_package():
 
 def test_every_arrow_between_packages_is_allowed():
     wrong = []
-    for imported in IMPORTS:
+    for imported in imports():
         source = _package(imported.source)
         if imported.target.split(".")[0] == "zen_dev" and source != "zen_dev":
             continue  # test_zen_imports_zen_dev_only_in_the_cli
@@ -153,7 +157,7 @@ def test_zen_imports_zen_dev_only_in_the_cli():
     """Only the ``zen`` command, and only inside functions: ``zen local``, ``zen demo`` and ``zen simulate``
     (which say "development checkout" without it), and a running local stack's environment
     (``zen.cli.main._use_local_stack``), so the deployed wheel, without zen_dev, runs every other command."""
-    reaching = [i for i in IMPORTS if i.source.split(".")[0] == "zen" and i.target.split(".")[0] == "zen_dev"]
+    reaching = [i for i in imports() if i.source.split(".")[0] == "zen" and i.target.split(".")[0] == "zen_dev"]
     assert [str(i) for i in reaching if _package(i.source) != "zen.cli" or i.where != "function"] == []
     assert reaching, "the local-only commands import zen_dev (else this test checks nothing)"
 
@@ -162,7 +166,7 @@ def test_no_import_circle():
     """No module imports, directly or through others, a module that imports it (Tarjan's strongly
     connected components over every import of zen and zen_dev)."""
     graph: dict[str, set[str]] = {module: set() for module in MODULES}
-    for imported in IMPORTS:
+    for imported in imports():
         if imported.target in MODULES and imported.target != imported.source:
             graph[imported.source].add(imported.target)
     index: dict[str, int] = {}
@@ -195,7 +199,7 @@ def test_no_import_circle():
 def test_the_import_reader_sees_every_kind_of_import():
     """The checks above are only as good as the reader: a lazy import, a TYPE_CHECKING one, a relative
     one and ``from package import submodule`` are all seen, each as what it is."""
-    seen = {(i.source, i.target, i.where) for i in IMPORTS}
+    seen = {(i.source, i.target, i.where) for i in imports()}
     assert ("zen.cli.programs", "zen_dev.sim.cli", "function") in seen
     assert ("zen.scaling.asks", "zen.store.db", "typing") in seen
     assert ("zen_dev.local.pubsub.state", "zen_dev.local.pubsub.delivery", "module") in seen  # from .delivery import

@@ -580,10 +580,11 @@ def test_every_package_the_archives_code_imports_is_in_its_requirements(packaged
         archive.extractall(tmp_path)
     installed = {re.split(r"[=<>!~\[ ;]", line, maxsplit=1)[0].lower().replace("_", "-")
                  for line in (tmp_path / "requirements.txt").read_text().splitlines() if line and line[0] != "#"}
-    owners = {}  # a file -> the distribution that installed it
+    owners = {}  # a file -> the distribution that installed it (its directory resolved once, not each file)
     for dist in importlib.metadata.distributions():
+        base, name = str(Path(dist.locate_file("")).resolve()), dist.metadata["Name"].lower().replace("_", "-")
         for file in dist.files or ():
-            owners[str(Path(dist.locate_file(file)).resolve())] = dist.metadata["Name"].lower().replace("_", "-")
+            owners[os.path.normpath(os.path.join(base, str(file)))] = name
     missing = {}
     for path in tmp_path.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
