@@ -191,10 +191,10 @@ def test_single_node_runs_are_unchanged_and_report_no_gang_keys():
     # stop is billed (``preemption.stop_s``: 30 s each): no gang code may move them.
     assert results["ask-every-region"].summary() == {
         'p50_start_s': 494.1, 'p95_start_s': 988.7, 'p99_start_s': 1024.2, 'max_start_s': 1045.7, 'never_started': 0,
-        'vm_minutes': 832.6, 'wasted_vm_minutes': 26.0, 'peak_vms': 10, 'api_calls': 1891}
+        'vm_minutes': 832.6, 'wasted_vm_minutes': 26.0, 'peak_vms': 10, 'api_calls': 1891, 'stopped_at_max_runtime': 0}
     assert results["failover"].summary() == {
         'p50_start_s': 335.0, 'p95_start_s': 720.0, 'p99_start_s': 812.0, 'max_start_s': 869.0, 'never_started': 0,
-        'vm_minutes': 948.4, 'wasted_vm_minutes': 70.1, 'peak_vms': 10, 'api_calls': 1491}
+        'vm_minutes': 948.4, 'wasted_vm_minutes': 70.1, 'peak_vms': 10, 'api_calls': 1491, 'stopped_at_max_runtime': 0}
     assert results["failover"].extras()["lost_vm_minutes"] == 123.4
     assert "gangs" not in json_report(results)["policies"]["failover"]
 

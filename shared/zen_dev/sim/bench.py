@@ -108,7 +108,8 @@ def pooled(runs: list[RunResult]) -> RunResult:
     for run in runs:
         out.starts += run.starts
         for key in ("vm_seconds", "wasted_seconds", "api_calls", "limit_violations", "busy_delete_attempts",
-                    "preemptions", "vms_created", "wall_s", "input_gb", "input_gb_cross_region", "lost_seconds"):
+                    "preemptions", "vms_created", "wall_s", "input_gb", "input_gb_cross_region", "lost_seconds",
+                    "stopped_at_max_runtime"):
             setattr(out, key, getattr(out, key) + getattr(run, key))
         out.peak_vms = max(out.peak_vms, run.peak_vms)
     return out

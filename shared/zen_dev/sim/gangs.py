@@ -173,7 +173,7 @@ class Gangs:
             vm.epoch += 1
         if w.cancel_losers:
             self._cancel_losers(cluster, job, nodes[0].mig.region)
-        w._push(now + job.left_s, _FINISH, self.finish, job, job.attempt)
+        w._push(now + job.attempt_s, _FINISH, self.finish, job, job.attempt)
         for vm in others:
             self._free(vm)
 
@@ -198,7 +198,8 @@ class Gangs:
         if job.attempt != attempt or job.state is not _RUNNING:
             return
         w, now = self.w, self.w.now
-        job.state = _DONE
+        job.state = _DONE  # or FAILED, stopped at its max_runtime_s on every node (as world._finish)
+        w.result.stopped_at_max_runtime += job.over_limit
         if w.admission:
             for admitted in w.admission.release(job, now):
                 w._offer(admitted)

@@ -54,6 +54,9 @@ class SimJob:
     # The provisioning model it accepts (zen.core.provisioning: spot, standard, flex-start), None: any its cluster
     # lists. A policy that keeps to one model (the baselines but cheapest-first) runs every job on it.
     provisioning: str | None = None
+    # Its own max_runtime_s (a CSV's column), None: the scenario's limits.max_runtime_s, as production's request
+    # without one gets. Each attempt runs at most this long, then the job is stopped there, FAILED (zen_dev.sim.world).
+    max_runtime_s: float | None = None
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:
@@ -112,7 +115,8 @@ def _some(jobs: list[SimJob], path: Path) -> list[SimJob]:
 
 def _taken_by_production(jobs: list[SimJob], scenario: Scenario, where: str) -> list[SimJob]:
     """``jobs``, unless one is a job production refuses at submission: a gang its cluster's limits can never
-    hold (``zen.jobs.placement.check_nodes``: ``nodes`` above ``max_vms_per_region`` or ``max_vms``), or one
+    hold (``zen.jobs.placement.check_nodes``: ``nodes`` above ``max_vms_per_region`` or ``max_vms``), one whose own
+    ``max_runtime_s`` is above the scenario's ``limits.max_runtime_s`` (``zen.jobs.placement.resolve_request``), or one
     that accepts flex-start alone (its own provisioning, or its cluster's only model) where production refuses
     it (``zen.jobs.placement.check_provisioning``): a start bound (the cluster's ``max_start_wait_s``, else the
     scenario's timing) below ``flex_start_min_wait_s``, or a run longer than a flex-start VM lives
@@ -120,10 +124,15 @@ def _taken_by_production(jobs: list[SimJob], scenario: Scenario, where: str) -> 
     refusal's first words (a synthetic job's id alone named no file a harness wrote)."""
     clusters = {c.limits.name: c for c in scenario.clusters}
     configs = {c.name: c for c in scenario.spec.clusters}
+    limit = scenario.spec.limits.max_runtime_s
     for job in jobs:
         if (too_many := configs[job.cluster].nodes_problem(job.nodes)) is not None:
             raise JobTraceError(f"{where}: job {job.job_id}: {too_many}: production refuses such a job; lower its nodes, "
                                 "or raise the cluster's limits")
+        if job.max_runtime_s is not None and job.max_runtime_s > limit:  # as zen.jobs.placement refuses it
+            raise JobTraceError(f"{where}: job {job.job_id}: max_runtime_s {job.max_runtime_s:g} is above the limit "
+                                f"{limit} (limits.max_runtime_s): production refuses such a job; lower it, or raise the "
+                                "scenario's limits.max_runtime_s")
         cluster = clusters[job.cluster]
         if ((job.provisioning,) if job.provisioning else cluster.models) != ("flex-start",):
             continue
@@ -331,6 +340,11 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
                 if not every > 0:
                     raise ValueError(f"checkpoint_every_s is seconds > 0 (got {every:g})")
                 job = replace(job, checkpoint_every_s=every / compression)  # a time of the trace, as its run's
+            limit = _field(row, "max_runtime_s", float, None)
+            if limit is not None:
+                if not limit > 0:
+                    raise ValueError(f"max_runtime_s is seconds > 0 (got {limit:g})")
+                job = replace(job, max_runtime_s=limit / compression)  # a time of the trace, as its run's
             accepts = (row.get("provisioning") or "").strip()
             if accepts and check_accepted(accepts) != ANY:
                 if accepts not in cluster.models:

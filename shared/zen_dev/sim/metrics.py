@@ -1,9 +1,10 @@
 """What one simulated run measured, and the per-policy summary the reports print.
 
 Time-to-start percentiles (a job never started counts as waiting until the end of the run), jobs
-never started, GPU VM-minutes paid, wasted and lost to preemptions, input read across regions, warm
-cache hits, peak VMs, Compute API calls, limit violations and busy-delete attempts; with prices, the
-dollars paid, per useful GPU-hour, against the price floor, and the GPU-hours of rework.
+never started, jobs stopped at their max_runtime_s, GPU VM-minutes paid, wasted and lost to preemptions,
+input read across regions, warm cache hits, peak VMs, Compute API calls, limit violations and busy-delete
+attempts; with prices, the dollars paid, per useful GPU-hour, against the price floor, and the GPU-hours
+of rework.
 Definitions: docs/reference/simulator.md#what-a-run-measures
 """
 
@@ -13,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 JSON_KEYS = ("p50_start_s", "p95_start_s", "p99_start_s", "max_start_s", "never_started",
-             "vm_minutes", "wasted_vm_minutes", "peak_vms", "api_calls")
+             "vm_minutes", "wasted_vm_minutes", "peak_vms", "api_calls", "stopped_at_max_runtime")
 EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s",
               "input_gb", "input_gb_cross_region", "cache_hits", "cache_misses", "staging_min_saved",
               "lost_vm_minutes")
@@ -42,6 +43,7 @@ class RunResult:
     unknown_deletes: int = 0
     preemptions: int = 0
     preempted_jobs: int = 0
+    stopped_at_max_runtime: int = 0  # jobs whose run was stopped at their max_runtime_s (FAILED, never rerun)
     vms_created: int = 0
     ticks: int = 0
     planner_s: float = 0.0
@@ -96,6 +98,7 @@ class RunResult:
             "wasted_vm_minutes": round(max(0.0, self.wasted_seconds) / 60.0, 1),
             "peak_vms": self.peak_vms,
             "api_calls": self.api_calls,
+            "stopped_at_max_runtime": self.stopped_at_max_runtime,
         }
         assert tuple(out) == JSON_KEYS
         return out

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from zen.core.cluster_config import Number, check_models
-from zen.core.config import ClusterConfig, DataConfig, Deadlines, QueueConfig, Queueing
+from zen.core.config import ClusterConfig, DataConfig, Deadlines, Limits, QueueConfig, Queueing
 from zen.core.provisioning import MODELS, pool_key
 from zen.scaling.model import ClusterLimits, Pool, Timing
 from zen_dev.capacity.scenario import BootSpec, CapacitySpec, LognormalBoot
@@ -139,6 +139,9 @@ class ScenarioSpec(_Spec):
     jobs: dict[str, Any] | None = None
     queues: list[QueueConfig] = []  # as in zen.core.config: admission by quota (zen_dev.sim.queues); none: all admitted
     queueing: Queueing = Queueing()
+    # As in zen.core.config: limits.max_runtime_s caps a job's own max_runtime_s and is its value when it gives none;
+    # each attempt is stopped there (the job FAILED). Seconds of the simulated world (a trace's compression aside).
+    limits: Limits = Limits()
     routing: RoutingSpec = RoutingSpec()
     # USD per VM-hour of the clusters' shape: region -> model -> price. None: the run counts no dollars.
     prices: dict[str, dict[str, Number[float]]] | None = None  # yes (YAML's true) is no price

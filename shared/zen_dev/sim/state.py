@@ -17,10 +17,13 @@ from zen_dev.sim.scenario import SimCluster
 class SimJobState:
     __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
                  "left_s", "checkpoint_every_s", "parts", "nodes_vms", "attempt", "assemble_until", "gang_reach",
-                 "claimed_before", "queued_s", "published_s")
+                 "claimed_before", "queued_s", "published_s", "max_runtime_s")
 
-    def __init__(self, spec: SimJob, pools: tuple[str, ...]):
+    def __init__(self, spec: SimJob, pools: tuple[str, ...], max_runtime_s: float = math.inf):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
+        # Each attempt's limit (zen.jobs.placement: the job's own, else limits.max_runtime_s); the agent stops a
+        # run at it, and the job ends FAILED, never rerun (zen.agent.attempt). A rerun after a preemption gets it again.
+        self.max_runtime_s = max_runtime_s
         self.view = None
         self.pools = pools  # where it may run: its regions x the models it accepts (zen.core.provisioning)
         self.reach, self.widen_at = pools, None  # the pools its start reaches now (zen.core.routing)
@@ -39,6 +42,16 @@ class SimJobState:
         self.nodes_vms: list[SimVm] = []
         self.attempt, self.assemble_until, self.gang_reach = 0, None, None
         self.claimed_before = 0  # the cluster's passes done when its last part was claimed (zen_dev.sim.gangs)
+
+    @property
+    def attempt_s(self) -> float:
+        """How long its next attempt runs: what is left of its work, at most its ``max_runtime_s``."""
+        return min(self.left_s, self.max_runtime_s)
+
+    @property
+    def over_limit(self) -> bool:
+        """Whether its attempt ends at its ``max_runtime_s`` with work left: stopped there, the job FAILED."""
+        return self.left_s > self.max_runtime_s
 
 
 class SimVm:

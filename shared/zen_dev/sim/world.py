@@ -76,7 +76,8 @@ class Simulation(InstanceWorld):
         unknown = {j.cluster for j in jobs} - set(self.clusters)
         if unknown:
             raise ValueError(f"jobs name cluster(s) the scenario does not define: {', '.join(sorted(unknown))}")
-        self.jobs = [_Job(j, self.clusters[j.cluster].pools_in(j.regions, j.provisioning))
+        limit = spec.limits.max_runtime_s  # a job's own max_runtime_s, else the cap (zen.jobs.placement)
+        self.jobs = [_Job(j, self.clusters[j.cluster].pools_in(j.regions, j.provisioning), j.max_runtime_s or limit)
                      for j in jobs if j.submit_s <= self.horizon]
         self.by_zone: dict[tuple[str, str], list[_Mig]] = {}
         for cluster in self.clusters.values():
@@ -259,7 +260,7 @@ class Simulation(InstanceWorld):
         vm.phase, vm.since, vm.job, vm.job_start_s = VmPhase.BUSY, self.now, job, self.now
         vm.touch()
         vm.epoch += 1
-        self._push(self.now + job.left_s, _FINISH, self._finish, vm, vm.epoch)
+        self._push(self.now + job.attempt_s, _FINISH, self._finish, vm, vm.epoch)
 
     def _cancel_losers(self, cluster: _Cluster, job: _Job, won_in: str) -> None:
         """The job's requests in its other regions lost: cancel one surplus instance in each (one
@@ -278,7 +279,8 @@ class Simulation(InstanceWorld):
     def _finish(self, vm: _Vm, epoch: int) -> None:
         if vm.epoch != epoch:
             return
-        vm.job.state = _DONE
+        vm.job.state = _DONE  # or FAILED, stopped at its max_runtime_s (its run billed, and useful: its own)
+        self.result.stopped_at_max_runtime += vm.job.over_limit
         vm.busy_s += self.now - vm.job_start_s
         vm.jobs_run += 1
         if self.admission:
