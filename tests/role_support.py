@@ -50,6 +50,7 @@ class PerFunction:
     def __init__(self, zens: dict):
         self.zens = zens
         self.config = zens["on_job_submitted"].config
+        self.clock = zens["on_job_submitted"].clock  # the time a message is published at (FunctionsInvoker)
 
     def __getattr__(self, name: str):
         if name not in ROLES:

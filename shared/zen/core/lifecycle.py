@@ -37,6 +37,7 @@ class Decision:
     duplicate: bool = False  # a plain redelivery: changes nothing, reported only in logs
     note: str | None = None  # a history row that changes no status (a start widened: zen.core.routing)
     refused: str | None = None  # a claim refused for this cause (zen.jobs.claims): told the VM, a repeat's key
+    ended_at: datetime | None = None  # the attempt it ends ended then, before now (zen.core.report_end): billed to it
 
     @property
     def changes_job(self) -> bool:

@@ -216,10 +216,11 @@ class DecisionWriter:
         gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
         if job.nodes == 1 and gpus < vm_gpus and job.vm and tx.vm_shares(job.vm) is False:
             gpus = vm_gpus  # its VM runs one job at a time (booted before max_jobs_per_vm was raised): it held it whole
-        nodes, held = _vms_held(job, now)  # a gang: its nodes, each until its own end (its VM is free after it)
+        ended = min(now, decision.ended_at or now)  # a final report's publish time (zen.core.report_end), else now
+        nodes, held = _vms_held(job, ended)  # a gang: its nodes, each until its own end (its VM is free after it)
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
-            ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
+            ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=ended,
             vm_share=nodes if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0,
             price=attempt_price(self._config.pricing, cluster, held, job.region) if cluster else None,
             gpu_factor=nodes / job.nodes)

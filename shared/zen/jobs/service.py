@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from zen import telemetry
-from zen.core import gang, lifecycle
+from zen.core import gang, lifecycle, report_end
 from zen.core.lifecycle import Decision
 from zen.core.clock import Clock
 from zen.core.clearance import data_uris
@@ -279,7 +279,7 @@ class JobService:
         elif message.status is AgentStatus.CLAIMED:  # a stop that crossed the submission is applied first
             self.sweeps.before_claim(message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
-                            lambda job, now: gang.decide_heartbeat(job, message, now, self._config.gangs),
+                            lambda job, now: report_end.decide(job, message, now, envelope.publish_time, self._config.gangs),
                             answering=message, seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
                             guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
                                 tx, self._config, job, message, self._clock(), self._proof.names_proven,

@@ -514,9 +514,11 @@ SELECT vm, job_id FROM vm_holders(:left_running) WHERE cluster = :cluster;
 
 -- name: vms_of_cluster
 -- shares: its agent may run several jobs at once (its heartbeats list them all, none included: zen.scaling.sharing);
--- job_ended_at: when the job its agent says it runs ended, if it did (a VM that never heard its STOPs: vms.leftovers)
+-- job_ended_at: when Zen recorded the end of the job its agent says it runs, if it ended (a VM that never heard its
+-- STOPs: vms.leftovers): its row's last change, not its finished_at, which a final report read late puts earlier
+-- (its publish time: zen.core.report_end), while the VM's next heartbeat, saying it is idle, may not be read yet
 SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at, jobs IS NOT NULL AS shares,
-       (SELECT j.finished_at FROM jobs j WHERE j.job_id = vms.job_id) AS job_ended_at
+       (SELECT j.updated_at FROM jobs j WHERE j.job_id = vms.job_id AND j.finished_at IS NOT NULL) AS job_ended_at
 FROM vms
 WHERE cluster = :cluster;
 

@@ -40,11 +40,12 @@ class FunctionsInvoker:
 
     def event(self, target: str, payload: Any, *, message_id: str | None = None,
               attributes: dict[str, str] | None = None, publish_time: datetime | None = None) -> dict:
-        """``publish_time``: Pub/Sub's (None: now, the wall clock's; a message held back by an outage is older)."""
+        """``publish_time``: Pub/Sub's (None: now, by Zen's clock, as Pub/Sub takes a message it delivers at once:
+        a test's or the demo's clock moved by hand; a message held back by an outage is older)."""
         raw = payload if isinstance(payload, bytes) else json.dumps(payload, default=str).encode()
         return eventarc.pubsub_cloud_event(raw, message_id=message_id or f"local-{next(self._ids)}",
                                            topic=self.topics[target], project=self.zen.config.project,
-                                           attributes=attributes, publish_time=publish_time)
+                                           attributes=attributes, publish_time=publish_time or self.zen.clock())
 
     def post(self, target: str, event: dict, *, binary: bool = False):
         body, headers = (eventarc.binary_request if binary else eventarc.structured_request)(event)
