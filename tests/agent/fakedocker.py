@@ -4,7 +4,11 @@ as a real one does.
 
 - ``run --name NAME ...``: the container exists until ``kill`` or ``rm -f`` removes it; the CLI ignores
   SIGTERM meanwhile (a container stuck in shutdown), then exits 137. With ``leaves()``, the CLI exits 0
-  at once and leaves its container running (as if it had died while the container ran on).
+  at once and leaves its container running (as if it had died while the container ran on). With
+  ``ends(code, stderr, oom_killed)``, the container ends at once: the CLI writes ``stderr`` and exits ``code``,
+  and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it).
+- ``inspect --format {{.State.OOMKilled}} NAME``: ``true`` for a container ``ends(..., oom_killed=True)`` ended,
+  else ``false``; exits 1 for a container that does not exist.
 - ``kill NAME``: removes the container; ``rm -f X...``: removes those named or with those ids.
 - ``ps -aq --filter name=RE``: the ids of the containers whose name matches.
 - ``network inspect NAME``: exits 1 unless ``network create ... NAME`` made it (``networks/<name>``).
@@ -46,6 +50,13 @@ if args[0] == "network":
 if args[0] == "run":
     name = args[args.index("--name") + 1]
     (containers / name).write_text("id-" + name)
+    if (root / "ends").exists():
+        end = json.loads((root / "ends").read_text())
+        (root / ("oom-" + name)).write_text("true" if end["oom_killed"] else "false")
+        if "--rm" in args:
+            (containers / name).unlink()
+        sys.stderr.write(end["stderr"])
+        sys.exit(end["code"])
     if (root / "leaves").exists():
         sys.exit(0)
     while (containers / name).exists():
@@ -53,6 +64,12 @@ if args[0] == "run":
     sys.exit(137)
 if args[0] == "kill":
     (containers / args[1]).unlink(missing_ok=True)
+if args[0] == "inspect":
+    if not (containers / args[-1]).exists():
+        print("Error: No such object: " + args[-1], file=sys.stderr)
+        sys.exit(1)
+    oom = root / ("oom-" + args[-1])
+    print(oom.read_text() if oom.exists() else "false")
 removing = set(p.name.removeprefix("removing-") for p in root.glob("removing-*"))
 if args[0] == "rm":
     for path in containers.iterdir():
@@ -92,12 +109,17 @@ class FakeDocker:
         (self.root / f"hang-{command}").touch()
 
     def removing(self, name: str) -> None:
-        """Docker is removing that container (``run --rm`` after a kill): ``ps`` shows it only without a
+        """Docker is removing that container (an ``rm -f`` that timed out): ``ps`` shows it only without a
         status filter, ``rm -f`` of it fails ("already in progress")."""
         (self.root / f"removing-{name}").touch()
 
     def leaves(self) -> None:
         (self.root / "leaves").touch()
+
+    def ends(self, code: int, stderr: str = "", oom_killed: bool = False) -> None:
+        """Every container run from now on ends at once: the CLI writes ``stderr`` and exits ``code``; ``oom_killed``:
+        the kernel killed it for want of memory (docker's ``State.OOMKilled``)."""
+        (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed}))
 
     def add(self, name: str, container_id: str) -> None:
         """A container some earlier agent started."""

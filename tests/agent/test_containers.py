@@ -184,8 +184,8 @@ def test_a_stop_under_a_shutdown_deadline_ends_by_it_even_with_a_hung_docker(doc
 
 
 def test_a_container_docker_is_removing_counts_as_gone(docker):
-    """``run --rm`` after a kill: docker removes the container itself (a big layer takes a while), lists it
-    as "removal in progress" and refuses ``rm -f`` of it; that retired a healthy VM."""
+    """An ``rm -f`` whose call timed out: docker goes on removing the container (a big layer takes a while), lists
+    it as "removal in progress" and refuses ``rm -f`` of it; that retired a healthy VM."""
     from zen.agent.removal import remove_container
 
     docker.add("zen-big-1", "c1")

@@ -34,7 +34,7 @@ def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
                    command=["python", "train.py", "--name", "$USER; rm -rf /"], env={"WANDB_MODE": "offline",
                                                                                       "NOTE": "a b=c"})
     assert docker_argv(spec) == [
-        "docker", "run", "--rm", "--gpus", "all", "--name", container_name("train-42", 2),
+        "docker", "run", "--gpus", "all", "--name", container_name("train-42", 2),
         "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--oom-score-adj", "500",
         "--tmpfs", "/tmp:rw,exec,nosuid,nodev,mode=1777", "--user", "65534:65534", "-e", "HOME=/tmp",
         "--network", "zen-net", "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
@@ -202,7 +202,7 @@ def test_stopping_a_container_escalates_to_docker_kill(fake_docker):
     job = RunningJob.start(JobSpec(job_id="gpu", attempt=1, image="img:1", command=["train"]), local=False,
                            docker=docker)
     wait_for(lambda: calls(), 5, what="docker run called")
-    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", container_name("gpu", 1), "--cap-drop"]
+    assert calls()[0][:6] == ["run", "--gpus", "all", "--name", container_name("gpu", 1), "--cap-drop"]
     assert job.stop(grace_s=0.3) in (137, 128 + signal.SIGKILL)
     assert ["kill", container_name("gpu", 1)] in calls()
 

@@ -162,7 +162,7 @@ class AttemptRunner:
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
-        final = final or (AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED)
+        final, note = (final, note) if final else (AgentStatus.FAILED if outcome.exit_code else AgentStatus.SUCCEEDED, outcome.note)
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
         # Stopped for the disk: nothing uploaded, its directory goes at once, its neighbours' space back (not rerun: FAILED).

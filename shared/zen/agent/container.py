@@ -205,14 +205,61 @@ def _docker(docker: str, *args: str) -> str | None:
     return None if done.returncode == 0 else (done.stderr.strip()[-300:] or f"exit {done.returncode}")
 
 
-# What docker prints when it, not the job, failed a ``docker run`` (exit 125, the container never started): its daemon
-# gone, its disk full, the GPUs' runtime broken. An image that could not be pulled (not found, denied) is the job's.
+# What docker prints when it, not the job, failed a ``docker run`` before the job's command ran (``docker_lines``): its
+# daemon gone, its disk full, the GPUs' runtime broken or their libraries missing (127: "no such file"), a GPU it cannot
+# give, the attempt's container name taken (a container of it left on the VM), an option of Zen's it does not know.
+# An image that could not be pulled (not found, denied), or a command not in it, is the job's (``exit_note``).
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
-               "no space left on device", "could not select device driver", "nvidia-container-cli")
+               "no space left on device", "could not select device driver", "nvidia-container-cli",
+               "unresolvable CDI devices", "is already in use by container", "unknown flag")
+# What docker's own exit codes say: the job's command never ran (a job's own 126 or 127 has no line of docker's).
+DOCKER_EXITS = {125: "docker could not run the job's container", 126: "the job's command could not be run in its image",
+                127: "the job's command was not found in its image"}
+
+
+def docker_lines(exit_code: int, tail: str) -> list[str]:
+    """The output of a ``docker run`` that docker, not the job's command, ended: all of it (the command never ran)
+    when it exited 125, or 126 or 127 saying ``docker: ...``; else none (the job's own exit code)."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip() and not line.startswith("See 'docker")]
+    ours = exit_code == 125 or exit_code in DOCKER_EXITS and any(line.startswith("docker: ") for line in lines)
+    return lines if ours else []
 
 
 def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None:
     """Docker's own line when it, not the job, failed the job's container (``DOCKER_DOWN``); None: the job's exit."""
-    if container is None or exit_code != 125:
+    if container is None:
         return None
-    return next((line.strip()[:300] for line in tail.splitlines() if any(p in line for p in DOCKER_DOWN)), None)
+    return next((line[:300] for line in docker_lines(exit_code, tail) if any(p in line for p in DOCKER_DOWN)), None)
+
+
+def oom_killed(container: str, docker: str = "docker", timeout_s: float = 10.0) -> bool:
+    """Whether docker says the kernel killed a process of ``container`` for want of memory (``State.OOMKilled``:
+    the container's memory limit, or the VM's memory, ran out). False when docker cannot say (the container is gone:
+    hence no ``docker run --rm``, ``zen.agent.runner.docker_argv``). Never raises."""
+    try:
+        done = subprocess.run([docker, "inspect", "--format", "{{.State.OOMKilled}}", container],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("docker inspect failed", extra={"container": container, "error": str(exc)})
+        return False
+    return done.returncode == 0 and done.stdout.strip() == "true"
+
+
+def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None) -> str | None:
+    """What a container job's end means when the kernel (``oom``: ``oom_killed``) or docker (``docker_lines``), not
+    the job's program, chose its exit code: the note before its output in its final report, ``memory_bytes`` its
+    container's memory limit (None: none). None: the job's own exit code says it. The VM's faults
+    (``docker_fault``) are the caller's to tell first."""
+    if oom:
+        how = "killed: out of memory (exit code 137)" if exit_code == 137 else (
+            f"exit code {exit_code}, after one of its processes was killed: out of memory")
+        where = (f"the job's container reached its memory limit, {memory_bytes / GIB:.1f} GiB (its share of the VM's "
+                 "memory; its files in /tmp count), or the VM ran out of memory" if memory_bytes else
+                 "the VM ran out of memory (the job's container has no memory limit)")
+        return (f"zen: {how}: {where}; make the job use less (a smaller batch, fewer data loader workers), or give it "
+                "more: more GPUs (a job has the share of its VM's memory its GPUs are of the VM's), or a cluster whose "
+                "VMs have more memory")
+    line = next((line for line in docker_lines(exit_code, tail) if line.startswith("docker: ")), None)
+    if line is None:
+        return None
+    return f"zen: {DOCKER_EXITS[exit_code]} (exit code {exit_code}, docker's: the job's command never ran): {line[:300]}"

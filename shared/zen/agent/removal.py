@@ -17,7 +17,7 @@ REMOVE_PAUSE_S = 1.0  # between two tries
 DOCKER_TIMEOUT_S = 10.0  # each docker ps / rm of a removal
 
 
-# Every state but "removing": a container docker is removing (``run --rm`` after its kill; a big layer
+# Every state but "removing": a container docker is removing (an ``rm -f`` whose call timed out; a big layer
 # takes a while) is as good as gone, and ``rm -f`` of it fails ("already in progress").
 NOT_REMOVING = [f"--filter=status={state}" for state in ("created", "restarting", "running", "paused", "exited",
                                                           "dead")]

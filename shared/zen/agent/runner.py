@@ -1,8 +1,9 @@
 """Runs one job: builds its argv (a plain process in local mode only, else ``docker run ... -- IMAGE
 CMD``, confined by ``zen.agent.container``), starts it through its supervisor (``launch.py``) in a
 process group of its own, hands its stdout and stderr to ``zen.agent.output``, stops it (SIGTERM, a
-grace, ``docker kill``, SIGKILL), reports its exit code (``128 + N`` for signal N), and has a
-container job's container removed after it (``zen.agent.removal``).
+grace, ``docker kill``, SIGKILL), reports its exit code (``128 + N`` for signal N) and, for a container job, what
+the kernel or docker made of it (``zen.agent.container.exit_note``), and has its container removed after it
+(``zen.agent.removal``).
 Why: docs/reference/agent.md#a-jobs-container
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from zen.agent.container import Sandbox, container_options, host_network_problem, slot_limits
+from zen.agent.container import Sandbox, container_options, exit_note, host_network_problem, oom_killed, slot_limits
 from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 from zen.agent.removal import remove_container
 from zen.core.secrets import reserved_secret
@@ -123,7 +124,8 @@ def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
     if spec.image.startswith("-"):
         raise CannotRun(f"image {spec.image[:100]!r} is not an image reference (it starts with '-')")
     gpus = "all" if spec.gpu_ids is None else '"device=%s"' % ",".join(str(index) for index in spec.gpu_ids)
-    argv = [docker, "run", "--rm", "--gpus", gpus, "--name", container_name(spec.job_id, spec.attempt)]
+    # No --rm: the agent removes the container (zen.agent.removal), once docker said whether it ran out of memory.
+    argv = [docker, "run", "--gpus", gpus, "--name", container_name(spec.job_id, spec.attempt)]
     argv += container_options(spec, spec.sandbox)  # user, capabilities, limits, network, mounts
     for key, value in spec.job_env(container=True).items():
         argv += ["-e", f"{key}={value}"]
@@ -167,6 +169,7 @@ def normalized_exit_code(returncode: int) -> int:
 class Outcome:
     exit_code: int
     tail: str
+    note: str | None = None  # what the kernel or docker made of a container's end (container.exit_note)
 
 
 class RunningJob:
@@ -317,6 +320,9 @@ class RunningJob:
             except subprocess.TimeoutExpired:  # the docker CLI, stuck on a hung daemon: taken for killed
                 code = normalized_exit_code(-9)
             self._signal_group(signal.SIGKILL)  # background children the job left behind
+            # A container that failed on its own (not stopped, nor failed by docker: 125): did it run out of memory?
+            asked = self.launch.container if code not in (0, 125) and math.isinf(self._stop_deadline) else None
+            oom = asked is not None and oom_killed(asked, self._docker)  # (before its removal: docker forgets it)
             self.remove_container(self._stop_deadline - time.monotonic())
             for capture in self._captures:
                 capture.finish()
@@ -324,7 +330,9 @@ class RunningJob:
             if self._lease is not None:
                 self._lease.close()
                 self._lease = None
-            self._outcome = Outcome(code, self.output.recent_text())
+            tail, shape = self.output.recent_text(), self.spec.sandbox.shape if self.spec.sandbox else None
+            memory = slot_limits(shape, self.spec.gpu_ids).memory_bytes if shape else None
+            self._outcome = Outcome(code, tail, exit_note(code, tail, oom, memory) if self.launch.container else None)
         return self._outcome
 
     def _kill_all(self, wait_s: float = 3.0) -> None:

@@ -1,0 +1,96 @@
+"""How a job's container ended, in words its user can act on, when the job's program did not choose its exit code.
+
+- The kernel killed the container for want of memory (docker's ``State.OOMKilled``, exit 137): the job's message
+  says so, with its container's memory limit; a plain SIGKILL (137 without it) is "exit code 137" as before.
+- ``docker run`` failed before the job's command ran: 125 (docker's own error: an image it could not pull),
+  126 and 127 (the command could not be run, or is not in the image) are the job's, FAILED, docker's line in
+  the message saying so; one docker failed for the VM's sake (a GPU it cannot give, its GPU libraries missing,
+  the attempt's container name taken) requeues the attempt free and retires the VM, as a dead daemon does
+  (``tests/agent/test_docker_failing_its_run.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.agent.fakedocker import FakeDocker
+from tests.waiting import wait_for
+
+IMAGE = "us-docker.pkg.dev/p/r/train:1"
+HELP = "See 'docker run --help'.\n"
+
+
+def run_on_a_vm(scheduler, agents, tmp_path, code: int, stderr: str = "", oom_killed: bool = False):
+    docker = FakeDocker(tmp_path / "docker")
+    docker.ends(code, stderr, oom_killed)
+    agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
+    scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
+    return docker
+
+
+def test_a_job_killed_for_want_of_memory_is_told_so_with_its_memory_limit(scheduler, agents, tmp_path):
+    docker = run_on_a_vm(scheduler, agents, tmp_path, 137, oom_killed=True)
+    job = scheduler.wait_status("train-1", "FAILED", timeout_s=60)
+    run = next(call for call in docker.calls() if call[0] == "run")
+    limit = int(run[run.index("--memory") + 1].removesuffix("m")) / 1024  # MiB, as the agent set it
+    assert job.exit_code == 137
+    assert (job.message or "").startswith(
+        f"zen: killed: out of memory (exit code 137): the job's container reached its memory limit, {limit:.1f} GiB "
+        "(its share of the VM's memory"), job.message
+    assert docker.names() == []  # its container is removed all the same
+
+
+def test_a_job_killed_by_sigkill_with_memory_to_spare_is_told_its_exit_code_alone(scheduler, agents, tmp_path):
+    docker = run_on_a_vm(scheduler, agents, tmp_path, 137)
+    job = scheduler.wait_status("train-1", "FAILED", timeout_s=60)
+    assert job.exit_code == 137 and "memory" not in (job.message or ""), job.message
+    assert docker.names() == []
+
+
+@pytest.mark.parametrize("code, line, told", [
+    (127, 'docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI '
+          'runtime create failed: runc create failed: unable to start container process: exec: "pythn": executable '
+          'file not found in $PATH: unknown.', "the job's command was not found in its image"),
+    (126, 'docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI '
+          'runtime create failed: runc create failed: unable to start container process: exec: "/train.sh": '
+          'permission denied: unknown.', "the job's command could not be run in its image"),
+    (125, "docker: Error response from daemon: pull access denied for us-docker.pkg.dev/p/r/train, repository does "
+          "not exist or may require 'docker login': denied: requested access to the resource is denied.",
+     "docker could not run the job's container"),
+])
+def test_a_command_docker_could_not_run_fails_the_job_with_dockers_line(scheduler, agents, tmp_path, code, line, told):
+    run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}")
+    job = scheduler.wait_status("train-1", "FAILED", timeout_s=60)
+    assert job.exit_code == code
+    assert (job.message or "").startswith(f"zen: {told} (exit code {code}, docker's: the job's command never ran): "
+                                          f"{line}"), job.message
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "IDLE", 30, what="vm-a idle again")
+
+
+@pytest.mark.parametrize("code, line", [
+    (127, "docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI "
+          "runtime create failed: runc create failed: unable to start container process: error during container "
+          "init: error running hook #0: error running hook: exit status 1, stdout: , stderr: Auto-detected mode as "
+          "'legacy'\nnvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot "
+          "open shared object file: no such file or directory: unknown."),
+    (125, 'docker: Error response from daemon: Conflict. The container name "/zen-train-1" is already in use by '
+          'container "4f2a". You have to remove (or rename) that container to be able to reuse that name.'),
+    (125, 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'),
+])
+def test_a_docker_run_the_vm_failed_requeues_the_attempt_and_retires_the_vm(scheduler, agents, tmp_path, code, line):
+    run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}")
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 60, what="vm-a retired")
+    job = wait_for(lambda: (job := scheduler.job("train-1")).attempt == 2 and job, 30, what="train-1 requeued")
+    assert job.status.value == "QUEUED" and job.exit_code is None, (job.status, scheduler.history("train-1"))
+    said = (job.message or "").partition("docker could not start a job's container: ")[2]  # docker's line
+    assert said and any(said.startswith(part) for part in line.splitlines()), job.message
+
+
+def test_a_jobs_own_126_or_127_is_told_by_its_exit_code_alone():
+    """A shell in the job's image that could not find or run a command exits 127 or 126 itself: no ``docker:`` line,
+    no note, and never the VM's fault, whatever its output says."""
+    from zen.agent.container import GIB, docker_fault, exit_note
+
+    assert exit_note(127, "train.sh: line 3: pythn: command not found\n", False, GIB) is None
+    assert exit_note(126, "train.sh: line 3: ./prep: Permission denied\n", False, GIB) is None
+    assert docker_fault("zen-train-1", 127, "cp: cannot write: no space left on device\n") is None
