@@ -216,8 +216,8 @@ class Zen:
         log.warning(why, extra={"cluster": cluster, "region": pool})
 
     def on_scale_tick(self) -> TickReport:
-        """Resend the outbox, sweep lost jobs, narrow (or hold) queued jobs whose tags left their regions, republish
-        and widen unclaimed starts, admit, prune old refusals, scale, then widen again (gangs: the room the pass
+        """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, narrow (or hold) queued
+        jobs whose tags left their regions, prune old refusals, scale, then widen again (gangs: the room the pass
         found). A second concurrent tick skips."""
         self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
         with self.relay.request(), self.store.tick_lock(TICK_LOCK_KEY) as locked:
@@ -227,13 +227,15 @@ class Zen:
             report = TickReport(relayed=self.relay.flush_pending())
             report.swept = self.jobs.sweeps.sweep_lost()
             report.stopped = self.jobs.sweeps.apply_early_stops()
-            self.jobs.sweeps.narrow_uncleared()  # before any start is sent again, or demand counted, where none may run
             report.republished = self.jobs.sweeps.republish_unclaimed()
             report.widened = self.jobs.sweeps.widen_narrowed()
             self.jobs.sweeps.retry_due()  # before the admission passes, which then see what was let go
             self.jobs.sweeps.look_after()
             self.jobs.sweeps.let_go_arrays()
             report.admitted = self.jobs.sweeps.admit_waiting()
+            # After every pass that makes a job QUEUED (retries, arrays, queues admit with the regions stored), before
+            # the scaling pass counts it as demand where a tag it requires no longer is.
+            self.jobs.sweeps.narrow_uncleared()
             report.pruned = self.store.prune_rejections(self.clock())
             if self.scaler is not None:
                 report.scaling = self.scaler.tick()
