@@ -28,12 +28,13 @@ def test_a_submit_of_an_id_a_stop_is_kept_for_is_refused_before_publishing(zen_c
         assert result.returncode == 1 and result.stdout == "", (result.stdout, result.stderr)
         line = one_line(result)
         assert "a stop is kept for job_id exp-7 (sent " in line and "by a sender without proof" in line, line
-        assert "Zen would cancel this job as it arrives. Not published; use a new job_id" in line, line
+        assert ("Zen with ZEN_AUTH=off, as when it was kept, would cancel this job as it arrives (one that requires "
+                "proof now would run it). Not published; use a new job_id") in line, line
     assert publisher.on("zen-job-submitted") == []
     fresh = zen_cli("submit", "--cluster", "1xl4", "--", "python", "train.py")  # a new id: as before
     assert fresh.returncode == 0 and fresh.stdout.startswith("submitted "), fresh.stderr
     array = zen_cli("submit", "--job-id", "exp-7", "--array", "2", "--cluster", "1xl4", "--", "true")
-    assert "Zen would cancel every task of this array as it arrives" in one_line(array)
+    assert "would cancel every task of this array as it arrives" in one_line(array)
     functions.submit(job_request("exp-7", cluster="1xl4"))  # published by other means: what the refusal foretold
     with db.transaction() as session:
         assert repository.get_job(session, "exp-7").status.value == "CANCELLED"
@@ -52,5 +53,6 @@ def test_a_stop_zen_would_not_apply_leaves_the_submit_as_it_was(zen_cli, publish
     assert published.returncode == 0 and published.stdout.startswith("submitted exp-8"), published.stderr
     refused = zen_cli("submit", "--job-id", "exp-9", "--cluster", "1xl4", "--", "true", ZEN_ID_TOKEN=alice)
     assert refused.returncode == 1 and "a stop is kept for job_id exp-9 (sent " in one_line(refused)
-    assert " by alice, before any job had that id)" in refused.stderr, refused.stderr
+    assert " by alice, before any job had that id): Zen would cancel this job as it arrives." in refused.stderr, (
+        refused.stderr)
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["exp-8"]

@@ -71,8 +71,9 @@ def stopped_on_arrival(config: Any, request: Any, queue: str | None) -> str | No
     """Why ``request`` (a JobRequest with its job_id, to ``queue``) would be cancelled as it arrives: a stop kept
     for its id (sent while no job had it: ``zen stop --force``, or a stop of a submission on its way) whose sender
     may stop the job, which Zen applies to it when it comes (``zen.jobs.authorization.kept_stop``; a stop kept
-    without a proven sender counts: a Zen with ``ZEN_AUTH=off`` kept it). None: none would, or the database
-    cannot be read (the function decides)."""
+    without a proven sender counts, as a Zen with ``ZEN_AUTH=off`` applies it: the CLI cannot see ``ZEN_AUTH``,
+    and the refusal says that one requiring proof would run the job). None: none would, or the database cannot be
+    read (the function decides)."""
     from datetime import timedelta, timezone
 
     from zen.core.models import Job
@@ -89,10 +90,13 @@ def stopped_on_arrival(config: Any, request: Any, queue: str | None) -> str | No
     sender = chosen[1]
     at = next(row for row in stops if row["principal"] == sender)["requested_at"].astimezone(timezone.utc)
     until = at + timedelta(days=EARLY_STOP_KEPT_DAYS)
+    which = "every task of this array" if request.array else "this job"
+    would = (f"Zen would cancel {which} as it arrives" if sender else  # kept while ZEN_AUTH was off (unseen here)
+             f"Zen with ZEN_AUTH=off, as when it was kept, would cancel {which} as it arrives (one that requires "
+             "proof now would run it)")
     return (f"a stop is kept for job_id {job_id} (sent {at:%Y-%m-%d %H:%M} UTC by {sender or 'a sender without proof'}"
-            f", before any job had that id): Zen would cancel {'every task of this array' if request.array else 'this job'}"
-            " as it arrives. Not published; use a new job_id (or none: zen makes one), or this one after "
-            f"{until:%Y-%m-%d %H:%M} UTC, when Zen forgets the stop")
+            f", before any job had that id): {would}. Not published; use a new job_id (or none: zen makes one), or "
+            f"this one after {until:%Y-%m-%d %H:%M} UTC, when Zen forgets the stop")
 
 
 def _kept_stops(job_id: str) -> list[dict[str, Any]]:
