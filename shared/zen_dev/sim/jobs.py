@@ -119,7 +119,8 @@ def _taken_by_production(jobs: list[SimJob], scenario: Scenario, where: str) -> 
     ``max_runtime_s`` is above the scenario's ``limits.max_runtime_s`` (``zen.jobs.placement.resolve_request``), or one
     that accepts flex-start alone (its own provisioning, or its cluster's only model) where production refuses
     it (``zen.jobs.placement.check_provisioning``): a start bound (the cluster's ``max_start_wait_s``, else the
-    scenario's timing) below ``flex_start_min_wait_s``, or a run longer than a flex-start VM lives
+    scenario's timing) below ``flex_start_min_wait_s``, or a ``max_runtime_s`` (its own; without one, its run) longer
+    than a flex-start VM lives
     (``flex_start_run_s``). An outside harness measured jobs production never takes. ``where``: the jobs' source, each
     refusal's first words (a synthetic job's id alone named no file a harness wrote)."""
     clusters = {c.limits.name: c for c in scenario.clusters}
@@ -144,9 +145,12 @@ def _taken_by_production(jobs: list[SimJob], scenario: Scenario, where: str) -> 
                 f"{f'cluster {job.cluster}' + chr(39) + 's max_start_wait_s' if own else 'timing.max_start_wait_s'} ({bound:g} s) "
                 f"is below its flex_start_min_wait_s ({cluster.flex_min_wait_s:g} s): production refuses such a job; "
                 "allow a longer max_start_wait_s, or let the job accept another model (provisioning)")
-        if job.duration_s > cluster.flex_run_s:
+        # Production compares the job's max_runtime_s; one a trace does not give stands for a limit its run fits.
+        run, what = ((job.max_runtime_s, "may run (max_runtime_s)") if job.max_runtime_s is not None
+                     else (job.duration_s, "runs"))
+        if run > cluster.flex_run_s:
             raise JobTraceError(
-                f"{where}: job {job.job_id} accepts flex-start alone and runs {job.duration_s:g} s, longer than a flex-start VM "
+                f"{where}: job {job.job_id} accepts flex-start alone and {what} {run:g} s, longer than a flex-start VM "
                 f"of cluster {job.cluster} lives (flex_start_run_s {cluster.flex_run_s:g} s): production refuses such a "
                 "job; raise flex_start_run_s, or let the job accept another model (provisioning)")
     return jobs
