@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence, TypeVar
 
 NO_DATABASE = ("no database to read: {no local stack is running in this directory or above it (start one with `zen local "
                "up`), and }neither ZEN_DATABASE_URL nor ZEN_CLOUDSQL_INSTANCE is set (see docs/how-to/deploy.md, 'Using a "
@@ -104,6 +104,20 @@ def database():
         return Database.from_env()
     except ValueError as exc:  # a malformed ZEN_DATABASE_URL
         raise CliError(str(exc), 2) from None
+
+
+_Read = TypeVar("_Read")
+
+
+def read(query: Callable[[Any], _Read]) -> _Read:
+    """``query(session)`` in one transaction of the configured database (``database``), closed after; raises
+    when it cannot be read (unreachable, no ZEN_DB_USER, no read grant, no credentials)."""
+    db = database()
+    try:
+        with db.transaction() as session:
+            return query(session)
+    finally:
+        db.close()
 
 
 def since(text: str) -> datetime:

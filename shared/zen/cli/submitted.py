@@ -100,15 +100,10 @@ def stopped_on_arrival(config: Any, request: Any, queue: str | None) -> str | No
 
 
 def _kept_stops(job_id: str) -> list[dict[str, Any]]:
-    from zen.cli.kit import database
+    from zen.cli.kit import read
     from zen.store import repository
 
-    db = database()
-    try:
-        with db.transaction() as session:
-            return repository.kept_stops_of(session, job_id)
-    finally:
-        db.close()
+    return read(lambda session: repository.kept_stops_of(session, job_id))
 
 
 def _path() -> Path:

@@ -23,7 +23,7 @@ from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.jobfiles import is_job_file, read_job_file
 from zen.cli.publish import NotPublished, publish
-from zen.cli.kit import CliError, Context, database, database_configured, deployed, deployed_config
+from zen.cli.kit import CliError, Context, database_configured, deployed, deployed_config, read
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
@@ -257,25 +257,14 @@ def _taken_ids(ids: list[str]) -> list[str]:
     """Those of ``ids`` a job or an array holds, in one read (an array's up to max_array_tasks task ids)."""
     from zen.store import repository
 
-    db = database()
-    try:
-        with db.transaction() as session:
-            return repository.ids_taken(session, ids)
-    finally:
-        db.close()
+    return read(lambda session: repository.ids_taken(session, ids))
 
 
 def _read_job(job_id: str):
-    """The job of that id from the configured database (None: it has none); raises when it cannot be
-    read (unreachable, no ZEN_DB_USER, no read grant, no credentials)."""
+    """The job of that id from the configured database (None: it has none); raises when it cannot be read."""
     from zen.store import repository
 
-    db = database()
-    try:
-        with db.transaction() as session:
-            return repository.get_job(session, job_id)
-    finally:
-        db.close()
+    return read(lambda session: repository.get_job(session, job_id))
 
 
 def _stop_outlook(job_id: str) -> tuple[str, Any]:
