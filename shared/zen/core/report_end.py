@@ -7,8 +7,7 @@ too little), and every delivery of one message carries the time it was first pub
 The end is held between the attempt's start (its run's, else when Zen heard its claim) and now; a gang's also
 after Zen last heard its other nodes, which may have run to then (``zen.core.gang``). The job's ``finished_at``
 and the attempt's usage row (``zen.jobs.decisions``) both take it; its history row keeps when Zen read the
-report, and says when the attempt ended once the two are a minute or more apart.
-docs/explanations/accounting.md.
+report, and says when the attempt ended once the two are a minute or more apart. Why: docs/explanations/accounting.md.
 """
 
 from __future__ import annotations
