@@ -178,3 +178,16 @@ def test_preemptions_past_the_free_ones_are_counted_as_attempts_lost():
         job = job.model_copy(update={**decision.fields, "status": JobStatus.RUNNING, "vm": "vm-1"})
     assert decision.changes[-1].reason.startswith("attempt budget spent (3 of 3 attempts lost, besides 10 preempted free); "
                                                   "the last: ")
+
+
+def test_an_attempt_the_kernel_killed_for_memory_is_said_so_in_its_history():
+    """The agent's final report begins with what the kernel did (zen.agent.container.exit_note); the history says it
+    beside the exit code, and a job's own output saying the same words later is only its output."""
+    from zen.core.retries import ended
+
+    note = "zen: killed: out of memory (exit code 137): the job's container reached its memory limit, 84.0 GiB"
+    assert ended(137, None, 3600, "failed", note + "\nTraceback ...") == "killed: out of memory (exit code 137)"
+    worker = "zen: exit code 1, after one of its processes was killed: out of memory: the job's container ..."
+    assert ended(1, None, 3600, "failed", worker) == "exit code 1, after one of its processes was killed: out of memory"
+    assert ended(137, None, 3600, "failed", "epoch 3\nzen: killed: out of memory") == "exit code 137"
+    assert ended(137, None, 3600, "failed", None) == "exit code 137"

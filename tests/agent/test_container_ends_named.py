@@ -38,6 +38,7 @@ def test_a_job_killed_for_want_of_memory_is_told_so_with_its_memory_limit(schedu
         f"zen: killed: out of memory (exit code 137): the job's container reached its memory limit, {limit:.1f} GiB "
         "(its share of the VM's memory"), job.message
     assert docker.names() == []  # its container is removed all the same
+    assert scheduler.history("train-1")[-1][1:] == ("FAILED", "killed: out of memory (exit code 137)")  # zen explain
 
 
 def test_a_job_killed_by_sigkill_with_memory_to_spare_is_told_its_exit_code_alone(scheduler, agents, tmp_path):

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping, Protocol
 
+from zen.core.retries import OUT_OF_MEMORY
+
 log = logging.getLogger("zen.agent.container")
 
 NOBODY = "65534:65534"  # uid:gid of the unprivileged user most images know (and any image may run as)
@@ -251,8 +253,8 @@ def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None) ->
     container's memory limit (None: none). None: the job's own exit code says it. The VM's faults
     (``docker_fault``) are the caller's to tell first."""
     if oom:
-        how = "killed: out of memory (exit code 137)" if exit_code == 137 else (
-            f"exit code {exit_code}, after one of its processes was killed: out of memory")
+        how = f"{OUT_OF_MEMORY} (exit code 137)" if exit_code == 137 else (  # (the history's words: zen.core.retries)
+            f"exit code {exit_code}, after one of its processes was {OUT_OF_MEMORY}")
         where = (f"the job's container reached its memory limit, {memory_bytes / GIB:.1f} GiB (its share of the VM's "
                  "memory; its files in /tmp count), or the VM ran out of memory" if memory_bytes else
                  "the VM ran out of memory (the job's container has no memory limit)")

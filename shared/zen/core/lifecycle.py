@@ -267,7 +267,7 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
         return
     if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
         target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED
-        reason = ended(hb.exit_code, hb.over_limit, job.max_runtime_s, status.value.lower())
+        reason = ended(hb.exit_code, hb.over_limit, job.max_runtime_s, status.value.lower(), hb.message)
         if job.started_at is None and "started_at" not in decision.fields:
             decision.fields["started_at"] = sent_at
         decision.changes.append(Change(target, reason))

@@ -146,14 +146,23 @@ def rerun_as_taken_back(succeeded: bool, over_limit: str | None) -> bool:
     return not succeeded and over_limit is None
 
 
-def ended(exit_code: int | None, over_limit: str | None, max_runtime_s: int | None, otherwise: str) -> str:
+OUT_OF_MEMORY = "killed: out of memory"  # the kernel's doing, as the agent's final report begins (container.exit_note)
+
+
+def ended(exit_code: int | None, over_limit: str | None, max_runtime_s: int | None, otherwise: str,
+          message: str | None = None) -> str:
     """Why an attempt ended, for the job's history and ``zen explain``: the limit the agent stopped it at, with its
     exit code (a plain "exit code 143", or "exit code 0" for a job that saved its work on SIGTERM and exited cleanly,
-    read as a failure of its own, or a contradiction); else its exit code, else ``otherwise``."""
+    read as a failure of its own, or a contradiction); else its exit code, said to be out of memory where the
+    agent's final report ``message`` begins so (``zen.agent.container.exit_note``); else ``otherwise``."""
     code = f"exit code {exit_code}" if exit_code is not None else None
     if over_limit == "max_runtime_s":
         return f"stopped at max_runtime_s={max_runtime_s}" + (f" ({code})" if code else "")
     if over_limit is not None:  # "disk": its share of the VM's disk (zen.agent.diskquota)
         return "stopped at its share of the disk" + (f" ({code})" if code else "")
+    first = (message or "").split("\n", 1)[0]
+    if code and first.startswith("zen: ") and OUT_OF_MEMORY in first:
+        return f"{OUT_OF_MEMORY} ({code})" if first.startswith(f"zen: {OUT_OF_MEMORY}") else (
+            f"{code}, after one of its processes was {OUT_OF_MEMORY}")
     return code or otherwise
 
