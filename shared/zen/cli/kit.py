@@ -109,15 +109,43 @@ def database():
 _Read = TypeVar("_Read")
 
 
+class _Reads:
+    """The database a command's reads share (``run`` makes one per command), or the error its connection raised."""
+
+    def __init__(self) -> None:
+        self.db: Any = None
+        self.failed: Exception | None = None
+
+
+_reads: _Reads | None = None
+
+
 def read(query: Callable[[Any], _Read]) -> _Read:
-    """``query(session)`` in one transaction of the configured database (``database``), closed after; raises
-    when it cannot be read (unreachable, no ZEN_DB_USER, no read grant, no credentials)."""
-    db = database()
+    """``query(session)`` in one transaction of the configured database (``database``); raises when it cannot be
+    read (unreachable, no ZEN_DB_USER, no read grant, no credentials). In a command ``run`` runs, its reads share one
+    database and its connection (on Cloud SQL each new one costs the connector's handshake: `zen submit` read three
+    times), and once one could not reach it the next fail at once with its error (each waited out its timeout
+    again); elsewhere each opens and closes its own."""
+    from zen.core.errors import TransientError
+
+    reads = _reads
+    if reads is None:
+        db = database()
+        try:
+            with db.transaction() as session:
+                return query(session)
+        finally:
+            db.close()
+    if reads.failed is not None:
+        raise reads.failed
+    if reads.db is None:
+        reads.db = database()
     try:
-        with db.transaction() as session:
+        with reads.db.transaction() as session:
             return query(session)
-    finally:
-        db.close()
+    except TransientError as exc:  # unreachable, or gone: not asked again in this command
+        reads.failed = exc
+        raise
 
 
 def since(text: str) -> datetime:
@@ -191,7 +219,19 @@ def local_only(what: str) -> CliError:
 
 
 def run(action: Callable[[], int]) -> int:
-    """Run a command: known failures become one line on stderr and an exit code, never a traceback."""
+    """Run a command: known failures become one line on stderr and an exit code, never a traceback. Its reads
+    (``read``) share one database, closed as it ends."""
+    global _reads
+    _reads = _Reads()
+    try:
+        return _run(action)
+    finally:
+        reads, _reads = _reads, None
+        if reads.db is not None:
+            reads.db.close()
+
+
+def _run(action: Callable[[], int]) -> int:
     from zen.core.errors import ConfigError, TransientError
 
     try:
