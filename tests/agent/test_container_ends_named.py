@@ -95,3 +95,28 @@ def test_a_jobs_own_126_or_127_is_told_by_its_exit_code_alone():
     assert exit_note(127, "train.sh: line 3: pythn: command not found\n", False, GIB) is None
     assert exit_note(126, "train.sh: line 3: ./prep: Permission denied\n", False, GIB) is None
     assert docker_fault("zen-train-1", 127, "cp: cannot write: no space left on device\n") is None
+
+
+def test_a_jobs_own_exit_125_and_a_failure_every_vm_would_share_retire_no_vm():
+    """A job that exits 125 itself prints no line of docker's, whatever it prints; and an option of Zen's that this
+    VM's docker does not know would fail on every VM of its template: each is the job's FAILED (the second with
+    docker's line), not a VM retired after another."""
+    from zen.agent.container import docker_fault, exit_note
+
+    own = "Error: unknown flag: --epochs\nUsage:\n  trainer [flags]\n"
+    assert docker_fault("zen-train-1-abc-1", 125, own) is None and exit_note(125, own, False, None) is None
+    unknown = "unknown flag: --pids-limit\nSee 'docker run --help'.\n"
+    assert docker_fault("zen-train-1-abc-1", 125, unknown) is None
+    assert exit_note(125, unknown, False, None) == ("zen: docker could not run the job's container (exit code 125, "
+                                                    "docker's: the job's command never ran): unknown flag: --pids-limit")
+
+
+def test_a_container_zen_stopped_is_not_asked_whether_it_ran_out_of_memory(scheduler, agents, tmp_path):
+    """A user's stop kills the container (137): its end is Zen's doing, and docker is asked nothing of it."""
+    docker = FakeDocker(tmp_path / "docker")
+    agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
+    scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
+    scheduler.wait_status("train-1", "RUNNING", timeout_s=60)
+    scheduler.stop("train-1")
+    scheduler.wait_status("train-1", "CANCELLED", timeout_s=60)
+    assert [call for call in docker.calls() if call[0] == "inspect"] == []

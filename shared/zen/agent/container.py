@@ -208,23 +208,28 @@ def _docker(docker: str, *args: str) -> str | None:
 
 
 # What docker prints when it, not the job, failed a ``docker run`` before the job's command ran (``docker_lines``): its
-# daemon gone, its disk full, the GPUs' runtime broken or their libraries missing (127: "no such file"), a GPU it cannot
-# give, the attempt's container name taken (a container of it left on the VM), an option of Zen's it does not know.
-# An image that could not be pulled (not found, denied), or a command not in it, is the job's (``exit_note``).
+# daemon gone, its disk full, the GPUs' runtime broken or their libraries missing (127: "no such file"), the attempt's
+# container name taken (a container of it left on the VM). Each is this VM's: it retires. An image that could not be
+# pulled (not found, denied), a command not in it, and what fails on every VM of a template alike (an option of Zen's
+# its docker does not know, GPUs it cannot name) are the job's FAILED, with docker's line (``exit_note``): retiring
+# VM after VM would not mend them.
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
                "no space left on device", "could not select device driver", "nvidia-container-cli",
-               "unresolvable CDI devices", "is already in use by container", "unknown flag")
+               "is already in use by container")
 # What docker's own exit codes say: the job's command never ran (a job's own 126 or 127 has no line of docker's).
 DOCKER_EXITS = {125: "docker could not run the job's container", 126: "the job's command could not be run in its image",
                 127: "the job's command was not found in its image"}
 
 
 def docker_lines(exit_code: int, tail: str) -> list[str]:
-    """The output of a ``docker run`` that docker, not the job's command, ended: all of it (the command never ran)
-    when it exited 125, or 126 or 127 saying ``docker: ...``; else none (the job's own exit code)."""
-    lines = [line.strip() for line in tail.splitlines() if line.strip() and not line.startswith("See 'docker")]
-    ours = exit_code == 125 or exit_code in DOCKER_EXITS and any(line.startswith("docker: ") for line in lines)
-    return lines if ours else []
+    """The lines of a ``docker run``'s output that are docker's own, where it may have chosen the exit code (125, 126,
+    127): those saying ``docker: ...``, and one its CLI printed before "See 'docker run --help'". None for another
+    exit code, nor for a job that exited 125 itself (its output is not docker's, whatever it says)."""
+    if exit_code not in DOCKER_EXITS:
+        return []
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return [line for i, line in enumerate(lines) if line.startswith("docker: ") or (
+        i + 1 < len(lines) and lines[i + 1].startswith("See 'docker"))]
 
 
 def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None:
@@ -261,7 +266,7 @@ def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None) ->
         return (f"zen: {how}: {where}; make the job use less (a smaller batch, fewer data loader workers), or give it "
                 "more: more GPUs (a job has the share of its VM's memory its GPUs are of the VM's), or a cluster whose "
                 "VMs have more memory")
-    line = next((line for line in docker_lines(exit_code, tail) if line.startswith("docker: ")), None)
+    line = next(iter(docker_lines(exit_code, tail)), None)
     if line is None:
         return None
     return f"zen: {DOCKER_EXITS[exit_code]} (exit code {exit_code}, docker's: the job's command never ran): {line[:300]}"

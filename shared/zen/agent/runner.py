@@ -187,6 +187,7 @@ class RunningJob:
         self._outcome: Outcome | None = None
         self.container_gone: bool | None = None  # its container's removal (None: not tried, or no container)
         self._stop_deadline = math.inf  # a stop under a deadline (stop within_s): when it and outcome() must be done
+        self._stopped = False  # stop() ran: the job did not end on its own (no docker inspect of its end)
         self._lease = lease  # the agent's end of the supervisor's lease socket (None: no watchdog)
         self.supervised = False  # launch.py supervises the job (a lease or a task limit to keep): ``_kill_all``
         self._heard = b""  # what the supervisor said on it: "fenced", "tasks <reason>" (zen.agent.launch)
@@ -291,7 +292,7 @@ class RunningJob:
         took the agent past systemd's, and its PREEMPTED report with it); what is not done by then is
         left (a container: the next agent removes it first thing). Returns the normalized exit code."""
         deadline = time.monotonic() + within_s
-        self._stop_deadline = deadline  # outcome() keeps to it too (a shutdown's: the report must still go)
+        self._stop_deadline, self._stopped = deadline, True  # outcome() keeps to it too (a shutdown's: the report must go)
         if self.process.poll() is None:
             self._signal_group(signal.SIGTERM)
             try:
@@ -321,7 +322,7 @@ class RunningJob:
                 code = normalized_exit_code(-9)
             self._signal_group(signal.SIGKILL)  # background children the job left behind
             # A container that failed on its own (not stopped, nor failed by docker: 125): did it run out of memory?
-            asked = self.launch.container if code not in (0, 125) and math.isinf(self._stop_deadline) else None
+            asked = self.launch.container if code not in (0, 125) and not self._stopped else None
             oom = asked is not None and oom_killed(asked, self._docker)  # (before its removal: docker forgets it)
             self.remove_container(self._stop_deadline - time.monotonic())
             for capture in self._captures:
