@@ -191,3 +191,19 @@ def test_an_attempt_the_kernel_killed_for_memory_is_said_so_in_its_history():
     assert ended(1, None, 3600, "failed", worker) == "exit code 1, after one of its processes was killed: out of memory"
     assert ended(137, None, 3600, "failed", "epoch 3\nzen: killed: out of memory") == "exit code 137"
     assert ended(137, None, 3600, "failed", None) == "exit code 137"
+
+
+def test_a_retry_after_the_kernel_killed_the_attempt_for_memory_says_so():
+    from datetime import datetime, timezone
+
+    from tests.messages import heartbeat
+    from zen.core.models import Heartbeat
+    from zen.core.retries import next_retry
+
+    note = "zen: killed: out of memory (exit code 137): the job's container reached its memory limit, 84.0 GiB"
+    hb = Heartbeat.model_validate(heartbeat("j", "FAILED", 3, exit_code=137, message=note))
+    retry = next_retry({"max_retries": 2, "retry_backoff_s": 0}, 0, 1, hb, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert retry is not None and retry.reason == "attempt 1 was killed: out of memory (exit code 137): retry 1 of 2"
+    plain = Heartbeat.model_validate(heartbeat("j", "FAILED", 3, exit_code=3))
+    again = next_retry({"max_retries": 2, "retry_backoff_s": 0}, 0, 1, plain, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert again is not None and again.reason == "attempt 1 failed with exit code 3: retry 1 of 2"

@@ -134,8 +134,9 @@ def next_retry(request: dict[str, Any], retries: int, attempt: int, failure: Fai
     wait = min((DEFAULT_BACKOFF_S if backoff is None else int(backoff)) * 2 ** retries, MAX_BACKOFF_S)
     due = now + timedelta(seconds=wait)
     count = retries + 1
-    reason = (f"attempt {attempt} failed with exit code {exit_code}: retry {count} of {most}"
-              + (f" after {wait} s" if wait else ""))
+    how = ended(exit_code, None, None, "", getattr(failure, "message", None))  # a final report's: out of memory?
+    reason = (f"attempt {attempt} {'failed with' if how.startswith('exit code') else 'was'} {how}: retry {count} of "
+              f"{most}" + (f" after {wait} s" if wait else ""))
     return Retry(reason, f"retry {count} of {most} after exit code {exit_code}, due {due:%H:%M:%S} UTC", due, count)
 
 
