@@ -8,6 +8,7 @@ libraries (pg8000, google-auth, the Cloud SQL connector, Cloud Logging, Pub/Sub)
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -59,6 +60,13 @@ def _one_line(result: subprocess.CompletedProcess) -> str:
 def silent_database():
     """A TCP port that accepts connections and never says a word (a proxy or load balancer whose backend is
     gone): the Postgres startup never completes."""
+    with silent_server() as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def silent_server():
+    """``silent_database``'s server: (its URL, the connections it accepted)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(50)
@@ -75,12 +83,14 @@ def silent_database():
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield f"postgresql://zen:secret@127.0.0.1:{server.getsockname()[1]}/zen"
-    stop.set()
-    thread.join(2)
-    for conn in held:
-        conn.close()
-    server.close()
+    try:
+        yield f"postgresql://zen:secret@127.0.0.1:{server.getsockname()[1]}/zen", held
+    finally:
+        stop.set()
+        thread.join(2)
+        for conn in held:
+            conn.close()
+        server.close()
 
 
 @pytest.mark.parametrize("argv, said", [(("jobs", "list"), "cannot reach the database"),

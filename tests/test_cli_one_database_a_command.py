@@ -6,39 +6,17 @@ as when the database cannot be read)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
+from tests.test_cli_deployed_messages import silent_server
 from tests.test_usercli_frictions import zen_cli  # noqa: F401 (fixture)
 
 
 @pytest.fixture
 def silent_database():
     """A TCP port that accepts connections and never says a word: (its URL, the connections it accepted)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(50)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"postgresql://zen:secret@127.0.0.1:{server.getsockname()[1]}/zen", held
-    stop.set()
-    thread.join(2)
-    for conn in held:
-        conn.close()
-    server.close()
+    with silent_server() as found:
+        yield found
 
 
 def test_a_submit_connects_once_to_a_database_that_never_answers_and_publishes(zen_cli, silent_database,  # noqa: F811
