@@ -34,6 +34,8 @@ def test_a_vm_whose_docker_daemon_died_does_not_fail_every_job_charged_to_the_us
         scheduler.submit(f"img-{n}", ["python", "train.py"], image="us-docker.pkg.dev/p/r/train:1")
 
     wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 60, what="vm-a retired")
+    # Its report of the attempt and its VM's retirement are two messages, read in either order.
+    wait_for(lambda: any(scheduler.job(f"img-{n}").attempt > 1 for n in range(3)), 30, what="the attempt requeued")
     jobs = [scheduler.job(f"img-{n}") for n in range(3)]
     assert not [j for j in jobs if j.status.value == "FAILED"], [(j.job_id, j.status.value, j.message) for j in jobs]
     ran = [j for j in jobs if j.attempt > 1]  # the one it claimed: requeued free, saying why
