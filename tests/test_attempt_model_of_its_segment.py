@@ -45,16 +45,22 @@ def test_claimed_before_the_pass_saw_its_vm_billed(config, db, publisher, clock,
     assert _model(zen, "early") == "standard"
 
 
+def _recreated_as_spot(config, db, publisher, clock, job_id: str):
+    """``job_id`` claimed and run on a standard VM, billed, then recreated by its MIG as spot and billed again."""
+    zen, functions = _zen(config, db, publisher, clock, ["standard", "spot"])
+    _see(zen, clock, 0, model="standard")
+    _claim_run(functions, job_id)
+    _see(zen, clock, 60, model="standard")
+    _see(zen, clock, 60, billed=[], model="spot")
+    _see(zen, clock, 60, model="spot")
+    return zen, functions
+
+
 def test_recreated_then_not_billed_again(config, db, publisher, clock, db_url, monkeypatch):
     """The recreated VM is itself preempted before the attempt's end is read: running_at is NULL, so
     `i.running_at > s.started_at` is NULL and the row's model (spot, the last segment's) is taken."""
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    zen, functions = _zen(config, db, publisher, clock, ["standard", "spot"])
-    _see(zen, clock, 0, model="standard")
-    _claim_run(functions, "twice")
-    _see(zen, clock, 60, model="standard")
-    _see(zen, clock, 60, billed=[], model="spot")
-    _see(zen, clock, 60, model="spot")
+    zen, functions = _recreated_as_spot(config, db, publisher, clock, "twice")
     _see(zen, clock, 60, billed=[], model="spot")     # preempted again: no billed segment open
     functions.heartbeat(heartbeat("twice", "FAILED", 3, vm=VM, exit_code=1))
     assert _model(zen, "twice") == "standard"
@@ -64,12 +70,7 @@ def test_recreated_then_left_its_mig(config, db, publisher, clock, db_url, monke
     """The recreated VM then left its MIG (vm_lifetimes): that path reads the last segment's model alone, never
     its billed_before."""
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    zen, functions = _zen(config, db, publisher, clock, ["standard", "spot"])
-    _see(zen, clock, 0, model="standard")
-    _claim_run(functions, "left")
-    _see(zen, clock, 60, model="standard")
-    _see(zen, clock, 60, billed=[], model="spot")
-    _see(zen, clock, 60, model="spot")
+    zen, functions = _recreated_as_spot(config, db, publisher, clock, "left")
     _see(zen, clock, 60, names=[], model="spot")      # gone from its MIG: kept in vm_lifetimes
     with zen.db.transaction() as session:
         rows = session.sql("SELECT model, billed_before FROM vm_lifetimes WHERE name = :n", n=VM)

@@ -8,6 +8,7 @@ import json
 
 from tests.messages import job_request
 from tests.scaling.test_scaling_integration import CLUSTER, build_stack
+from tests.test_tags import with_region_tags
 from zen.adapters.compute import MigManager, compute_clients_from_env
 from zen.app import Zen
 from zen.core.config import ZenConfig
@@ -20,13 +21,10 @@ REGIONS = ("us-central1", "us-west1", "europe-west4")
 
 def _cfg(config, region_tags, queues=None):
     """The configuration with the cluster's regions carrying ``region_tags`` (and ``queues``, if given)."""
-    raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        if cluster["name"] == CLUSTER:
-            cluster["region_tags"] = region_tags
-    if queues is not None:
-        raw["queues"] = queues
-    return ZenConfig.model_validate(raw)
+    tagged = with_region_tags(config, region_tags)
+    if queues is None:
+        return tagged
+    return ZenConfig.model_validate({**json.loads(tagged.model_dump_json()), "queues": queues})
 
 
 def _zen_with_scaler(cfg, db, publisher, clock):

@@ -7,6 +7,7 @@ import json
 
 from tests.messages import heartbeat, job_request
 from tests.test_given_back_claims import history, job
+from tests.test_tags import with_region_tags
 
 
 def controls(publisher, vm=None):
@@ -128,23 +129,14 @@ def test_stop_twice_and_after_end(functions, zen, publisher, clock):
     assert len(usage(zen, "t")) == 1
 
 
-def _tags(config, region_tags):
-    from zen.core.config import ZenConfig
-    raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        if cluster["name"] == "4xa100-40gb":
-            cluster["region_tags"] = region_tags
-    return ZenConfig.model_validate(raw)
-
-
 def test_stop_of_a_job_no_region_may_run(config, db, publisher, clock, db_url, monkeypatch):
     from zen.app import Zen
     from zen_dev.local.invoke import FunctionsInvoker
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    tagged = _tags(config, {"us-west1": ["hipaa"]})
+    tagged = with_region_tags(config, {"us-west1": ["hipaa"]})
     old = FunctionsInvoker(Zen(tagged, db, publisher, clock))
     old.submit(job_request("phi", requires_tags=["hipaa"]))
-    zen = Zen(_tags(config, {}), db, publisher, clock)
+    zen = Zen(with_region_tags(config, {}), db, publisher, clock)
     fn = FunctionsInvoker(zen)
     claim = heartbeat("phi", "CLAIMED", 1, vm="w-1", region="us-west1", zone="us-west1-b", tags=["hipaa"])
     fn.heartbeat(claim)

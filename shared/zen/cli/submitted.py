@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.sweeps forgets a stop for a job it never saw after this long
 WINDOW_S = 600.0  # a record is kept this long; one the database should show by now is ignored sooner
 _Key = TypeVar("_Key")  # what known_job reads by: a job_id, or an array's ids
 SHOWN_WITHIN_S = 60.0  # a published job is in a readable database well within this
@@ -74,10 +73,10 @@ def stopped_on_arrival(config: Any, request: Any, queue: str | None) -> str | No
     without a proven sender counts, as a Zen with ``ZEN_AUTH=off`` applies it: the CLI cannot see ``ZEN_AUTH``,
     and the refusal says that one requiring proof would run the job). None: none would, or the database cannot be
     read (the function decides)."""
-    from datetime import timedelta, timezone
+    from datetime import timezone
 
     from zen.core.models import Job
-    from zen.jobs.authorization import kept_stop
+    from zen.jobs.authorization import EARLY_STOP_KEPT, kept_stop
 
     job_id = request.job_id
     stops = known_job(job_id, _kept_stops)[0] if job_id else None
@@ -89,7 +88,7 @@ def stopped_on_arrival(config: Any, request: Any, queue: str | None) -> str | No
         return None
     sender = chosen[1]
     at = next(row for row in stops if row["principal"] == sender)["requested_at"].astimezone(timezone.utc)
-    until = at + timedelta(days=EARLY_STOP_KEPT_DAYS)
+    until = at + EARLY_STOP_KEPT
     which = "every task of this array" if request.array else "this job"
     would = (f"Zen would cancel {which} as it arrives" if sender else  # kept while ZEN_AUTH was off (unseen here)
              f"Zen with ZEN_AUTH=off, as when it was kept, would cancel {which} as it arrives (one that requires "

@@ -27,8 +27,9 @@ from zen.cli.kit import CliError, Context, database_configured, deployed, deploy
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
+from zen.jobs.authorization import EARLY_STOP_KEPT
 
-EARLY_STOP_KEPT_DAYS = submitted.EARLY_STOP_KEPT_DAYS
+EARLY_STOP_KEPT_DAYS = EARLY_STOP_KEPT.days  # said in days
 
 
 def default_job_id(user: str, now: datetime | None = None) -> str:

@@ -7,6 +7,7 @@ proof (``zen.adapters.submitters``). The rules: docs/how-to/queues.md#who-may-us
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Iterable
 
 from zen.core.clearance import touches
@@ -16,6 +17,8 @@ from zen.core.models import Job
 from zen.core.notify import NotifyTarget, refused_target
 from zen.core.principals import matches
 from zen.core.secrets import refused_reference
+
+EARLY_STOP_KEPT = timedelta(days=7)  # a stop for a job no one has submitted yet is kept this long (zen.jobs.sweeps)
 
 
 def _who(patterns: list[str]) -> str:

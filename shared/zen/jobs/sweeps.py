@@ -15,7 +15,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
-from zen.jobs.authorization import kept_stop, user_actor
+from zen.jobs.authorization import EARLY_STOP_KEPT, kept_stop, user_actor
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.provisioning import accepted_models, blocked_for, pool_key, region_of
 from zen.core.routing import next_route
@@ -74,7 +74,7 @@ class Sweeps:
         cutoff = now - timedelta(seconds=self._config.deadlines.start_republish_s)
         with self._store.transaction() as tx:
             candidates = tx.queued_jobs_published_before(cutoff, limit)
-            tx.forget_early_stops(now - timedelta(days=7))
+            tx.forget_early_stops(now - EARLY_STOP_KEPT)
 
         def decide(_: JobTx, job: Job) -> Decision | None:
             published = job.start_published_at or job.queued_at  # a QUEUED job has been queued
