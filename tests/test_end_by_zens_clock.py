@@ -1,6 +1,6 @@
-"""A job's end is Zen's time, not its final report's: an agent whose clock is behind Zen's (accepted:
-tests/test_agent_clock_behind.py) would end its job before Zen last heard it run (and before the stop's history
-row), its attempt billed for a fraction of the time it held the VM."""
+"""A job's end is Zen's time (or Pub/Sub's publish time, for a final report read late), never its final report's
+own: an agent whose clock is behind Zen's (accepted: tests/test_agent_clock_behind.py) would end its job before Zen
+last heard it run (and before the stop's history row), its attempt billed for a fraction of the time it held the VM."""
 
 from __future__ import annotations
 
