@@ -5,8 +5,9 @@
 - ``docker run`` failed before the job's command ran: 125 (docker's own error: an image it could not pull),
   126 and 127 (the command could not be run, or is not in the image) are the job's, FAILED, docker's line in
   the message saying so; one docker failed for the VM's sake (a GPU it cannot give, its GPU libraries missing,
-  the attempt's container name taken) requeues the attempt free and retires the VM, as a dead daemon does
-  (``tests/agent/test_docker_failing_its_run.py``).
+  the attempt's container name taken, the image's pull cut short by the network or the registry) requeues the
+  attempt and retires the VM, as a dead daemon does (``tests/agent/test_docker_failing_its_run.py``); an image that
+  cannot be pulled for good (not found, denied, no such registry host) is the job's FAILED.
 """
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ def test_a_command_docker_could_not_run_fails_the_job_with_dockers_line(schedule
     (125, 'docker: Error response from daemon: Conflict. The container name "/zen-train-1" is already in use by '
           'container "4f2a". You have to remove (or rename) that container to be able to reuse that name.'),
     (125, 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'),
+    # The image's pull cut short: the registry's rate limit, its 5xx, the network's timeout (another VM pulls it again).
+    (125, "docker: Error response from daemon: toomanyrequests: You have reached your pull rate limit. You may "
+          "increase the limit by authenticating and upgrading: https://www.docker.com/increase-rate-limit."),
+    (125, 'docker: Error response from daemon: Head "https://us-docker.pkg.dev/v2/p/r/train/manifests/1": received '
+          'unexpected HTTP status: 503 Service Unavailable.'),
+    (125, 'docker: Error response from daemon: Get "https://us-docker.pkg.dev/v2/": net/http: request canceled while '
+          'waiting for connection (Client.Timeout exceeded while awaiting headers).'),
 ])
 def test_a_docker_run_the_vm_failed_requeues_the_attempt_and_retires_the_vm(scheduler, agents, tmp_path, code, line):
     run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}")
@@ -95,6 +103,21 @@ def test_a_jobs_own_126_or_127_is_told_by_its_exit_code_alone():
     assert exit_note(127, "train.sh: line 3: pythn: command not found\n", False, GIB) is None
     assert exit_note(126, "train.sh: line 3: ./prep: Permission denied\n", False, GIB) is None
     assert docker_fault("zen-train-1", 127, "cp: cannot write: no space left on device\n") is None
+
+
+def test_an_image_that_cannot_be_pulled_for_good_retires_no_vm():
+    """Not found, access denied, a registry host that does not resolve: every VM's pull would fail alike (a mistyped
+    image or registry), so it is the job's FAILED with docker's line, not a VM retired after another."""
+    from zen.agent.container import docker_fault
+
+    for line in ("docker: Error response from daemon: manifest for us-docker.pkg.dev/p/r/train:9 not found: manifest "
+                 "unknown: Failed to fetch \"9\".",
+                 'docker: Error response from daemon: Get "https://us-docker.pkg.devv/v2/": dial tcp: lookup '
+                 "us-docker.pkg.devv on 169.254.169.254:53: no such host."):
+        assert docker_fault("zen-train-1-abc-1", 125, f"{line}\n{HELP}") is None, line
+    cut = ('docker: Error response from daemon: Get "https://us-docker.pkg.dev/v2/": dial tcp: lookup us-docker.pkg.dev '
+           "on 169.254.169.254:53: read udp 10.128.0.5:40000->169.254.169.254:53: i/o timeout.")
+    assert docker_fault("zen-train-1-abc-1", 125, f"{cut}\n{HELP}") == cut  # its lookup timed out: passing
 
 
 def test_a_jobs_own_exit_125_and_a_failure_every_vm_would_share_retire_no_vm():
