@@ -31,7 +31,7 @@ from zen.core.gang_assembly import RESET as _RESET, assembly_expired as assembly
 from zen.core.gang_assembly import order as _order
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, word_after
-from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, most_silent, room_seen_after as room_seen_after
+from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, agents_line, most_silent, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
@@ -159,7 +159,8 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     node = node.model_copy(update=dict(seq=seq, status=status, beat_at=now if own and was.status not in ENDED else
                                        node.beat_at, exit_code=hb.exit_code if own and hb.exit_code is not None else
                                        node.exit_code, over_limit=hb.over_limit if own else node.over_limit,
-                                       left_running=hb.message == LEFT_RUNNING if own else node.left_running))
+                                       left_running=hb.message == LEFT_RUNNING if own else node.left_running,
+                                       message=agents_line(hb.message) if own else node.message))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
     if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop, but a rerun waits while a
@@ -205,10 +206,9 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
     elif status is AgentStatus.SUCCEEDED and all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):
         _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)})", 0, now)
     elif status is AgentStatus.FAILED and (running := [n for n in nodes if n.status not in ENDED]):
-        # Not FAILED (nor retried) yet: a peer the cloud takes breaks the collectives before its PREEMPTED comes,
-        # and a retry never runs beside a node of this attempt (``_settle``).
-        _merge(decision, _stop_first(job, running, f"{who} failed: exit code {hb.exit_code}; the other nodes are "
-                                     "stopped", f"{who} failed", now))
+        # Not FAILED (nor retried) yet: a peer the cloud takes breaks the collectives before its PREEMPTED comes, and a
+        how = ended(hb.exit_code, hb.over_limit, job.max_runtime_s, "no exit code", hb.message)  # retry never runs beside its nodes (_settle)
+        _merge(decision, _stop_first(job, running, f"{who} failed: {how}; the other nodes are stopped", f"{who} failed", now))
     elif status is AgentStatus.FAILED:
         _merge(decision, _failed(job, nodes, node, now))
     elif status is AgentStatus.STOPPED:
@@ -289,7 +289,7 @@ def _given_back(job: Job, vm: str) -> Decision:
 
 def _failed(job: Job, nodes: list[GangNode], failed: GangNode, now: datetime) -> Decision:
     """The attempt's first failure, its other nodes ended: retried (``zen.core.retries``) as for one VM, else FAILED."""
-    why = f"node {failed.rank} ({failed.vm}) failed: {ended(failed.exit_code, failed.over_limit, job.max_runtime_s, 'no exit code')}"
+    why = f"node {failed.rank} ({failed.vm}) failed: {ended(failed.exit_code, failed.over_limit, job.max_runtime_s, 'no exit code', failed.message)}"
     if (retry := next_retry(job.request, job.retries, job.attempt, failed, now)) is not None:
         retried = Decision(changes=[Change(JobStatus.PENDING, f"node {failed.rank} ({failed.vm}): {retry.reason}")],
                            fields=retry.fields(job.attempt, job.max_attempts))

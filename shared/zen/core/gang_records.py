@@ -49,10 +49,19 @@ class GangNode(BaseModel):
     exit_code: int | None = None
     over_limit: str | None = None  # its report's (Heartbeat.over_limit): its failure is not retried
     left_running: bool = False  # its last report says its container may run on (LEFT_RUNNING): its VM is deleted
+    # Its final report's first line where the agent wrote it ("zen: ..."): what the kernel or docker made of its end,
+    # e.g. killed for want of memory (zen.core.retries.ended reads it, as a one-VM job's report's).
+    message: str | None = None
     confirmed_at: datetime | None = None  # when the gang completed (its claim: ASSIGNED), where its usage starts
     # While the gang assembles: when another node left it after this one's claim (the gang then needs one
     # more VM; a planner pass before then counted that VM busy: zen.core.gang.room_seen_after).
     left_at: datetime | None = None
+
+
+def agents_line(message: str | None) -> str | None:
+    """A node's final report's first line where the agent wrote it (``GangNode.message``), at most 300 characters."""
+    first = (message or "").split("\n", 1)[0]
+    return first[:300] if first.startswith("zen: ") else None
 
 
 class GangPlace(BaseModel):
