@@ -204,6 +204,7 @@ def test_a_created_job_names_the_pools_a_spare_vm_must_be_in_to_cover_it(mixed):
     cover a job that accepts standard VMs only."""
     from zen.scaling.coverage import Coverage
 
+    from zen.jobs.placement import job_pools
     from zen.store import repository
 
     zen, functions = mixed
@@ -211,7 +212,7 @@ def test_a_created_job_names_the_pools_a_spare_vm_must_be_in_to_cover_it(mixed):
     functions.submit(job_request("std", provisioning="standard"))
     functions.submit(job_request("any"))
     with zen.db.transaction() as session:
-        only_standard, any_model = (zen.jobs.pools_of(repository.get_job(session, j)) for j in ("std", "any"))
+        only_standard, any_model = (job_pools(zen.config, repository.get_job(session, j)) for j in ("std", "any"))
     assert only_standard == tuple(f"{r}/standard" for r in regions)
     spare_spot = Coverage(zen.clock(), {regions[0]: 1}, saturated=False)
     assert not spare_spot.covers(zen.clock(), regions=only_standard)
@@ -258,6 +259,7 @@ def test_a_gang_node_waiting_past_the_fresh_window_is_not_refused_on_its_repeate
     to the run's end and refused (RELEASE ``flex-ending``) while the node stayed in the gang: the gang was then
     confirmed to a VM that had let its claim go, and ran a node short. A node already in the gang is not
     checked again."""
+    from zen.jobs.placement import job_pools
     from zen.store import repository
 
     zen, functions = mixed
@@ -286,6 +288,7 @@ def test_a_job_that_may_run_longer_than_any_flex_start_run_stays_off_flex_start_
     GCE a day in, then placed on flex-start again; its demand listed the flex-start pools, the cheapest. Now
     no flex-start VM takes it, and its demand lists the cluster's other pools only."""
     from zen.scaling.fleetdb import demand_groups
+    from zen.jobs.placement import job_pools
     from zen.store import repository
 
     zen, functions = mixed

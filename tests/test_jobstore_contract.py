@@ -316,6 +316,33 @@ def test_queued_jobs_allowed_a_region_without_their_tags_are_found_oldest_first(
         assert tx.queued_jobs_uncleared(CLUSTER, {}, 10) == ["central", "both", "two", "west"]
 
 
+def test_queued_jobs_of_higher_priority_are_found_highest_first_then_oldest(store):
+    """What a claim reads to offer a VM a job of higher priority than the one it claims (zen.jobs.claims.outranked):
+    one VM each, not offered to VMs now unless the offer is due to widen (the regions its start reaches: the
+    caller's to check)."""
+    def queued(job_id: str, priority: int, **changes: Any) -> Job:
+        return a_job(job_id, JobStatus.QUEUED, priority=priority, **changes)
+
+    inserted(store, queued("low", 0), queued("mid-old", 5), queued("mid-new", 5), queued("top", 9),
+             queued("west", 9, regions=["us-west1"]), queued("narrowed", 9, regions=[REGION, "us-west1"]),
+             queued("offered", 9), queued("offer-due", 7), queued("other", 9, cluster="other"),
+             queued("gang", 9, nodes=2, request={"job_id": "gang", "command": ["true"], "nodes": 2}),
+             a_job("pending", priority=9))
+    for second, job_id in enumerate(["mid-old", "mid-new", "top", "low", "west", "narrowed", "offered", "offer-due",
+                                     "other", "gang"]):
+        moved(store, job_id, [], queued_at=NOW + timedelta(seconds=second))
+    moved(store, "narrowed", [], start_regions=["us-west1"], widen_at=NOW + timedelta(minutes=1))
+    moved(store, "offered", [], start_vms=["vm-x"], widen_at=NOW + timedelta(minutes=1))
+    moved(store, "offer-due", [], start_vms=["vm-y"], widen_at=NOW - timedelta(seconds=1))
+    with store.transaction() as tx:
+        found = [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 0, NOW, 10)]
+        assert found == ["top", "west", "narrowed", "offer-due", "mid-old", "mid-new"]
+        assert [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 7, NOW, 10)] == ["top", "west", "narrowed"]
+        assert [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 0, NOW, 1)] == ["top"]
+        assert tx.queued_jobs_outranking(CLUSTER, 9, NOW, 10) == []
+        assert tx.queued_jobs_outranking("other", 0, NOW, 10)[0].job_id == "other"
+
+
 def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
     with store.transaction() as tx:
         assert tx.record_tick(NOW, 60.0) is None

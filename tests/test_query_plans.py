@@ -140,6 +140,20 @@ def test_the_ticks_tag_pass_reads_no_untagged_queued_job(big_db):
     assert "jobs_queued_tagged" in plan and rows_read(plan) == 0, plan
 
 
+@pytest.mark.parametrize("priority, most", [(0, 0), (-1, 5)], ids=["one priority", "every one higher"])
+def test_a_claim_reads_at_most_the_jobs_it_may_offer(big_db, priority, most):
+    """``queued_jobs_outranking`` runs at every claim that would win: through jobs_queued_priority (migration 0053) it
+    reads no row where the 5,000 queued jobs here are all of the claimed job's priority, and its limit's worth where
+    all are of higher priority. Through jobs_queued_demand (priority first, then regions) it read and sorted every
+    queued job of the highest priority above the claimed job's: 5,000 at each claim of a job of priority -1; with a
+    filter on their regions, so did it through any index."""
+    with big_db.transaction() as session:
+        plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
+            "EXPLAIN (ANALYZE, TIMING OFF) " + big_db.queries["queued_jobs_outranking"], cluster="1xl4",
+            priority=priority, now=datetime.now(timezone.utc), limit=5))
+    assert "jobs_queued_priority" in plan and "Sort" not in plan and rows_read(plan) == most, plan
+
+
 @pytest.mark.parametrize("name, params", [("held_vms_of_cluster", {"cluster": "1xl4", "left_running": "x"}),
                                           ("vm_holds_job", {"vm_name": "vm-13", "left_running": "x"})])
 def test_the_jobs_holding_vms_are_read_inline(big_db, name, params):

@@ -127,6 +127,10 @@ class Agent:
                 if self.slots.full() or self.pulls.blocked() or self.backoff.waiting():
                     self._idle_wait(self.settings.poll_s)
                     continue
+                if (awaited := self.backoff.offer_wait()) > 0 and not self.controls.has_offer():
+                    self._idle_wait(awaited)  # the job of higher priority Zen offers instead of one it refused
+                    self.backoff.offer_taken()  # (come, or waited for long enough)
+                    continue
                 delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
                 if delivery is None:
                     try:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
 from zen.agent import fence
-from zen.agent.backoff import DRAINING, ClaimBackoff
+from zen.agent.backoff import DRAINING, OUTRANKED, ClaimBackoff
 from zen.agent.leases import Leases
 from zen.agent.limits import DailyPulls
 from zen.agent.reports import FINAL_BUDGET_S, AttemptReport, Reporter
@@ -131,9 +131,13 @@ class Claimer:
 
     def _refused(self, cause: str | None, reason: str | None, fields: dict[str, object]) -> None:
         """Zen refused the claim for ``cause`` (``zen.agent.backoff``): being scaled down, take no more
-        jobs; else wait longer before the next pull for each claim refused for it in a row."""
+        jobs; outranked, wait for the start offered instead; else wait longer before the next pull for each claim
+        refused for it in a row."""
         if cause == DRAINING:
             self._pulls.retire(f"Zen is scaling this VM down ({reason})")
+        elif cause == OUTRANKED:  # a job of higher priority is offered to this VM: taken before any pull
+            self._backoff.outranked()
+            self._log.info("claim outranked; waiting for the start offered", extra={**fields, "reason": reason})
         elif cause:
             wait = self._backoff.refused(cause)
             self._log.info("claim refused; waiting before the next pull", extra={

@@ -148,8 +148,9 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
                f"in {', '.join(job.start_regions or job.regions)}")
         if job.nodes > 1:  # a gang assembling (zen.core.gang)
             why += _gang_wait(job, at)
-        elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
-            why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
+        elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs, or ahead of lower priorities
+            whose = "whose caches are warm" if job.start_regions else "ahead of the lower-priority job it claimed"
+            why += f" (its start is offered to {', '.join(job.start_vms)} first, {whose}; widened " \
                    f"at the first tick after {at(job.widen_at)})"
         elif job.start_regions and job.widen_at:  # where the tick widens it to (zen.core.routing.next_route)
             later = next_route(config, job, job.widen_at).start_regions

@@ -98,12 +98,13 @@ def _accepts(config: ZenConfig, job: Job, vm: str, region: str) -> bool:
 def next_route(config: ZenConfig, job: Job, now: datetime) -> Route:
     """A narrowed start whose wait is over, with the note for its history: from warm VMs to their
     regions and its data's (for another ``data_wait_s``) unless those are every allowed region; from
-    regions to its data's as well when those add regions; else to every allowed region."""
+    regions to its data's as well when those add regions; else to every allowed region (so is a start offered
+    to a VM alone, ahead of a lower-priority job it claimed: ``zen.jobs.claims.outranked``)."""
     waited = (now - (job.start_published_at or job.queued_at or now)).total_seconds()
     where = f"on {_vms(job.start_vms)}" if job.start_vms else f"in {', '.join(job.start_regions or ())}"
     near = _near(config, job)
     grown = [r for r in job.regions if r in (job.start_regions or ()) or r in near]
-    if job.start_vms and len(grown) < len(job.regions):
+    if job.start_vms and job.start_regions and len(grown) < len(job.regions):  # (none: a VM's, ahead of priorities)
         data = " and its data" if any(r not in (job.start_regions or ()) for r in grown) else ""
         return Route(grown, now + timedelta(seconds=config.deadlines.data_wait_s),
                      f"start widened to {', '.join(grown)}, where its warm VMs{data} are: unclaimed {waited:.0f} s "

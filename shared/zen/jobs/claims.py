@@ -30,6 +30,8 @@ from zen.jobs.store import repeat_key
 if TYPE_CHECKING:
     from zen.jobs.store import JobTx
 
+Offer = Callable[[Job, Decision], None]  # writes a decision about another job in the claim's unit of work
+
 # Causes of a refused claim, told the VM in the RELEASE's attribute ``refused``.
 DRAINING = "draining"  # the VM is being scaled down: it takes no more jobs
 NO_ROOM = "no-room"  # the VM holds as many jobs or GPUs as it may
@@ -40,16 +42,19 @@ DATA_NOT_CLEARED = "data-not-cleared"  # the VM lacks tags the job's data needs 
 FLEX_ENDING = "flex-ending"  # the flex-start VM's run ends before the job's max_runtime_s would
 NOT_ALLOWED = "region-not-allowed"  # the VM's region is none of the job's (a start routed where it should not be)
 MISSING_TAGS = "missing-tags"  # the VM lacks tags the job requires (requires_tags; an older template's VM)
+OUTRANKED = "outranked"  # a job of higher priority waits for a VM like this one: offered to it instead (``outranked``)
 UNCLEARED_HOLD = "no region of its may run it now: "  # a job's hold while none may (``held_uncleared``)
 NONE_CLEARED = "; none of its regions can run it now: it waits until the configuration has one again, or its user stops it"
 UNCLEARED_RECHECK_S = 300.0  # how often such a job is looked at again (``zen.jobs.sweeps.Sweeps.retry_due``)
+OFFER_S = 60.0  # how long a start offered to a VM ahead of a lower-priority job's waits for it, then goes everywhere
+OUTRANK_READ = 20  # the jobs of higher priority a claim reads at most (those the VM cannot run passed over)
 # A claim published longer ago than this waited out any agent's wait for its answer (ZEN_AGENT_CLAIM_TRIES x
 # ZEN_AGENT_CLAIM_TIMEOUT_S, 60 s by default): its agent gave it up (``refuse_claim``).
 STALE_CLAIM_S = 300.0
 
 
-def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
-                 now: datetime, proven: bool = False, published: datetime | None = None) -> Decision | None:
+def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: datetime, proven: bool = False,
+                 published: datetime | None = None, offer: Offer | None = None) -> Decision | None:
     """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win.
     With ``proven`` (the VM's name proven by its token: ``zen.adapters.vm_proof``), a VM that is not an instance
     of the job's cluster's MIG in its region may not claim it: it would run the job on another
@@ -65,7 +70,9 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     confirmed to a VM that let its claim go: ``zen.core.gang``). A claim Pub/Sub ``published`` more than
     ``STALE_CLAIM_S`` ago (a backlog after an outage of Zen's) is refused: its agent gave it up long since, and
     won, it held the job ASSIGNED to a VM that did not run it until the lost-job sweep spent an attempt on it
-    (past the 16 given-back attempts a VM heartbeat names: ``zen.jobs.vm_beats``)."""
+    (past the 16 given-back attempts a VM heartbeat names: ``zen.jobs.vm_beats``). With ``offer``, a claim that
+    would win is refused where a job of higher priority waits that the VM could run: that job is offered to it
+    (``outranked``)."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
     if job.gang and any(node.vm == hb.vm for node in job.gang):
@@ -105,6 +112,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         reason, cause = ending, FLEX_ENDING
     else:
         reason, cause = no_room(config, job, hb.vm, lambda: tx.jobs_on_vm(hb.vm)), NO_ROOM
+    if reason is None and offer is not None and cluster is not None:
+        reason, cause = outranked(tx, config, cluster, job, hb, now, offer), OUTRANKED
     if reason is None:
         return None
     if cause in (MISSING_TAGS, DATA_NOT_CLEARED) and cluster is not None and (
@@ -124,6 +133,46 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         route = next_route(config, job, now)
         fields, note = {**left, **route.fields()}, f"{route.note} (its claim refused: {reason})"
     return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=controls, refused=cause)
+
+
+def outranked(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb: Heartbeat, now: datetime,
+              offer: Offer) -> str | None:
+    """Why ``hb.vm``'s claim of ``job``, which would win, goes to another job: a QUEUED job of higher priority
+    waits that the VM could run (the highest priority, then the oldest, of the first ``OUTRANK_READ`` by priority
+    and age: ``JobTx.queued_jobs_outranking``; read again under its lock, taken in priority order), and
+    is offered to the VM (``offer``: written in this unit of work) for ``OFFER_S``, then sent everywhere
+    (``zen.core.routing.next_route``). None: the claim stands. Agents pull starts about in the order they were
+    published, whatever their priority: without this an admitted job of priority 10 waited for a VM behind every
+    older job of priority 0 of its regions. A job offered to VMs already is passed over until its offer is due
+    to widen (one VM at a time is asked to take it). Single-VM jobs on a cluster of one job per VM only: a gang's
+    nodes claim in any order, and a VM shared by several jobs has room for one it claims, not for another."""
+    if cluster.max_jobs_per_vm > 1 or job.nodes > 1 or job.gang or hb.status is not AgentStatus.CLAIMED:
+        return None
+    for found in tx.queued_jobs_outranking(job.cluster, job.priority, now, OUTRANK_READ):
+        if hb.region not in (found.start_regions or found.regions) or not _may_take(tx, config, cluster, found, hb, now):
+            continue
+        other = tx.get_job(found.job_id, lock=True)  # read again under its lock: claimed or offered since?
+        if other is None or other.status is not JobStatus.QUEUED or other.attempt != found.attempt or (
+                other.start_vms and (other.widen_at is None or other.widen_at > now)):
+            continue
+        offer(other, Decision(
+            publish_start=True, fields=dict(start_vms=[hb.vm], start_regions=None,
+                                            widen_at=now + timedelta(seconds=OFFER_S)),
+            note=f"start offered to VM {hb.vm} first, ahead of job {job.job_id} (priority {job.priority}) it claimed; "
+                 f"widened after {OFFER_S:g} s unclaimed"))
+        return (f"job {other.job_id} (priority {other.priority}) waits for a VM in {hb.region}: it is offered to "
+                f"VM {hb.vm} first; this job (priority {job.priority}) waits for the next")
+    return None
+
+
+def _may_take(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb: Heartbeat, now: datetime) -> bool:
+    """Whether ``hb.vm``, whose claim of another job passed the VM's own checks, would pass the checks of ``job``'s
+    (its region cleared, its model accepted, its tags, its data's, a flex-start VM's run): nothing is written."""
+    return (hb.region in job.regions and hb.region in regions_cleared_now(config, job)
+            and _unaccepted_model(cluster, job, hb, tx) is None and cluster.nodes_problem(job.nodes) is None
+            and _data_not_cleared(config, job, hb) is None
+            and not set(job.request.get("requires_tags") or ()) - set(hb.tags or ())
+            and flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now) is None)
 
 
 def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx) -> str | None:

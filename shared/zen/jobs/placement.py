@@ -19,7 +19,7 @@ from zen.core.errors import ConfigError, Rejected
 from zen.core.gcs import output_room_problem
 from zen.core.locality import order_by_data
 from zen.core.models import Job, JobRequest
-from zen.core.provisioning import accepted_models, blocked_for
+from zen.core.provisioning import accepted_models, blocked_for, pool_key
 from zen.jobs.queueing import Queueing
 from zen.jobs.authorization import check_notify, check_secrets
 
@@ -305,3 +305,13 @@ def configured_queue(config: ZenConfig, name: str) -> QueueConfig:
     if queue is None:
         raise ConfigError(f"queue {name!r} is not in the configuration")
     return queue
+
+
+def job_pools(config: ZenConfig, job: Job) -> tuple[str, ...]:
+    """The pools a created job may start in (its regions x the models it accepts): what a spare VM must be in to
+    cover it (``zen.scaling.coverage``)."""
+    cluster = config.cluster(job.cluster)
+    if cluster is None:
+        return tuple(job.regions)
+    models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
+    return tuple(pool_key(r, m, cluster.provisioning[0]) for r in job.regions for m in models)

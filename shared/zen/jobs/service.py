@@ -37,11 +37,10 @@ from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbe
                              StopRequest, JOB_ID_PATTERN, illegal_step, request_fingerprint)
 from zen.adapters.submitters import SubmitterChecker
 from zen.adapters.vm_proof import ProofChecker
-from zen.core.provisioning import accepted_models, pool_key
 from zen.core.stops import users_reason
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import PathProbe, VmHeartbeat, VmUp, check_seq, model_of
-from zen.jobs.placement import choose, configured_cluster, held_gpus, resolve_request
+from zen.jobs.placement import choose, configured_cluster, held_gpus, job_pools, resolve_request
 from zen.jobs.queueing import Queueing
 from zen.jobs.sweeps import Sweeps
 from zen.jobs.vm_beats import VmBeats
@@ -141,7 +140,7 @@ class JobService:
                                                  self._kept_stop)
             if refused is not None:
                 return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender)
-            return Outcome("created", job_id, cluster=tasks[0].cluster, regions=self.pools_of(tasks[0]), admitted=any(
+            return Outcome("created", job_id, cluster=tasks[0].cluster, regions=job_pools(self._config, tasks[0]), admitted=any(
                 t.hold is None for t in tasks), nodes=sum(t.nodes for t in tasks if t.hold is None)) if tasks else Outcome(
                 "duplicate", job_id)
         if (self._queues is None and len(resolved.shapes) == 1 and pending.hold is None
@@ -236,17 +235,8 @@ class JobService:
 
     def _created(self, job: Job, admitted: bool = True) -> Outcome:
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster, "admitted": admitted})
-        return Outcome("created", job.job_id, cluster=job.cluster, regions=self.pools_of(job), admitted=admitted,
+        return Outcome("created", job.job_id, cluster=job.cluster, regions=job_pools(self._config, job), admitted=admitted,
                        nodes=job.nodes)
-
-    def pools_of(self, job: Job) -> tuple[str, ...]:
-        """The pools a created job may start in (its regions x the models it accepts): what a spare VM
-        must be in to cover it (``zen.scaling.coverage``)."""
-        cluster = self._config.cluster(job.cluster)
-        if cluster is None:
-            return tuple(job.regions)
-        models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
-        return tuple(pool_key(r, m, cluster.provisioning[0]) for r in job.regions for m in models)
 
     # -- heartbeat -----------------------------------------------------------------------------
     def heartbeat(self, envelope: PubSubEnvelope) -> Outcome:
@@ -278,14 +268,18 @@ class JobService:
                     return Outcome("applied", message.job_id)
         elif message.status is AgentStatus.CLAIMED:  # a stop that crossed the submission is applied first
             self.sweeps.before_claim(message.job_id)
-        return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
-                            lambda job, now: report_end.decide(job, message, now, envelope.publish_time, self._config.gangs),
-                            answering=message, seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
-                            guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
-                                tx, self._config, job, message, self._clock(), self._proof.names_proven,
-                                envelope.publish_time))
-                                                   or (None if gang.is_gang(job)  # one node's word is not the gang's
-                                                       else late_final(tx, job, message, self._clock()))))
+        offered: list[Enqueued] = []  # a job of higher priority offered to the VM instead (claims.outranked)
+        outcome = self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
+                               lambda job, now: report_end.decide(job, message, now, envelope.publish_time, self._config.gangs),
+                               answering=message, seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
+                               guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
+                                   tx, self._config, job, message, self._clock(), self._proof.names_proven,
+                                   envelope.publish_time, lambda other, offer: offered.extend(self.decisions.apply(
+                                       tx, other, offer, actor="priority", now=self._clock()))))
+                                                      or (None if gang.is_gang(job)  # one node's word is not the gang's
+                                                          else late_final(tx, job, message, self._clock()))))
+        self._relay.flush_quietly(offered)  # after the claim's RELEASE: the VM takes an offer once free of its claim
+        return outcome
 
     def _vm_up(self, envelope: PubSubEnvelope, up: VmUp) -> Outcome:
         """A VM's first word (``VmUp``): nothing is recorded; its cluster is named so that

@@ -71,6 +71,10 @@ class PostgresJobTx:
     def gangs_assembling_in(self, cluster: str, regions: list[str], limit: int) -> list[str]:
         return repository.gangs_assembling_in(self.session, cluster, regions, limit)
 
+    @hooked("queued_jobs_outranking")
+    def queued_jobs_outranking(self, cluster: str, priority: int, now: datetime, limit: int) -> list[Job]:
+        return repository.queued_jobs_outranking(self.session, cluster, priority, now, limit)
+
     @hooked("queued_jobs_uncleared")
     def queued_jobs_uncleared(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
         return repository.queued_jobs_uncleared(self.session, cluster, carried, limit)

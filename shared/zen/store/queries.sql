@@ -268,6 +268,19 @@ WHERE status = 'QUEUED' AND cluster = :cluster AND gang IS NULL
 ORDER BY queued_at, job_id
 LIMIT :limit;
 
+-- name: queued_jobs_outranking
+-- A cluster's QUEUED single-VM jobs of higher priority than :priority, not offered to VMs now (or their offer due to
+-- widen), highest priority first, then oldest, at most :limit: those a VM that claims a job of :priority might run
+-- instead (zen.jobs.claims.outranked, which reads its choice again under its lock). Read through jobs_queued_priority
+-- (migration 0053): no row where every job has one priority, :limit where many have a higher one. The regions a job's
+-- start reaches are the caller's to check: a filter on them here (jsonb containment, estimated far too selective)
+-- made Postgres read and sort every queued job of higher priority instead.
+SELECT * FROM jobs
+WHERE status = 'QUEUED' AND cluster = :cluster AND priority > :priority AND nodes = 1 AND gang IS NULL
+  AND (start_vms IS NULL OR widen_at <= :now)
+ORDER BY priority DESC, queued_at, job_id
+LIMIT :limit;
+
 -- name: insert_early_stop
 -- One kept per job and sender (migration 0033): a sender's first.
 INSERT INTO early_stops (job_id, reason, requested_at, principal) VALUES (:job_id, :reason, :now, :principal)

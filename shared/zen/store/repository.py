@@ -285,6 +285,13 @@ def queued_jobs_uncleared(session: Session, cluster: str, carried: dict[str, lis
                                              limit=limit)]
 
 
+def queued_jobs_outranking(session: Session, cluster: str, priority: int, now: datetime, limit: int) -> list[Job]:
+    """The cluster's QUEUED single-VM jobs of higher ``priority``, not offered to VMs now, highest priority first, then
+    oldest (not locked)."""
+    return [job_from_row(r) for r in session.run("queued_jobs_outranking", cluster=cluster, priority=priority, now=now,
+                                                 limit=limit)]
+
+
 def forget_early_stops(session: Session, cutoff: datetime) -> None:
     session.run("forget_early_stops", cutoff=cutoff)
 
