@@ -108,3 +108,21 @@ def test_two_vms_offered_one_job_run_it_once(zen, functions, publisher, clock):
     functions.heartbeat(heartbeat("high", "CLAIMED", 2, vm="vm-a"))  # the offer, taken
     assert controls(publisher)[-2:] == [("vm-b", "high", "CONFIRM", None), ("vm-a", "high", "RELEASE", None)]
     assert get(zen, "high").vm == "vm-b"
+
+
+def test_zen_explain_says_a_start_is_offered_ahead_of_a_lower_priority_job(zen, functions, tmp_path, monkeypatch,
+                                                                             capsys):
+    import yaml
+
+    from zen.cli.queues import explain_job, local_time
+
+    functions.submit(job_request("low"))
+    functions.submit(job_request("high", priority=5))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    assert explain_job("high", False, zen.db) == 0
+    assert ("high: QUEUED - admitted; waiting for a VM of 4xa100-40gb in us-central1, us-west1, europe-west4 (its start "
+            "is offered to vm-a first, ahead of the lower-priority job it claimed; widened at the first tick after "
+            f"{local_time(get(zen, 'high').widen_at)})") in capsys.readouterr().out
