@@ -1,10 +1,11 @@
 """A free VM runs the queued job of highest priority it can run, not the oldest start its agent pulled.
 
 Agents pull starts about in the order Zen published them, whatever their priority: an admitted job of priority 5
-waited for a VM behind every older job of priority 0 of its regions. Now a claim that would win is refused
-(``outranked``) where a QUEUED job of higher priority waits that the VM could run: that job is offered to the VM
-alone (zen-vm-control, kind=start), after the RELEASE, and the refused job's start is published again. Nothing runs
-twice: the offered job is still claimed, and its first claim wins (zen.jobs.claims.outranked)."""
+waited for a VM behind every older job of priority 0 of its regions. Now a claim that would win, from an agent that
+gives way (``Heartbeat.gives_way``), is refused (``outranked``) where a QUEUED job of higher priority waits that the
+VM could run: that job is offered to the VM alone (zen-vm-control, kind=start), after the RELEASE, and the agent
+gives the refused job's start back for another VM (it is not published again). Nothing runs twice: the offered job
+is still claimed, and its first claim wins (zen.jobs.claims.outranked)."""
 
 from __future__ import annotations
 
@@ -33,30 +34,38 @@ def test_a_vm_claiming_an_older_job_is_offered_the_one_of_higher_priority(zen, f
     functions.submit(job_request("high", priority=5))
     assert starts(publisher) == ["low", "high"]
 
-    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))  # the older start, pulled first
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a", gives_way=True))  # the older start, pulled first
     assert controls(publisher) == [("vm-a", "low", "RELEASE", "outranked")]
     assert offers(publisher) == [("vm-a", "high", "1")]
     order = [m.attributes.get("kind") or json.loads(m.data)["action"] for m in publisher.on("zen-vm-control")]
     assert order == ["RELEASE", "start"]  # the offer after the RELEASE: the VM takes it once free of its claim
-    assert starts(publisher) == ["low", "high", "low"]  # the refused job's start published again, for another VM
+    assert starts(publisher) == ["low", "high"]  # the refused job's start: given back by the VM, not published again
     low, high = get(zen, "low"), get(zen, "high")
     assert (low.status.value, low.vm) == ("QUEUED", None)
     assert (high.start_vms, high.start_regions, high.widen_at) == (["vm-a"], None, clock() + timedelta(seconds=60))
     assert history(zen, "high")[-1][2] == ("start offered to VM vm-a first, ahead of job low (priority 0) it claimed; "
                                            "widened after 60 s unclaimed")
 
-    functions.heartbeat(heartbeat("high", "CLAIMED", 2, vm="vm-a"))
+    functions.heartbeat(heartbeat("high", "CLAIMED", 2, vm="vm-a", gives_way=True))
     assert controls(publisher)[-1] == ("vm-a", "high", "CONFIRM", None)
     assert get(zen, "high").status.value == "ASSIGNED"
-    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-b"))  # the next VM takes the older job
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-b", gives_way=True))  # the next VM takes the older one
     assert controls(publisher)[-1] == ("vm-b", "low", "CONFIRM", None)
+
+
+def test_an_agent_that_does_not_give_way_keeps_its_claim(zen, functions, publisher, clock):
+    """An agent from before ``gives_way`` drops the start of a claim it is refused: its claim stands."""
+    functions.submit(job_request("low"))
+    functions.submit(job_request("high", priority=5))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))
+    assert controls(publisher) == [("vm-a", "low", "CONFIRM", None)] and offers(publisher) == []
 
 
 def test_jobs_of_one_priority_are_taken_as_pulled(zen, functions, publisher, clock):
     functions.submit(job_request("first"))
     clock.advance(1)
     functions.submit(job_request("second"))
-    functions.heartbeat(heartbeat("second", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("second", "CLAIMED", 1, vm="vm-a", gives_way=True))
     assert controls(publisher) == [("vm-a", "second", "CONFIRM", None)] and offers(publisher) == []
 
 
@@ -71,7 +80,7 @@ def test_a_job_of_higher_priority_the_vm_could_not_run_takes_nothing_from_it(con
     _, functions = functions_with(config, db, publisher, clock, {"us-central1": ["hipaa"]})  # the VM says no tags
     functions.submit(job_request("low"))
     functions.submit(job_request("high", priority=5, **high))
-    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a", gives_way=True))
     assert controls(publisher) == [("vm-a", "low", "CONFIRM", None)], why
     assert offers(publisher) == []
 
@@ -80,8 +89,8 @@ def test_a_job_offered_to_one_vm_is_not_offered_to_the_next_until_its_offer_wide
     for job_id in ("low-1", "low-2", "low-3"):
         functions.submit(job_request(job_id))
     functions.submit(job_request("high", priority=5))
-    functions.heartbeat(heartbeat("low-1", "CLAIMED", 1, vm="vm-a"))
-    functions.heartbeat(heartbeat("low-2", "CLAIMED", 1, vm="vm-b"))  # vm-a is asked to take it: vm-b keeps its own
+    functions.heartbeat(heartbeat("low-1", "CLAIMED", 1, vm="vm-a", gives_way=True))
+    functions.heartbeat(heartbeat("low-2", "CLAIMED", 1, vm="vm-b", gives_way=True))  # vm-a is asked: vm-b keeps low-2
     assert controls(publisher) == [("vm-a", "low-1", "RELEASE", "outranked"), ("vm-b", "low-2", "CONFIRM", None)]
     assert offers(publisher) == [("vm-a", "high", "1")]
 
@@ -92,7 +101,7 @@ def test_a_job_offered_to_one_vm_is_not_offered_to_the_next_until_its_offer_wide
     assert reach(publisher.on("zen-job-start")[-1]) == {"allow_any", "allow_us_central1", "allow_us_west1",
                                                         "allow_europe_west4"}
     assert history(zen, "high")[-1][2] == "start widened to every allowed region: unclaimed 61 s on VM vm-a"
-    functions.heartbeat(heartbeat("low-3", "CLAIMED", 1, vm="vm-c"))  # it waits still: offered to the next claimer
+    functions.heartbeat(heartbeat("low-3", "CLAIMED", 1, vm="vm-c", gives_way=True))  # still waiting: offered again
     assert controls(publisher)[-1] == ("vm-c", "low-3", "RELEASE", "outranked")
     assert offers(publisher) == [("vm-a", "high", "1"), ("vm-c", "high", "1")]
 
@@ -102,10 +111,10 @@ def test_two_vms_offered_one_job_run_it_once(zen, functions, publisher, clock):
     both claim it; the first claim wins, the other is told RELEASE, as for any start delivered twice."""
     functions.submit(job_request("low"))
     functions.submit(job_request("high", priority=5))
-    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a", gives_way=True))
     assert offers(publisher) == [("vm-a", "high", "1")]
-    functions.heartbeat(heartbeat("high", "CLAIMED", 1, vm="vm-b"))  # its regional copy, pulled meanwhile
-    functions.heartbeat(heartbeat("high", "CLAIMED", 2, vm="vm-a"))  # the offer, taken
+    functions.heartbeat(heartbeat("high", "CLAIMED", 1, vm="vm-b", gives_way=True))  # its regional copy, pulled meanwhile
+    functions.heartbeat(heartbeat("high", "CLAIMED", 2, vm="vm-a", gives_way=True))  # the offer, taken
     assert controls(publisher)[-2:] == [("vm-b", "high", "CONFIRM", None), ("vm-a", "high", "RELEASE", None)]
     assert get(zen, "high").vm == "vm-b"
 
@@ -118,7 +127,7 @@ def test_zen_explain_says_a_start_is_offered_ahead_of_a_lower_priority_job(zen, 
 
     functions.submit(job_request("low"))
     functions.submit(job_request("high", priority=5))
-    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a", gives_way=True))
     path = tmp_path / "zen.yaml"
     path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
     monkeypatch.setenv("ZEN_CONFIG", str(path))

@@ -1,6 +1,7 @@
 """A free VM runs the queued job of highest priority first, with the real agent (zen.jobs.claims.outranked): the
-start it pulls first is an older job's of priority 0; its claim is refused ``outranked``, the job of priority 5 is
-offered to it, and it takes that offer before it pulls again (``zen.agent.backoff.ClaimBackoff.outranked``)."""
+start it pulls first is an older job's of priority 0; its claim is refused ``outranked``, it gives that start back,
+the job of priority 5 is offered to it, and it takes that offer before it pulls again
+(``zen.agent.backoff.ClaimBackoff.outranked``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ def test_a_vm_runs_the_job_of_higher_priority_before_older_ones(scheduler, agent
     assert all(job.vm == "vm-a" and job.attempt == 1 for job in jobs.values())
     order = sorted(jobs, key=lambda job_id: jobs[job_id].started_at)
     assert order[0] == "high", order  # the older jobs after it, in whatever order Pub/Sub delivered them again
+    assert agent.said("claim outranked; start given back", job_id="low-1")  # for another VM: not published again
     assert agent.said("claim outranked; waiting for the start offered", job_id="low-1")
     assert agent.said("start offered to this VM", job_id="high")
     assert not agent.said("start offer dropped; the tick widens its start")

@@ -115,9 +115,13 @@ class Claimer:
                     self._log.info("claim confirmed", extra={**fields, **(
                         {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})
                     return "confirm"
-                self._leases.ack(delivery)
-                self._log.info("claim refused; start message dropped",
-                               extra={**fields, "action": order.action.value, "reason": order.reason})
+                if control.attributes.get("refused") == OUTRANKED and order.action is ControlAction.RELEASE:
+                    self._leases.nack(delivery)  # for another VM: Zen does not publish it again (zen.jobs.claims)
+                    self._log.info("claim outranked; start given back", extra={**fields, "reason": order.reason})
+                else:
+                    self._leases.ack(delivery)
+                    self._log.info("claim refused; start message dropped",
+                                   extra={**fields, "action": order.action.value, "reason": order.reason})
                 self._refused(control.attributes.get("refused"), order.reason, fields)
                 if order.action is ControlAction.STOP:
                     self._reporter.job(attempt, AgentStatus.STOPPED, budget_s=FINAL_BUDGET_S,

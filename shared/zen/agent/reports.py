@@ -100,8 +100,10 @@ class Reporter:
                              exit_code=exit_code, over_limit=over_limit, **optional)
 
         try:
-            address = {"ip": identity.ip} if status is AgentStatus.CLAIMED and identity.ip else {}
-            heartbeat = heartbeat_with(message=fit_message(message), tags=list(identity.tags) or None, **address,
+            claim: dict[str, Any] = {"gives_way": True} if status is AgentStatus.CLAIMED else {}  # (zen.agent.claim)
+            if claim and identity.ip:
+                claim["ip"] = identity.ip
+            heartbeat = heartbeat_with(message=fit_message(message), tags=list(identity.tags) or None, **claim,
                                        **(data or {}))
         except ValidationError as exc:  # sent without them: a report not sent at all costs the attempt
             heartbeat = heartbeat_with()  # raises when its ids are what no heartbeat can carry

@@ -257,11 +257,11 @@ class Heartbeat(Received):
     sent_at: UtcTimestamp
     exit_code: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
-    over_limit: OverLimit | None = Field(default=None, description=(
-        "The limit the agent stopped the job at: FAILED, never retried (zen.core.retries)"))
+    over_limit: OverLimit | None = Field(default=None, description="The limit the agent stopped the job at (zen.core.retries)")
     tags: list[Annotated[str, Field(max_length=41)]] | None = Field(
         default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
     ip: str | None = Field(default=None, max_length=64, description="The VM's internal address (zen.core.gang)")
+    gives_way: bool | None = None  # CLAIMED by an agent that gives an outranked claim's start back (zen.jobs.claims)
     # The attempt's data (zen.agent.staging): inputs staged and outputs uploaded so far.
     staged_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
     staged_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)

@@ -71,8 +71,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
     ``STALE_CLAIM_S`` ago (a backlog after an outage of Zen's) is refused: its agent gave it up long since, and
     won, it held the job ASSIGNED to a VM that did not run it until the lost-job sweep spent an attempt on it
     (past the 16 given-back attempts a VM heartbeat names: ``zen.jobs.vm_beats``). With ``offer``, a claim that
-    would win is refused where a job of higher priority waits that the VM could run: that job is offered to it
-    (``outranked``)."""
+    would win, from an agent that gives way (``Heartbeat.gives_way``) and of a start not offered to that VM alone, is
+    refused where a job of higher priority waits that the VM could run: that job is offered to it (``outranked``)."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
     if job.gang and any(node.vm == hb.vm for node in job.gang):
@@ -112,8 +112,11 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
         reason, cause = ending, FLEX_ENDING
     else:
         reason, cause = no_room(config, job, hb.vm, lambda: tx.jobs_on_vm(hb.vm)), NO_ROOM
-    if reason is None and offer is not None and cluster is not None:
-        reason, cause = outranked(tx, config, cluster, job, hb, now, offer), OUTRANKED
+    if reason is None and offer is not None and cluster is not None and hb.gives_way and not (
+            job.start_vms and hb.vm in job.start_vms) and (ahead := outranked(tx, config, cluster, job, hb, now, offer)):
+        # The VM gives its copy of the start back (Heartbeat.gives_way): none is published again.
+        return Decision(ignored=ahead, refused=OUTRANKED, controls=[refusal(job, hb, ahead)],
+                        fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq)))
     if reason is None:
         return None
     if cause in (MISSING_TAGS, DATA_NOT_CLEARED) and cluster is not None and (
