@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 from tests.messages import heartbeat, job_request
-from tests.test_routing import get, history, offers, reach
+from tests.test_routing import get, history, offers, reach, routed  # noqa: F401 (a fixture)
 
 
 def controls(publisher) -> list[tuple[str, str, str, str | None]]:
@@ -135,3 +135,20 @@ def test_zen_explain_says_a_start_is_offered_ahead_of_a_lower_priority_job(zen, 
     assert ("high: QUEUED - admitted; waiting for a VM of 4xa100-40gb in us-central1, us-west1, europe-west4 (its start "
             "is offered to vm-a first, ahead of the lower-priority job it claimed; widened at the first tick after "
             f"{local_time(get(zen, 'high').widen_at)})") in capsys.readouterr().out
+
+
+def test_a_start_offered_to_a_warm_vm_alone_is_not_outranked(routed, publisher):
+    """The VM was chosen for that job (its cache holds its inputs): its claim stands, and the job of higher priority
+    waits for another VM."""
+    from tests.test_routing import DATA
+    from tests.test_start_offers import two_idle_vms_one_warm
+
+    zen, functions = routed
+    functions.submit(job_request("high", priority=5, regions=["us-west1"]))
+    two_idle_vms_one_warm(functions)
+    functions.submit(job_request("warm", inputs=DATA))
+    assert offers(publisher) == [("vm-warm", "warm", "1")]
+    functions.heartbeat(heartbeat("warm", "CLAIMED", 1, vm="vm-warm", region="us-west1", zone="us-west1-a",
+                                  gives_way=True))
+    assert controls(publisher) == [("vm-warm", "warm", "CONFIRM", None)]
+    assert get(zen, "high").start_vms is None
