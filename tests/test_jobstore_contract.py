@@ -335,12 +335,16 @@ def test_queued_jobs_of_higher_priority_are_found_highest_first_then_oldest(stor
     moved(store, "offered", [], start_vms=["vm-x"], widen_at=NOW + timedelta(minutes=1))
     moved(store, "offer-due", [], start_vms=["vm-y"], widen_at=NOW - timedelta(seconds=1))
     with store.transaction() as tx:
-        found = [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 0, NOW, 10)]
+        found = [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 0, "vm-a", NOW, 10)]
         assert found == ["top", "west", "narrowed", "offer-due", "mid-old", "mid-new"]
-        assert [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 7, NOW, 10)] == ["top", "west", "narrowed"]
-        assert [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 0, NOW, 1)] == ["top"]
-        assert tx.queued_jobs_outranking(CLUSTER, 9, NOW, 10) == []
-        assert tx.queued_jobs_outranking("other", 0, NOW, 10)[0].job_id == "other"
+        assert [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 7, "vm-a", NOW, 10)] == ["top", "west",
+                                                                                                  "narrowed"]
+        assert [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 0, "vm-a", NOW, 1)] == ["top"]
+        assert tx.queued_jobs_outranking(CLUSTER, 9, "vm-a", NOW, 10) == []
+        assert tx.queued_jobs_outranking("other", 0, "vm-a", NOW, 10)[0].job_id == "other"
+        # Offered to this VM: found (it is offered again at its next claim), and held where another unit holds it.
+        assert "offered" in [job.job_id for job in tx.queued_jobs_outranking(CLUSTER, 0, "vm-x", NOW, 10)]
+        assert tx.lock_job_unless_held("top").job_id == "top" and tx.lock_job_unless_held("nothing") is None
 
 
 def test_the_tick_clock_sees_a_gap_in_the_ticks(store):

@@ -152,3 +152,81 @@ def test_a_start_offered_to_a_warm_vm_alone_is_not_outranked(routed, publisher):
                                   gives_way=True))
     assert controls(publisher) == [("vm-warm", "warm", "CONFIRM", None)]
     assert get(zen, "high").start_vms is None
+
+
+def epoch_ms(clock) -> int:
+    return int(clock().timestamp() * 1000)
+
+
+def test_a_later_try_of_an_outranked_claim_does_not_win_the_older_job(zen, functions, publisher, clock):
+    """The agent sends CLAIMED again (the next ``seq``) when no answer came within ``ZEN_AGENT_CLAIM_TIMEOUT_S``; a
+    slow Zen answers the first with RELEASE ``outranked`` and then reads the second try: refused again, the offer sent
+    again. Won, it held the older job ASSIGNED to a VM that gave its start back, and nothing ran it."""
+    functions.submit(job_request("low"))
+    clock.advance(1)
+    functions.submit(job_request("high", priority=5))
+
+    first = epoch_ms(clock)
+    functions.heartbeat(heartbeat("low", "CLAIMED", first, vm="vm-a", gives_way=True))
+    assert controls(publisher) == [("vm-a", "low", "RELEASE", "outranked")]
+    assert offers(publisher) == [("vm-a", "high", "1")]
+
+    # The agent's second try, sent 20 s after the first before the RELEASE reached it (Zen was slow).
+    functions.heartbeat(heartbeat("low", "CLAIMED", first + 20_000, vm="vm-a", gives_way=True))
+    low_after_retry = get(zen, "low").status.value
+
+    clock.advance(1)
+    functions.heartbeat(heartbeat("high", "CLAIMED", first + 21_000, vm="vm-a", gives_way=True))  # the offer, taken
+    assert controls(publisher)[-1] == ("vm-a", "high", "CONFIRM", None)
+    assert get(zen, "high").vm == "vm-a"
+    assert low_after_retry == "QUEUED"  # the VM gave its start back: held ASSIGNED there, nothing runs it
+    assert offers(publisher) == [("vm-a", "high", "1")] * 2  # sent again with the second refusal
+
+
+def test_an_outranked_claim_is_not_counted_as_a_malformed_message(zen, functions, publisher, clock):
+    """Refusing an older job's claim for a job of higher priority is the scheduler's ordinary work: the operators'
+    metric of rejected messages must not call it a message that cannot be read."""
+    from zen import telemetry
+
+    functions.submit(job_request("low"))
+    functions.submit(job_request("high", priority=5))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a", gives_way=True))
+    release = next(m for m in publisher.on("zen-vm-control") if m.attributes.get("refused") == "outranked")
+    reason = json.loads(release.data)["reason"]
+    assert telemetry.reason_class(reason) != "malformed", reason
+
+
+def test_a_vm_claiming_the_job_of_higher_priority_while_its_older_claim_is_decided_is_answered(
+        zen, functions, publisher, clock):
+    """A VM's claims can be decided at once (its agent gave an unanswered claim up and claimed the next start while
+    Zen worked through a backlog): each is answered on its first delivery, none fails for a deadlock."""
+    import threading
+    import time
+
+    functions.submit(job_request("low"))
+    clock.advance(1)
+    functions.submit(job_request("high", priority=5))
+    failures: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def claim_high() -> None:
+        try:
+            functions.heartbeat(heartbeat("high", "CLAIMED", 3, vm="vm-a", gives_way=True))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    def meanwhile(*_args, **_kwargs) -> None:  # the claim of "low" holds its row and vm-a's lock by now
+        if not threads:
+            threads.append(threading.Thread(target=claim_high, daemon=True))
+            threads[0].start()
+            time.sleep(1.0)  # the claim of "high" holds its row, and waits for vm-a's lock
+
+    zen.store.hooks.after("queued_jobs_outranking", meanwhile)
+    try:
+        functions.heartbeat(heartbeat("low", "CLAIMED", 2, vm="vm-a", gives_way=True))
+    except BaseException as exc:  # noqa: BLE001 - reported below
+        failures.append(exc)
+    for thread in threads:
+        thread.join(30)
+    zen.store.hooks.clear()
+    assert failures == [], [str(f)[:300] for f in failures]

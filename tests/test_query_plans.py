@@ -150,7 +150,7 @@ def test_a_claim_reads_at_most_the_jobs_it_may_offer(big_db, priority, most):
     with big_db.transaction() as session:
         plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
             "EXPLAIN (ANALYZE, TIMING OFF) " + big_db.queries["queued_jobs_outranking"], cluster="1xl4",
-            priority=priority, now=datetime.now(timezone.utc), limit=5))
+            priority=priority, vm='["vm-1"]', now=datetime.now(timezone.utc), limit=5))
     assert "jobs_queued_priority" in plan and "Sort" not in plan and rows_read(plan) == most, plan
 
 

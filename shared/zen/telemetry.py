@@ -78,7 +78,8 @@ _CLASSES = (
         r"|job is not admitted|job is already|queue \S+ has no quota|the job needs \d+ GPUs"
         # who is asking (zen.adapters.submitters, zen.jobs.authorization): a proof or a rule refused it
         r"|the message carries no zen_auth|the zen_auth token|the request says user_id|\S+ may not (submit|stop) "
-        r"|priority -?\d+ is above queue")),
+        r"|priority -?\d+ is above queue"
+        r"|job \S+ \(priority -?\d+\) waits")),  # a claim outranked (zen.jobs.claims.outranked): ordinary work
 )
 
 

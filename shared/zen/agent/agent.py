@@ -73,6 +73,7 @@ class Agent:
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
         self.backoff = ClaimBackoff(clock)  # claims Zen refused: the next pull waits (zen.agent.backoff)
+        self._claiming = False  # a one-job VM's claim awaits its answer: a start offered meanwhile is kept for after
         # Warm inputs and images (zen.agent.cache); images are removed from the VM only where docker runs them.
         self.cache = InputCache(settings.cache_path(identity.vm), settings.cache_bytes, settings.images_keep,
                                 None if local else lambda image: remove_image(image, settings.docker))
@@ -214,8 +215,8 @@ class Agent:
 
     def _takes_offers(self) -> bool:
         """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""
-        return (not self.stopping and not self.vm_beats.retired and not self.pulls.blocked() and not self.slots.full()
-                and not self.backoff.waiting())
+        return (not self.stopping and not self.vm_beats.retired and not self.pulls.blocked()
+                and (self._claiming or not self.slots.full()) and not self.backoff.waiting())
 
     # -- one start message -----------------------------------------------------------------------
     def _take(self, delivery: StartDelivery) -> bool:
@@ -281,9 +282,16 @@ class Agent:
         self.controls.open(key)
         pulled = self._pull_ahead(start)
         try:
-            answer = self.claimer.claim(delivery, attempt, start.assemble_s)
+            # The job Zen offers when it refuses the claim for one of higher priority may come before that RELEASE.
+            self._claiming = not self.slots.capacity.shared
+            try:
+                answer = self.claimer.claim(delivery, attempt, start.assemble_s)
+            finally:
+                self._claiming = False
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
+                if not self.slots.capacity.shared:
+                    self.controls.drop_offers("this VM runs the job it claimed")  # kept while it claimed
                 gone = self.attempts.run(start, attempt, gpu_ids)
             elif answer in ("timeout", "release"):  # a claim of ours may win yet: VM heartbeats name it until
                 self.slots.dropped(key)  # claimed again (released: a later try sent before the RELEASE came)

@@ -8,8 +8,9 @@ cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
 so two claims from one VM, or a claim and the VM's drain, are checked one after the other.
 
 A refusal's RELEASE names its cause (``refused``), recorded once per VM, job, attempt and cause, and
-republishes the start once per cause and VM. Why: docs/reference/configuration.md (several jobs per
-VM), docs/explanations/scaling.md (no claim storm), docs/reference/messages.md (ControlMessage).
+republishes the start once per cause and VM, but for ``outranked`` (``outranked``: a job of higher priority is
+offered to the VM, which gives the start back). Why: docs/reference/configuration.md (several jobs per VM),
+docs/explanations/scaling.md (no claim storm), docs/reference/messages.md (ControlMessage), docs/how-to/queues.md.
 """
 
 from __future__ import annotations
@@ -146,19 +147,25 @@ def outranked(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
     is offered to the VM (``offer``: written in this unit of work) for ``OFFER_S``, then sent everywhere
     (``zen.core.routing.next_route``). None: the claim stands. Agents pull starts about in the order they were
     published, whatever their priority: without this an admitted job of priority 10 waited for a VM behind every
-    older job of priority 0 of its regions. A job offered to VMs already is passed over until its offer is due
-    to widen (one VM at a time is asked to take it). Single-VM jobs on a cluster of one job per VM only: a gang's
+    older job of priority 0 of its regions. A job offered to other VMs already is passed over until its offer is
+    due to widen (one VM at a time is asked to take it); one offered to this VM already is offered again. Single-VM jobs on a cluster of one job per VM only: a gang's
     nodes claim in any order, and a VM shared by several jobs has room for one it claims, not for another."""
     if cluster.max_jobs_per_vm > 1 or job.nodes > 1 or job.gang or hb.status is not AgentStatus.CLAIMED:
         return None
-    for found in tx.queued_jobs_outranking(job.cluster, job.priority, now, OUTRANK_READ):
+    for found in tx.queued_jobs_outranking(job.cluster, job.priority, hb.vm, now, OUTRANK_READ):
         if hb.region not in (found.start_regions or found.regions) or not _may_take(tx, config, cluster, found, hb, now):
             continue
-        other = tx.get_job(found.job_id, lock=True)  # read again under its lock: claimed or offered since?
-        if other is None or other.status is not JobStatus.QUEUED or other.attempt != found.attempt or (
-                other.start_vms and (other.widen_at is None or other.widen_at > now)):
+        # Read again under its lock, never waited for: the claim of it by this same VM holds its row and waits for
+        # the VM's lock, which this claim holds (vm_is_draining). Claimed, or offered to other VMs, since?
+        other = tx.lock_job_unless_held(found.job_id)
+        if other is None or other.status is not JobStatus.QUEUED or other.attempt != found.attempt:
             continue
-        offer(other, Decision(
+        pending = other.start_vms and (other.widen_at is None or other.widen_at > now)  # an offer not due to widen
+        if pending and hb.vm not in (other.start_vms or ()):
+            continue
+        # Offered to this VM already (a later try of a claim refused for it, or its offer read before that RELEASE
+        # and dropped): refused again, the offer sent again; the older job never wins the VM meanwhile.
+        offer(other, Decision(publish_start=True) if pending else Decision(
             publish_start=True, fields=dict(start_vms=[hb.vm], start_regions=None,
                                             widen_at=now + timedelta(seconds=OFFER_S)),
             note=f"start offered to VM {hb.vm} first, ahead of job {job.job_id} (priority {job.priority}) it claimed; "

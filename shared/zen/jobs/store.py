@@ -69,9 +69,13 @@ class JobRows(Protocol):
         """The cluster's QUEUED jobs (no gang node claimed) allowed a region whose tags (``carried``: region -> the
         tags its VMs carry now) lack some their request requires, oldest first."""
 
-    def queued_jobs_outranking(self, cluster: str, priority: int, now: datetime, limit: int) -> list[Job]:
-        """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs now (``start_vms``,
-        unless their ``widen_at`` is due), highest priority first, then oldest, at most ``limit`` (not locked)."""
+    def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
+        """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs other than ``vm``
+        now (``start_vms``, unless their ``widen_at`` is due), highest priority first, then oldest, at most ``limit``
+        (not locked)."""
+
+    def lock_job_unless_held(self, job_id: str) -> Job | None:
+        """The job, its row held until the unit of work ends; None where it does not exist or another unit holds it."""
 
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         """PENDING jobs without a hold, oldest first (``queue_less``: only those of no queue)."""

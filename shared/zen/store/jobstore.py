@@ -72,8 +72,12 @@ class PostgresJobTx:
         return repository.gangs_assembling_in(self.session, cluster, regions, limit)
 
     @hooked("queued_jobs_outranking")
-    def queued_jobs_outranking(self, cluster: str, priority: int, now: datetime, limit: int) -> list[Job]:
-        return repository.queued_jobs_outranking(self.session, cluster, priority, now, limit)
+    def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
+        return repository.queued_jobs_outranking(self.session, cluster, priority, vm, now, limit)
+
+    @hooked("lock_job_unless_held")
+    def lock_job_unless_held(self, job_id: str) -> Job | None:
+        return repository.lock_job_unless_held(self.session, job_id)
 
     @hooked("queued_jobs_uncleared")
     def queued_jobs_uncleared(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:

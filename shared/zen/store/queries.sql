@@ -269,17 +269,22 @@ ORDER BY queued_at, job_id
 LIMIT :limit;
 
 -- name: queued_jobs_outranking
--- A cluster's QUEUED single-VM jobs of higher priority than :priority, not offered to VMs now (or their offer due to
--- widen), highest priority first, then oldest, at most :limit: those a VM that claims a job of :priority might run
--- instead (zen.jobs.claims.outranked, which reads its choice again under its lock). Read through jobs_queued_priority
+-- A cluster's QUEUED single-VM jobs of higher priority than :priority, not offered to other VMs now (offered to :vm, a
+-- JSON array of its name, or their offer due to widen), highest priority first, then oldest, at most :limit: those a
+-- VM that claims a job of :priority might run instead (zen.jobs.claims.outranked, which locks its choice). Read through jobs_queued_priority
 -- (migration 0053): no row where every job has one priority, :limit where many have a higher one. The regions a job's
 -- start reaches are the caller's to check: a filter on them here (jsonb containment, estimated far too selective)
 -- made Postgres read and sort every queued job of higher priority instead.
 SELECT * FROM jobs
 WHERE status = 'QUEUED' AND cluster = :cluster AND priority > :priority AND nodes = 1 AND gang IS NULL
-  AND (start_vms IS NULL OR widen_at <= :now)
+  AND (start_vms IS NULL OR widen_at <= :now OR start_vms @> CAST(:vm AS jsonb))
 ORDER BY priority DESC, queued_at, job_id
 LIMIT :limit;
+
+-- name: lock_job_unless_held
+-- The job's row locked for the transaction, or nothing where another transaction holds it (never waited for: a claim
+-- that holds a VM's lock must not wait for a row whose holder waits for that VM's lock, zen.jobs.claims.outranked).
+SELECT * FROM jobs WHERE job_id = :job_id FOR UPDATE SKIP LOCKED;
 
 -- name: insert_early_stop
 -- One kept per job and sender (migration 0033): a sender's first.

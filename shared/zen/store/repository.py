@@ -285,11 +285,17 @@ def queued_jobs_uncleared(session: Session, cluster: str, carried: dict[str, lis
                                              limit=limit)]
 
 
-def queued_jobs_outranking(session: Session, cluster: str, priority: int, now: datetime, limit: int) -> list[Job]:
-    """The cluster's QUEUED single-VM jobs of higher ``priority``, not offered to VMs now, highest priority first, then
-    oldest (not locked)."""
-    return [job_from_row(r) for r in session.run("queued_jobs_outranking", cluster=cluster, priority=priority, now=now,
-                                                 limit=limit)]
+def queued_jobs_outranking(session: Session, cluster: str, priority: int, vm: str, now: datetime,
+                           limit: int) -> list[Job]:
+    """The cluster's QUEUED single-VM jobs of higher ``priority``, not offered to VMs other than ``vm`` now, highest
+    priority first, then oldest (not locked)."""
+    return [job_from_row(r) for r in session.run("queued_jobs_outranking", cluster=cluster, priority=priority,
+                                                 vm=to_json([vm]), now=now, limit=limit)]
+
+
+def lock_job_unless_held(session: Session, job_id: str) -> Job | None:
+    row = session.one("lock_job_unless_held", job_id=job_id)
+    return job_from_row(row) if row else None
 
 
 def forget_early_stops(session: Session, cutoff: datetime) -> None:

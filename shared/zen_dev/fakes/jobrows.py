@@ -158,11 +158,15 @@ class InMemoryJobTx:
         return [job_id for _, job_id in sorted(found)[:limit]]
 
     @hooked("queued_jobs_outranking")
-    def queued_jobs_outranking(self, cluster: str, priority: int, now: datetime, limit: int) -> list[Job]:
+    def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
         found = [(-j.priority, j.queued_at, j.job_id) for j in self._t.jobs.values()
                  if j.status is JobStatus.QUEUED and j.cluster == cluster and j.priority > priority and j.nodes == 1
-                 and not j.gang and (not j.start_vms or (j.widen_at is not None and j.widen_at <= now))]
+                 and not j.gang and (not j.start_vms or vm in j.start_vms or (j.widen_at is not None and j.widen_at <= now))]
         return [self._t.jobs[job_id] for _, _, job_id in sorted(found)[:limit]]
+
+    @hooked("lock_job_unless_held")
+    def lock_job_unless_held(self, job_id: str) -> Job | None:
+        return self._t.jobs.get(job_id)  # (one thread at a time: no unit holds another's rows)
 
     @hooked("queued_jobs_uncleared")
     def queued_jobs_uncleared(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
