@@ -8,7 +8,7 @@ cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
 so two claims from one VM, or a claim and the VM's drain, are checked one after the other.
 
 A refusal's RELEASE names its cause (``refused``), recorded once per VM, job, attempt and cause, and
-republishes the start once per cause and VM, but for ``outranked`` (``outranked``: a job of higher priority is
+republishes the start once per cause and VM, except for an ``outranked`` claim (a job of higher priority is
 offered to the VM, which gives the start back). Why: docs/reference/configuration.md (several jobs per VM),
 docs/explanations/scaling.md (no claim storm), docs/reference/messages.md (ControlMessage), docs/how-to/queues.md.
 """
@@ -148,8 +148,9 @@ def outranked(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
     (``zen.core.routing.next_route``). None: the claim stands. Agents pull starts about in the order they were
     published, whatever their priority: without this an admitted job of priority 10 waited for a VM behind every
     older job of priority 0 of its regions. A job offered to other VMs already is passed over until its offer is
-    due to widen (one VM at a time is asked to take it); one offered to this VM already is offered again. Single-VM jobs on a cluster of one job per VM only: a gang's
-    nodes claim in any order, and a VM shared by several jobs has room for one it claims, not for another."""
+    due to widen (one VM at a time is asked to take it); one offered to this VM already is offered again.
+    Single-VM jobs on a cluster of one job per VM only: a gang's nodes claim in any order, and a VM shared by
+    several jobs has room for one it claims, not for another."""
     if cluster.max_jobs_per_vm > 1 or job.nodes > 1 or job.gang or hb.status is not AgentStatus.CLAIMED:
         return None
     for found in tx.queued_jobs_outranking(job.cluster, job.priority, hb.vm, now, OUTRANK_READ):
