@@ -230,3 +230,29 @@ def test_a_vm_claiming_the_job_of_higher_priority_while_its_older_claim_is_decid
         thread.join(30)
     zen.store.hooks.clear()
     assert failures == [], [str(f)[:300] for f in failures]
+
+
+def test_a_shared_vm_gives_way_only_where_the_higher_job_would_not_fit_beside_the_claimed_one(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """On a cluster of several jobs per VM (8 GPUs, up to four jobs here): a claim gives way to a job of higher
+    priority that fits on the VM now but would not beside it; where both fit, the claim stands."""
+    from tests.test_jobs_per_vm import SHARED, by_type, sharing
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    zen = Zen(sharing(config, max_jobs=4), db, publisher, clock)
+    functions = FunctionsInvoker(zen)
+    functions.submit(by_type("four", 4))
+    functions.submit(job_request("whole", cluster=SHARED, priority=5))  # named the cluster: the whole VM
+    functions.heartbeat(heartbeat("four", "CLAIMED", 1, vm="vm-a", gives_way=True))  # 8 fit on vm-a, not beside 4
+    assert controls(publisher) == [("vm-a", "four", "RELEASE", "outranked")]
+    assert offers(publisher) == [("vm-a", "whole", "1")]
+
+    functions.submit(by_type("two", 2))
+    functions.submit(by_type("four-high", 4, priority=5))
+    functions.heartbeat(heartbeat("two", "CLAIMED", 1, vm="vm-b", gives_way=True))  # 4 fit beside 2 on vm-b
+    assert controls(publisher)[-1] == ("vm-b", "two", "CONFIRM", None)
+    functions.heartbeat(heartbeat("four", "CLAIMED", 2, vm="vm-b", gives_way=True))  # not beside 2 and 4
+    assert controls(publisher)[-1] == ("vm-b", "four", "RELEASE", "outranked")
+    assert offers(publisher) == [("vm-a", "whole", "1"), ("vm-b", "four-high", "1")]

@@ -342,7 +342,7 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--gpu-count", type=int, help="instead of --cluster: GPUs per VM (with --gpu-type)")
     submit.add_argument("--image", help="container image to run (optional; the command runs in it)")
     submit.add_argument("--priority", type=int, help="-1000..1000: a queue admits, scaling plans for, and a free VM "
-                        "runs higher first (not a gang, nor on a cluster of several jobs per VM; default 0)")
+                        "runs higher first (not a gang; default 0)")
     submit.add_argument("--max-runtime", type=int, metavar="SECONDS", help="stop an attempt after this long; a rerun after a preemption gets it again (default: the configured cap, limits.max_runtime_s)")
     submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (a VM gone silent spends one; a preempted VM does not)")
     submit.add_argument("--provisioning", choices=(*MODELS, ANY),

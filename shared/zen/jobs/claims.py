@@ -149,12 +149,14 @@ def outranked(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
     published, whatever their priority: without this an admitted job of priority 10 waited for a VM behind every
     older job of priority 0 of its regions. A job offered to other VMs already is passed over until its offer is
     due to widen (one VM at a time is asked to take it); one offered to this VM already is offered again.
-    Single-VM jobs on a cluster of one job per VM only: a gang's nodes claim in any order, and a VM shared by
-    several jobs has room for one it claims, not for another."""
-    if cluster.max_jobs_per_vm > 1 or job.nodes > 1 or job.gang or hb.status is not AgentStatus.CLAIMED:
+    Single-VM jobs only: a gang's nodes claim in any order. A VM shared by several jobs (``max_jobs_per_vm``)
+    gives way only where it has room for the other job now and would have none beside this one: where both fit,
+    the claim stands."""
+    if job.nodes > 1 or job.gang or hb.status is not AgentStatus.CLAIMED:
         return None
     for found in tx.queued_jobs_outranking(job.cluster, job.priority, hb.vm, now, OUTRANK_READ):
-        if hb.region not in (found.start_regions or found.regions) or not _may_take(tx, config, cluster, found, hb, now):
+        if hb.region not in (found.start_regions or found.regions) or not _may_take(tx, config, cluster, found, hb, now) \
+                or not _crowds_out(config, cluster, job, found, hb.vm, tx):
             continue
         # Read again under its lock, never waited for: the claim of it by this same VM holds its row and waits for
         # the VM's lock, which this claim holds (vm_is_draining). Claimed, or offered to other VMs, since?
@@ -184,6 +186,17 @@ def _may_take(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
             and _data_not_cleared(config, job, hb) is None
             and not set(job.request.get("requires_tags") or ()) - set(hb.tags or ())
             and flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now) is None)
+
+
+def _crowds_out(config: ZenConfig, cluster: ClusterConfig, job: Job, other: Job, vm: str, tx: JobTx) -> bool:
+    """Whether ``vm`` taking ``job`` leaves no room for ``other``, which fits on it now: always, on a VM of one job
+    (``no_room`` is None there); on a shared VM, where ``other`` fits beside the jobs it holds, but not beside
+    those and ``job`` too."""
+    if cluster.max_jobs_per_vm == 1:
+        return True
+    held = tx.jobs_on_vm(vm)
+    return no_room(config, other, vm, lambda: held) is None and no_room(
+        config, other, vm, lambda: {**held, job.job_id: job.gpus or cluster.gpu_count}) is not None
 
 
 def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx) -> str | None:
