@@ -22,7 +22,7 @@ from zen.adapters.joblogs import Sink
 from zen.adapters.secret_manager import secret_reader
 from zen.agent import leftover
 from zen.agent.attempt import AttemptRunner
-from zen.agent.backoff import ClaimBackoff
+from zen.agent.backoff import OFFER_WAIT_S, ClaimBackoff
 from zen.agent.cache import InputCache
 from zen.agent.claim import Answer, Claimer, about_the_attempt
 from zen.agent.container import Sandbox
@@ -73,7 +73,6 @@ class Agent:
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
         self.backoff = ClaimBackoff(clock)  # claims Zen refused: the next pull waits (zen.agent.backoff)
-        self._claiming = False  # a one-job VM's claim awaits its answer: a start offered meanwhile is kept for after
         # Warm inputs and images (zen.agent.cache); images are removed from the VM only where docker runs them.
         self.cache = InputCache(settings.cache_path(identity.vm), settings.cache_bytes, settings.images_keep,
                                 None if local else lambda image: remove_image(image, settings.docker))
@@ -133,6 +132,8 @@ class Agent:
                     self.backoff.offer_taken()  # (come, or waited for long enough)
                     continue
                 delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
+                if delivery is not None:
+                    self.backoff.offer_taken()  # (the one awaited after a claim refused outranked, or another)
                 if delivery is None:
                     try:
                         pulled = self.transport.pull_start()
@@ -215,8 +216,10 @@ class Agent:
 
     def _takes_offers(self) -> bool:
         """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""
-        return (not self.stopping and not self.vm_beats.retired and not self.pulls.blocked()
-                and (self._claiming or not self.slots.full()) and not self.backoff.waiting())
+        # While a claim awaits its answer, a start offered meanwhile is kept for after it (Zen may offer one instead,
+        # zen.jobs.claims.outranked): a full VM, or one at its daily limit, counts that claim's slot.
+        return (not self.stopping and not self.vm_beats.retired and not self.backoff.waiting()
+                and (self.slots.claiming() or not self.pulls.blocked() and not self.slots.full()))
 
     # -- one start message -----------------------------------------------------------------------
     def _take(self, delivery: StartDelivery) -> bool:
@@ -244,6 +247,8 @@ class Agent:
                 settled = True
                 return True
             gpu_ids = self.slots.take(key, start.gpus)
+            if gpu_ids is None and delivery.offer is not None:  # the claim Zen refused for it may hold its GPUs still
+                gpu_ids = self.slots.take_after_claims(key, start.gpus, OFFER_WAIT_S)
             if gpu_ids is None:
                 self.log.info("no room for the job now; giving it back", extra={
                     "job_id": start.job_id, "attempt": start.attempt, "gpus": start.gpus})
@@ -282,12 +287,7 @@ class Agent:
         self.controls.open(key)
         pulled = self._pull_ahead(start)
         try:
-            # The job Zen offers when it refuses the claim for one of higher priority may come before that RELEASE.
-            self._claiming = not self.slots.capacity.shared
-            try:
-                answer = self.claimer.claim(delivery, attempt, start.assemble_s)
-            finally:
-                self._claiming = False
+            answer = self.claimer.claim(delivery, attempt, start.assemble_s)
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
                 if not self.slots.capacity.shared:

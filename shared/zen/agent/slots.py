@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +73,10 @@ class Slots:
     def __init__(self, capacity: Capacity = Capacity()):
         self.capacity = capacity
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a claim confirmed, a slot given back
         self._gpus: dict[Key, tuple[int, ...]] = {}  # held, in the order taken
         self._running: dict[Key, None] = {}  # of those, confirmed and not yet ended
+        self._claims: set[Key] = set()  # of those, not confirmed (yet): a claim awaiting its answer, or refused
         self._given_back: deque[Key] = deque(maxlen=GIVEN_BACK_KEPT)  # starts dropped (``dropped``), newest first
         self._ran: deque[Key] = deque(maxlen=RAN_KEPT)  # confirmed here, newest last
         self._ran_log: RanLog | None = None  # kept on disk for the next agent of this VM (zen.agent.ranlog)
@@ -125,6 +128,7 @@ class Slots:
                     return None
                 ids = tuple(free[:needs])
             self._gpus[key] = ids
+            self._claims.add(key)
             if key in self._given_back:  # claimed again: off the list before its CLAIMED draws a seq
                 self._given_back.remove(key)
             return ids
@@ -139,8 +143,10 @@ class Slots:
         with self._disk:  # the list copied and written in turn: a rewrite never drops another attempt's line
             with self._lock:
                 self._running[key] = None
+                self._claims.discard(key)
                 self._ran.append(key)
                 newest = list(self._ran)
+                self._changed.notify_all()
             if self._ran_log is not None:
                 self._ran_log.add(key, newest)
 
@@ -169,6 +175,24 @@ class Slots:
         with self._lock:
             self._running.pop(key, None)
             self._gpus.pop(key, None)
+            self._claims.discard(key)
+            self._changed.notify_all()
+
+    def claiming(self) -> bool:
+        """Whether a slot is held for a claim not confirmed: awaiting its answer, or refused and not given back yet."""
+        with self._lock:
+            return bool(self._claims)
+
+    def take_after_claims(self, key: Key, gpus: int | None, timeout_s: float) -> tuple[int, ...] | None:
+        """``take``, waiting up to ``timeout_s`` while claims hold slots (``claiming``): a start Zen offers instead
+        of a claim it refused (``zen.jobs.claims.outranked``) may need that claim's GPUs, given back a moment later."""
+        deadline = time.monotonic() + timeout_s
+        while (ids := self.take(key, gpus)) is None:
+            with self._lock:
+                if not self._claims or (left := deadline - time.monotonic()) <= 0:
+                    return None
+                self._changed.wait(min(left, 0.1))  # (a slot given back between the take and this wait: 0.1 s late)
+        return ids
 
     def held(self) -> list[Key]:
         """The attempts running now, oldest first (what VM heartbeats report)."""
@@ -184,9 +208,10 @@ class ControlRouter:
     one else reading; the others wait for their own messages. One thread alone (a VM running one job
     at a time) always reads itself, exactly as it did before there were several.
 
-    A start offer is kept for the idle loop only while ``takes_offers()`` (the VM has a free slot and
-    is not retiring or shutting down); else it is acked and dropped at once, and so is one the idle
-    loop gives back (no room for its GPUs, its claim unanswered). Dropping is safe and never spins:
+    A start offer is kept for the idle loop only while ``takes_offers()`` (the VM has a free slot, or a claim
+    awaiting its answer, which Zen may refuse for the job it offers: ``zen.jobs.claims.outranked``; and is not
+    retiring or shutting down); else it is acked and dropped at once, and so is one the idle loop gives back (no
+    room for its GPUs once the claims holding slots are over, its claim unanswered). Dropping is safe and never spins:
     the scheduler offers a start only with a widening due (``Job.widen_at``, ``data_wait_s`` later),
     and the tick then publishes it to the start subscriptions, where any VM may take it; so an offer
     this VM cannot take costs the job at most that wait (``data_wait_s`` + a tick), while the other

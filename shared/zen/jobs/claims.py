@@ -154,9 +154,12 @@ def outranked(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
     the claim stands."""
     if job.nodes > 1 or job.gang or hb.status is not AgentStatus.CLAIMED:
         return None
+    held: dict[str, int] | None = None  # the jobs the VM holds: read once, for a shared VM's candidates
     for found in tx.queued_jobs_outranking(job.cluster, job.priority, hb.vm, now, OUTRANK_READ):
-        if hb.region not in (found.start_regions or found.regions) or not _may_take(tx, config, cluster, found, hb, now) \
-                or not _crowds_out(config, cluster, job, found, hb.vm, tx):
+        if hb.region not in (found.start_regions or found.regions) or not _may_take(tx, config, cluster, found, hb, now):
+            continue
+        if cluster.max_jobs_per_vm > 1 and not _crowds_out(config, cluster, job, found, hb.vm, held := (
+                tx.jobs_on_vm(hb.vm) if held is None else held)):
             continue
         # Read again under its lock, never waited for: the claim of it by this same VM holds its row and waits for
         # the VM's lock, which this claim holds (vm_is_draining). Claimed, or offered to other VMs, since?
@@ -188,13 +191,9 @@ def _may_take(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
             and flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now) is None)
 
 
-def _crowds_out(config: ZenConfig, cluster: ClusterConfig, job: Job, other: Job, vm: str, tx: JobTx) -> bool:
-    """Whether ``vm`` taking ``job`` leaves no room for ``other``, which fits on it now: always, on a VM of one job
-    (``no_room`` is None there); on a shared VM, where ``other`` fits beside the jobs it holds, but not beside
-    those and ``job`` too."""
-    if cluster.max_jobs_per_vm == 1:
-        return True
-    held = tx.jobs_on_vm(vm)
+def _crowds_out(config: ZenConfig, cluster: ClusterConfig, job: Job, other: Job, vm: str, held: dict[str, int]) -> bool:
+    """Whether a shared ``vm`` taking ``job`` leaves no room for ``other``, which fits on it now: beside the jobs it
+    holds (``held``: job id -> GPUs), but not beside those and ``job`` too."""
     return no_room(config, other, vm, lambda: held) is None and no_room(
         config, other, vm, lambda: {**held, job.job_id: job.gpus or cluster.gpu_count}) is not None
 
