@@ -3,9 +3,8 @@
 
 On a VM shared by several jobs (``max_jobs_per_vm``) Zen gives way only where the higher job would not fit beside
 the claimed one (``zen.jobs.claims._crowds_out``): the offer comes while the refused claim still holds its GPUs (its
-start's nack, a Pub/Sub call, comes first), and must wait for them, not be dropped for want of them. A VM at its
-daily job limit counts a claim awaiting its answer against the limit: an offer read before that RELEASE must be
-kept as on any one-job VM. Real runner, fake transport."""
+start's nack, a Pub/Sub call, comes first), and must wait for them, not be dropped for want of them. Real runner,
+fake transport."""
 
 from __future__ import annotations
 
@@ -14,11 +13,8 @@ import time
 import pytest
 
 from tests.agent.fakes import FakeTransport
-from tests.agent import test_agent_loop as loop
-from tests.agent.test_agent_loop import start_message
 from tests.agent.test_slots import IDENTITY, SETTINGS, VM, start
 from zen.agent.agent import Agent
-from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.slots import Capacity, Slots
 from zen.core.models import AgentStatus, ControlAction, Heartbeat
 
@@ -61,28 +57,3 @@ def test_a_shared_vm_takes_the_whole_vm_job_offered_instead_of_its_outranked_cla
     claimed = [r[0] for r in transport.job_reports() if r[2] == "CLAIMED"]
     assert claimed == ["low", "whole"], claimed  # without: ['low'], the offer given back "no room for the job now"
     assert ("whole", 1, "SUCCEEDED") in {r[:3] for r in transport.job_reports()}
-
-
-def test_a_vm_at_its_daily_job_limit_takes_the_job_offered_before_the_outranked_release():
-    """One job left for the day: the VM must run the job of higher priority, not the next older start it pulls."""
-    transport = FakeTransport("vm-test")
-    transport.add_start(start_message("low"))
-    transport.add_start(start_message("low-2"))
-
-    def answer(message):
-        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
-            if message.job_id == "low":  # the offer published after the RELEASE, delivered before it
-                transport.offer(start_message("high"))
-                return [transport.answer_to(message, ControlAction.RELEASE, refused="outranked")]
-            return [transport.answer_to(message, ControlAction.CONFIRM)]
-        if isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED:
-            agent.request_shutdown("test over")  # its one job of the day ran: it retires, pulling nothing more
-        return []
-
-    transport.answer = answer
-    agent = Agent(loop.IDENTITY, loop.SETTINGS, transport, local=True, clock=transport.clock,
-                  pulls=DailyPulls(PullLimits(max_jobs=1), 0, transport.clock))
-    transport.when_idle = lambda: agent.request_shutdown("test over")
-    assert agent.run() == 0
-    claimed = [r[0] for r in transport.job_reports() if r[2] == "CLAIMED"]
-    assert claimed[:2] == ["low", "high"], claimed  # without: ['low', 'low-2'], the offer dropped
