@@ -128,9 +128,8 @@ class Agent:
                     self._idle_wait(self.settings.poll_s)
                     continue
                 if (awaited := self.backoff.offer_wait()) > 0 and not self.controls.has_offer():
-                    self._idle_wait(awaited)  # the job of higher priority Zen offers instead of one it refused
-                    self.backoff.offer_taken()  # (come, or waited for long enough)
-                    continue
+                    self._idle_wait(awaited)  # the job of higher priority Zen offers instead of one it refused:
+                    continue  # come (taken next), or waited for long enough (no wait left)
                 delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
                 if delivery is not None:
                     self.backoff.offer_taken()  # (the one awaited after a claim refused outranked, or another)
