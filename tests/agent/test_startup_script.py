@@ -77,6 +77,15 @@ def test_the_unit_removes_leftover_job_containers_before_the_agent_starts(metada
     assert sweep in lines and lines.index(sweep) < lines.index("ExecStart=/opt/zen/venv/bin/python -m zen.agent")
 
 
+def test_the_unit_removes_the_job_containers_the_agent_leaves_when_it_goes(metadata, tmp_path):
+    """A job's container outlived an agent that crashed for good (or exited, or was stopped by hand) until
+    another agent started: unfenced, it ran on while Zen ran the job again on another VM. The unit removes
+    them as soon as the agent's process is gone ("-": a failure there is no failure of the stop)."""
+    assert run_script(metadata, tmp_path).returncode == 0
+    lines = (tmp_path / "etc/systemd/system/zen-agent.service").read_text().splitlines()
+    assert "ExecStopPost=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'" in lines
+
+
 def test_a_reboot_leaves_the_running_agent_alone_unless_what_it_runs_changed(metadata, tmp_path):
     """On a reboot the enabled unit starts the agent, which may claim a job before this script runs: a
     restart then ended that job PREEMPTED. Only a new package, configuration or unit
