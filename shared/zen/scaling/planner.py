@@ -141,8 +141,9 @@ class _Planning:
             return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed,
                                self.spares, self.queued, late)
         left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
+        regions = self.ranking.for_group(group) + blocked
         for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
-            for region in self.ranking.for_group(group) + blocked:
+            for region in regions:
                 queued = self.queued.get(region, 0) if late and pool is pending else 0  # queued requests cover it not
                 if left and (take := min(left, pool.get(region, 0) - queued)) > 0:
                     pool[region] -= take

@@ -252,6 +252,8 @@ def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, R
     reads; such a pool was asked again, refused again, and its jobs waited another pass); flex-start
     pools, either side (a queue is no stockout); pools whose MIG this pass could not read (``unread``);
     unpriced ones. ``ranking``: the pass's (prices, models)."""
+    if not recovered:  # most passes: no dearer pool delivered again
+        return {}
     price, flex = ranking.price, ranking.flex
     refused: set[str] | None = None  # read once a pool is a candidate: most passes have none
     out: dict[str, str] = {}
