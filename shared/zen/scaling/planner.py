@@ -140,8 +140,7 @@ class _Planning:
         if group.gang > 1:  # each gang from one region's VMs, or none (of queued requests, one)
             return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed,
                                self.spares, self.queued, late)
-        left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
-        regions = self.ranking.for_group(group) + blocked
+        left, regions = group.count, self.ranking.for_group(group) + [r for r in group.regions if self._blocked(r)]
         for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
             for region in regions:
                 queued = self.queued.get(region, 0) if late and pool is pending else 0  # queued requests cover it not
