@@ -106,7 +106,7 @@ def test_a_run_that_ends_as_its_zones_capacity_drops_is_done_not_rework(policy):
 @pytest.mark.parametrize("prices, provisioning, message", [
     ("prices: {r1: {spott: 1.0}, r2: {spot: 1.0}}\n", "", "prices.r1: unknown model 'spott'"),
     ("prices: {r1: {spot: 1.0}}\n", "", "prices: no price for region r2 (cluster c)"),
-    (PRICES, ", provisioning: [flex-start]", "prices.r1: no flex-start price"),
+    (PRICES, ", provisioning: [flex-start]", "prices.r1: none of the models cluster c's provisioning lists"),
     ("", ", provisioning: [preemptible]", "provisioning: unknown provisioning model 'preemptible'"),
     ("prices: {r1: {spot: -1}, r2: {spot: 1}}\n", "", "prices.r1.spot: a price is USD per VM-hour"),
 ])
@@ -121,10 +121,11 @@ def test_a_refusal_names_its_field_once_at_its_line():
             "zones: {r1: [r1-a], r2: [r2-a]}\n"
             "prices:\n"
             "  r1: {spot: 1.0, standard: 2.0}\n"
-            "  r2: {spot: 1.0}\n")
+            "  r2: {flex-start: 1.0}\n")
     with pytest.raises(ScenarioError) as refused:
         parse_scenario(text, source="t.yaml")
-    assert str(refused.value) == "t.yaml line 6: prices.r2: no standard price, which cluster c's provisioning lists"
+    assert str(refused.value) == ("t.yaml line 6: prices.r2: none of the models cluster c's provisioning lists "
+                                  "(spot, standard) is priced here: the cluster could run no VM there")
     with pytest.raises(ScenarioError) as refused:
         parse_scenario(text.replace("[spot, standard]", "[spot, reserved]"), source="t.yaml")
     assert str(refused.value).startswith("t.yaml line 2: clusters[0].provisioning: unknown provisioning model")

@@ -70,6 +70,29 @@ def test_a_baseline_on_a_model_the_scenario_does_not_price_is_skipped():
         "policy ask-every-region-standard runs standard VMs, which the scenario does not price for cluster c"]
 
 
+def test_a_model_a_region_does_not_price_is_not_sold_there_and_every_policy_runs():
+    """A harness's price table taken from a catalog lists no spot price where GCE sells no spot VMs of the shape
+    (nor flex-start where the region has no Dynamic Workload Scheduler). Such a scenario was refused (exit 2: no
+    figures at all); now that pool is not sold: its MIG is there, as production's, with no capacity, so no policy
+    gets a VM in it (Scripted asks for one: it waits, failing as in a stockout), and the floor is the cheapest
+    listed price."""
+    gap = _scenario("[spot, standard, flex-start]", prices="prices: {r1: {spot: 2.0, standard: 6.0, flex-start: 3.0}, "
+                                                            "r2: {standard: 5.0}}\n")
+    assert gap.clusters[0].floor_usd_per_vm_hour == 2.0
+    jobs = [SimJob(f"j{i}", "c", 60.0 * i, 600.0, ("r1", "r2")) for i in range(12)]
+    results = run_policies(gap, jobs, ["zen", "cheapest-first", "ask-every-region", "ask-every-region-standard"],
+                           horizon_s=6000)
+    assert all(r.summary()["never_started"] == 0 and r.usd > 0 for r in results.values())
+    world = _world(gap, Scripted({"r2": 1, "r2/flex-start": 1, "r1": 1}), jobs[:1])
+    world.run()
+    migs = world.clusters["c"].migs
+    assert [vm.zone for vm in migs["r2"].vms.values()] == [None] and migs["r2"].errors_until > 0  # waits, refused
+    assert [vm.zone for vm in migs["r2/flex-start"].vms.values()] == [None]  # its request never granted
+    assert all(vm.zone is not None for vm in migs["r1"].vms.values())
+    with pytest.raises(ScenarioError, match=r"prices\.r2: none of the models cluster c's provisioning lists"):
+        _scenario("[spot, flex-start]", prices="prices: {r1: {spot: 2.0}, r2: {standard: 5.0}}\n")
+
+
 def test_a_capacity_drop_takes_back_spot_vms_only():
     # r1-a holds 2 VMs, then none from 500 s: the spot VM's job is queued again, the standard one runs on.
     scenario = _scenario(capacity="{default: 0, schedule: [{at_s: 0, zone: r1-a, capacity: 2}, "

@@ -216,11 +216,12 @@ class ScenarioSpec(_Spec):
             for region in cluster.regions:
                 if region not in table:
                     raise ValueError(f"{field}: no price for region {region} (cluster {cluster.name})")
-                missing = [m for m in self.models_of(cluster) if m not in table[region]]
-                if missing and cluster.provisioning:
-                    raise ValueError(f"{field}.{region}: no {', '.join(missing)} price, which cluster "
-                                     f"{cluster.name}'s provisioning lists")
-                if missing:  # the model was chosen for it (models_of): say how, and how to choose
+                models = self.models_of(cluster)
+                missing = [m for m in models if m not in table[region]]
+                if missing and cluster.provisioning and len(missing) == len(models):
+                    raise ValueError(f"{field}.{region}: none of the models cluster {cluster.name}'s provisioning "
+                                     f"lists ({', '.join(models)}) is priced here: the cluster could run no VM there")
+                if missing and not cluster.provisioning:  # the model was chosen for it (models_of): say how, and how to choose
                     raise ValueError(
                         f"{field}.{region}: no {missing[0]} price; cluster {cluster.name} lists no provisioning:, so "
                         f"its VMs run as {missing[0]} (spot where the scenario's VMs are spot and spot is priced, else "
@@ -256,8 +257,9 @@ class SimCluster:
                 for r in self.limits.regions for m in models}
 
     def priced_for(self, model: str) -> bool:
-        """Whether every region of the cluster lists a price for ``model`` (or nothing is priced)."""
-        return self.table is None or all(model in self.table.get(r, {}) for r in self.limits.regions)
+        """Whether a region of the cluster lists a price for ``model`` (or nothing is priced): the regions that do
+        not sell it (``close_unsold``)."""
+        return self.table is None or any(model in self.table.get(r, {}) for r in self.limits.regions)
 
 
 @dataclass
@@ -361,6 +363,7 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
             "capacity: none of its steps or traces is for a zone and machine type a cluster runs, so every zone would "
             "have the default capacity: check their zone and machine_type (the clusters' zones: "
             f"{', '.join(zones)}; machine types: {', '.join(sorted({c.machine_type for c in clusters}))})"))])
+    close_unsold(capacity, clusters)
     return Scenario(name or Path(source).stem, spec, clusters, capacity, base_dir)
 
 
@@ -380,13 +383,32 @@ def default_zones(region: str, named: set[str]) -> list[str]:
 
 
 def _pricing(spec: ScenarioSpec, cluster: ClusterSpec) -> dict[str, Any]:
-    """A cluster's models, the price its VMs pay per region and the price floor (validated before)."""
+    """A cluster's models, the price its VMs pay per region and the price floor (validated before: each region
+    prices one of its models at least; one it does not price is not sold there, :func:`close_unsold`)."""
     models, table = spec.models_of(cluster), spec.prices_of(cluster)
     if table is None:
         return {"models": models}
     tables = [table[r] for r in cluster.regions]
     return {"models": models, "table": {r: dict(table[r]) for r in cluster.regions},
-            "floor_usd_per_vm_hour": min(t[m] for t in tables for m in models)}
+            "floor_usd_per_vm_hour": min(t[m] for t in tables for m in models if m in t)}
+
+
+def unsold_key(cluster: str, model: str) -> str:
+    """The capacity key of a cluster's pools of ``model`` in a region whose prices do not list it: always 0."""
+    return f"unsold {cluster}/{model}"
+
+
+def close_unsold(capacity: CapacitySchedule, clusters: list[SimCluster]) -> None:
+    """A model a cluster's price table does not list in a region is not sold there: its pool there (every policy's
+    world has one, as production's MIGs are per region and model) gets no capacity in any of the region's zones, so
+    a VM asked there waits and fails as in a stockout, and none is ever billed at a price the table does not give.
+    (Production ranks such a pool, unpriced, after every priced one: ``zen.scaling.ranking``.)"""
+    for cluster in clusters:
+        for region, zones in cluster.zones.items():
+            for model in cluster.models:
+                if cluster.table is not None and model not in cluster.table.get(region, {}):
+                    for zone in zones:
+                        capacity.add_steps(zone, unsold_key(cluster.limits.name, model), [(0.0, 0)])
 
 
 def _build_capacity(spec: ScenarioSpec, source: str, base_dir: Path, lines: LineMap) -> CapacitySchedule:

@@ -10,7 +10,7 @@ from zen.core.config import ClusterConfig
 from zen.core.provisioning import MODELS
 from zen.scaling.model import ClusterSnapshot, Plan, Policy
 from zen_dev.sim.policies import PolicyUnavailable
-from zen_dev.sim.scenario import Scenario, SimCluster
+from zen_dev.sim.scenario import Scenario, SimCluster, unsold_key
 
 _NO_LIMIT = 10**9
 
@@ -39,15 +39,18 @@ def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
 
 
 def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, dict[str, str]]:
-    """Model -> zone -> the capacity its VMs draw on there: its own where the scenario gives it one in that
+    """Model -> zone -> the capacity its VMs draw on there: none where the cluster's prices do not sell the model in
+    that zone's region (``zen_dev.sim.scenario.close_unsold``); its own where the scenario gives it one in that
     zone (a step or trace with ``model:``), else the machine type's, shared by every model there."""
     keys = set(scenario.capacity.keys())
-    zones = [zone for region_zones in cluster.zones.values() for zone in region_zones]
     out: dict[str, dict[str, str]] = {}
     for model in MODELS:
-        for zone in zones:
-            own = next((key for key in (f"{cluster.machine_type}@{model}", f"@{model}") if (zone, key) in keys), None)
-            out.setdefault(model, {})[zone] = own or cluster.machine_type
+        for region, zones in cluster.zones.items():
+            unsold = cluster.table is not None and model not in cluster.table.get(region, {})
+            for zone in zones:
+                own = next((key for key in (f"{cluster.machine_type}@{model}", f"@{model}") if (zone, key) in keys), None)
+                out.setdefault(model, {})[zone] = unsold_key(cluster.limits.name, model) if unsold else (
+                    own or cluster.machine_type)
     return out
 
 
