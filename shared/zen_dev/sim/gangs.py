@@ -52,7 +52,7 @@ class Gangs:
     # -- demand ----------------------------------------------------------------------------------
     def demand(self, cluster) -> tuple[DemandGroup, ...]:
         """The queued gangs' VMs not yet claimed, as production's fleet folds them: those queued past their start
-        bound (``cluster.start_bound_s``) a group apart (``zen_dev.sim.ports.SimFleet._demand`` looks again when the
+        bound (its own ``max_start_wait_s``, else ``cluster.start_bound_s``) a group apart (``zen_dev.sim.ports.SimFleet._demand`` looks again when the
         next one passes it)."""
         if not cluster.gangs:
             return ()
@@ -60,15 +60,16 @@ class Gangs:
         for job in cluster.gangs.values():
             spec = job.spec
             n, oldest = spec.nodes, dt(job.queued_s)
-            into = late if self.w.now - job.queued_s >= cluster.start_bound_s else parts
+            every, wait = job.terms
+            into = late if self.w.now - job.queued_s >= (cluster.start_bound_s if wait is None else wait) else parts
             if self.hedged and job.parts:  # a copy assembling in every region: each its own demand
                 for pool in job.pools:
                     region = cluster.migs[pool].region
                     need = n - sum(1 for vm in job.parts if vm.mig.region == region)
-                    into.append(((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest, None))
+                    into.append(((spec.priority, (pool,), wait, every, n, need), need, oldest, None))
             else:
                 reach, need = job.gang_reach or job.pools, n - len(job.parts)
-                into.append(((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest, None))
+                into.append(((spec.priority, reach, wait, every, n, need), need, oldest, None))
         return fold_demand(late) + fold_demand(parts)
 
     def wanted(self, cluster, pool: str) -> int:

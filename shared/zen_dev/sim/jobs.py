@@ -57,6 +57,9 @@ class SimJob:
     # Its own max_runtime_s (a CSV's column), None: the scenario's limits.max_runtime_s, as production's request
     # without one gets. Each attempt runs at most this long, then the job is stopped there, FAILED (zen_dev.sim.world).
     max_runtime_s: float | None = None
+    # Its own start bound (production's request ``max_start_wait_s``), None: its cluster's. Queued that long, its demand
+    # ranks pools by speed (``zen.scaling.ranking.patient``); before, it may wait for a cheaper pool.
+    max_start_wait_s: float | None = None
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:
@@ -139,10 +142,12 @@ def _taken_by_production(jobs: list[SimJob], scenario: Scenario, where: str) -> 
             continue
         own = cluster.max_start_wait_s is not None
         bound = cluster.max_start_wait_s if own else scenario.timing.max_start_wait_s
+        named = ("its max_start_wait_s" if job.max_start_wait_s is not None else
+                 f"cluster {job.cluster}'s max_start_wait_s" if own else "timing.max_start_wait_s")
+        bound = bound if job.max_start_wait_s is None else job.max_start_wait_s  # its own first, as production's
         if bound < cluster.flex_min_wait_s:
             raise JobTraceError(
-                f"{where}: job {job.job_id} accepts flex-start alone, and "
-                f"{f'cluster {job.cluster}' + chr(39) + 's max_start_wait_s' if own else 'timing.max_start_wait_s'} ({bound:g} s) "
+                f"{where}: job {job.job_id} accepts flex-start alone, and {named} ({bound:g} s) "
                 f"is below its flex_start_min_wait_s ({cluster.flex_min_wait_s:g} s): production refuses such a job; "
                 "allow a longer max_start_wait_s, or let the job accept another model (provisioning)")
         # Production compares the job's max_runtime_s; one a trace does not give stands for a limit its run fits.
@@ -180,6 +185,7 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
     node_counts, node_weights = list(spec.nodes), list(spec.nodes.values())
     accepts = _provisioning(spec.provisioning)
     models = random.Random(f"provisioning-{seed}") if accepts else None  # its own draws: the rest unchanged
+    waits = random.Random(f"max-start-wait-{seed}") if spec.max_start_wait_s else None  # (its own draws too)
     jobs, t = [], spec.start_s
     for i in range(spec.count):
         if isinstance(spec.arrivals, PoissonArrivals):
@@ -196,6 +202,8 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
             checkpoint_every_s=spec.checkpoint_every_s,
             nodes=_weighted(gangs, node_counts, node_weights) if gangs else 1,
             provisioning=_weighted(models, list(accepts), list(accepts.values())) if models else None,
+            max_start_wait_s=(_weighted(waits, list(spec.max_start_wait_s), list(spec.max_start_wait_s.values()))
+                              if waits and spec.max_start_wait_s else None),
         ))
     if spec.data:
         jobs = _with_data(jobs, spec.data, random.Random(f"data-{seed}"))  # its own draws: the rest stays the same
@@ -349,6 +357,11 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
                 if not limit > 0:
                     raise ValueError(f"max_runtime_s is seconds > 0 (got {limit:g})")
                 job = replace(job, max_runtime_s=limit / compression)  # a time of the trace, as its run's
+            wait = _field(row, "max_start_wait_s", float, None)
+            if wait is not None:
+                if not wait >= 0:
+                    raise ValueError(f"max_start_wait_s is seconds >= 0 (got {wait:g})")
+                job = replace(job, max_start_wait_s=wait / compression)  # a time of the trace, as its run's
             accepts = (row.get("provisioning") or "").strip()
             if accepts and check_accepted(accepts) != ANY:
                 if accepts not in cluster.models:

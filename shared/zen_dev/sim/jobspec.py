@@ -6,6 +6,7 @@ Formats: docs/reference/simulator.md#job-traces
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -59,10 +60,20 @@ class SyntheticJobs(_Spec):
     nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
     provisioning: dict[str, float] = Field(default={ANY: 1}, description=(
         "The provisioning model a job accepts -> weight (spot, standard, flex-start, or any)"))
+    max_start_wait_s: dict[float, float] | None = Field(default=None, description=(
+        "A job's own start bound in seconds -> weight; None: every job its cluster's"))
 
     _finite_draws = field_validator("duration")(drawable)
 
-    @field_validator("clusters", "priorities", "nodes")
+    @field_validator("max_start_wait_s")
+    @classmethod
+    def _bounds(cls, weights: dict[float, float] | None) -> dict[float, float] | None:
+        for bound in weights or {}:
+            if not 0 <= bound < math.inf:
+                raise ValueError(f"a start bound is seconds >= 0 (got {bound:g})")
+        return weights
+
+    @field_validator("clusters", "priorities", "nodes", "max_start_wait_s")
     @classmethod
     def _drawable(cls, weights: dict[Any, float] | None, info: ValidationInfo) -> dict[Any, float] | None:
         """Each weight > 0: a table whose weights sum to 0 cannot be drawn from (random.choices), and a

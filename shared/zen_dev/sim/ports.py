@@ -258,21 +258,24 @@ class SimFleet:
             # The oldest of a group is production's min(queued_at): each job's ``queued_s``, when it was
             # last queued (a job widened from near its data joins its wider group last and may be older).
             # Jobs past their start bound apart from those within it, as production's queued_demand splits them.
-            bound = state.start_bound_s
+            cluster_bound = state.start_bound_s
             groups, until = [], math.inf
-            for (priority, regions, every), jobs in state.groups.items():
+            for (priority, regions, (every, wait)), jobs in state.groups.items():
                 if not jobs:
                     continue
+                bound = cluster_bound if wait is None else wait  # a job's own, else its cluster's
                 late = [t for t in jobs.values() if now - t >= bound]
                 fresh = [t for t in jobs.values() if now - t < bound]
                 for part in (late, fresh):
                     if part:
                         groups.append(DemandGroup(regions, len(part), self._world.dt(min(part)), priority,
-                                                  checkpoint_every_s=every))
+                                                  max_wait_s=wait, checkpoint_every_s=every))
                 if fresh:
                     until = min(until, min(fresh) + bound)
-            waiting = [g.queued_s for g in state.gangs.values() if now - g.queued_s < bound]  # gangs' alike
-            until = min([until] + [t + bound for t in waiting])
+            for gang in state.gangs.values():  # gangs' alike
+                bound = cluster_bound if gang.terms[1] is None else gang.terms[1]
+                if now - gang.queued_s < bound:
+                    until = min(until, gang.queued_s + bound)
             state.demand_view, state.demand_until = tuple(groups) + self._world.gangs.demand(state), until
         return state.demand_view
 

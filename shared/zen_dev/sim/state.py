@@ -16,7 +16,7 @@ from zen_dev.sim.scenario import SimCluster
 
 class SimJobState:
     __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
-                 "left_s", "checkpoint_every_s", "parts", "nodes_vms", "attempt", "assemble_until", "gang_reach",
+                 "left_s", "terms", "parts", "nodes_vms", "attempt", "assemble_until", "gang_reach",
                  "claimed_before", "queued_s", "published_s", "max_runtime_s")
 
     def __init__(self, spec: SimJob, pools: tuple[str, ...], max_runtime_s: float = math.inf):
@@ -28,7 +28,9 @@ class SimJobState:
         self.pools = pools  # where it may run: its regions x the models it accepts (zen.core.provisioning)
         self.reach, self.widen_at = pools, None  # the pools its start reaches now (zen.core.routing)
         self.left_s = spec.duration_s  # run time still to do (less after a checkpoint survives a preemption)
-        self.checkpoint_every_s = spec.checkpoint_every_s  # None: it does not checkpoint
+        # What its demand group is by, besides its priority and reach: how often it checkpoints (None: never) and its
+        # own start bound (None: its cluster's), as production's queued_demand groups them.
+        self.terms = (spec.checkpoint_every_s, spec.max_start_wait_s)
         # Production's ``queued_at``: its submission (or admission), or its requeue after a preemption or a
         # lost node; the planner counts its start bound from it (``Ranking.patient``). A gang's new attempt
         # after its assembly was given back stays QUEUED, and keeps it.
@@ -122,9 +124,9 @@ class SimClusterState:
                                  capacity_types.get(pool.model, {}))
                      for key, pool in self.pools.items()}
         self.queued: dict[str, SimJobState] = {}
-        # Queued jobs by (priority, pools their start reaches, whether they checkpoint): job id -> submit
+        # Queued jobs by (priority, pools their start reaches, their terms: SimJobState.terms): job id -> submit
         # time, in queueing order.
-        self.groups: dict[tuple[int, tuple[str, ...], bool], dict[str, float]] = {}
+        self.groups: dict[tuple[int, tuple[str, ...], tuple[float | None, float | None]], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
         self.demand_until = math.inf  # when a queued job of the view passes its start bound (zen_dev.sim.ports)
         self.start_bound_s = math.inf  # its jobs' start bound (the cluster's max_start_wait_s, else the timing's)

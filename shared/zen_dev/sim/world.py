@@ -249,7 +249,7 @@ class Simulation(InstanceWorld):
         if job.spec.input_gb:
             stage(self.result, vm, job.spec, self.cache_gb, self.staging_mb_s)
         del cluster.queued[job.spec.job_id]
-        jobs = cluster.groups.get((job.spec.priority, job.reach, job.checkpoint_every_s))
+        jobs = cluster.groups.get((job.spec.priority, job.reach, job.terms))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
             cluster.demand_view = None
         if job.widen_at is not None:
@@ -323,7 +323,7 @@ class Simulation(InstanceWorld):
         if self._take_idle(cluster, job, job.reach):
             return
         job.qseq = next(self.seq)
-        cluster.groups.setdefault((spec.priority, job.reach, job.checkpoint_every_s), {})[spec.job_id] = job.queued_s
+        cluster.groups.setdefault((spec.priority, job.reach, job.terms), {})[spec.job_id] = job.queued_s
         cluster.demand_view = None
         for region in job.reach:
             heapq.heappush(cluster.heaps[region], (-spec.priority, job.published_s, job.qseq, job))
@@ -350,13 +350,13 @@ class Simulation(InstanceWorld):
             spec = job.spec
             del narrowed[spec.job_id]
             job.widen_at = None
-            cluster.groups[(spec.priority, job.reach, job.checkpoint_every_s)].pop(spec.job_id)
+            cluster.groups[(spec.priority, job.reach, job.terms)].pop(spec.job_id)
             cluster.demand_view = None
             others = tuple(r for r in job.pools if r not in job.reach)
             job.reach, job.published_s = job.pools, self.now  # its start published again, to every region
             if self._take_idle(cluster, job, others):
                 continue
-            cluster.groups.setdefault((spec.priority, job.pools, job.checkpoint_every_s), {})[spec.job_id] = job.queued_s
+            cluster.groups.setdefault((spec.priority, job.pools, job.terms), {})[spec.job_id] = job.queued_s
             for region in others:
                 heapq.heappush(cluster.heaps[region], (-spec.priority, job.published_s, job.qseq, job))
 
