@@ -52,8 +52,8 @@ class Gangs:
     # -- demand ----------------------------------------------------------------------------------
     def demand(self, cluster) -> tuple[DemandGroup, ...]:
         """The queued gangs' VMs not yet claimed, as production's fleet folds them: those queued past their start
-        bound (its own ``max_start_wait_s``, else ``cluster.start_bound_s``) a group apart (``zen_dev.sim.ports.SimFleet._demand`` looks again when the
-        next one passes it)."""
+        bound (its own ``max_start_wait_s``, else ``cluster.start_bound_s``) a group apart
+        (``zen_dev.sim.ports.SimFleet._demand`` looks again when the next one passes it)."""
         if not cluster.gangs:
             return ()
         dt, parts, late = self.w.dt, [], []
