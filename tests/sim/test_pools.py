@@ -89,6 +89,11 @@ def test_a_model_a_region_does_not_price_is_not_sold_there_and_every_policy_runs
     assert [vm.zone for vm in migs["r2"].vms.values()] == [None] and migs["r2"].errors_until > 0  # waits, refused
     assert [vm.zone for vm in migs["r2/flex-start"].vms.values()] == [None]  # its request never granted
     assert all(vm.zone is not None for vm in migs["r1"].vms.values())
+    # A baseline's own model the cluster does not list (ask-every-region-standard's standard VMs) alike.
+    spot_only = _scenario("[spot]", prices="prices: {r1: {spot: 2.0, standard: 6.0}, r2: {spot: 1.0}}\n")
+    world = _world(spot_only, make_policy("ask-every-region-standard"), jobs[:1])
+    world.run()
+    assert world.result.starts[0][1] is not None and world.result.vms_created == 1  # in r1: asked in both, placed once
     with pytest.raises(ScenarioError, match=r"prices\.r2: none of the models cluster c's provisioning lists"):
         _scenario("[spot, flex-start]", prices="prices: {r1: {spot: 2.0}, r2: {standard: 5.0}}\n")
 

@@ -405,7 +405,7 @@ def close_unsold(capacity: CapacitySchedule, clusters: list[SimCluster]) -> None
     (Production ranks such a pool, unpriced, after every priced one: ``zen.scaling.ranking``.)"""
     for cluster in clusters:
         for region, zones in cluster.zones.items():
-            for model in cluster.models:
+            for model in MODELS:  # a baseline's own model too (ask-every-region-standard's)
                 if cluster.table is not None and model not in cluster.table.get(region, {}):
                     for zone in zones:
                         capacity.add_steps(zone, unsold_key(cluster.limits.name, model), [(0.0, 0)])
