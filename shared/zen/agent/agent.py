@@ -287,13 +287,13 @@ class Agent:
         pulled = self._pull_ahead(start)
         try:
             answer = self.claimer.claim(delivery, attempt, start.assemble_s)
-            settled = True  # _claim acks or nacks in every case
+            settled = answer not in ("outranked", "timeout")  # _claim acks or nacks the others (these: below)
             if answer == "confirm":
                 if not self.slots.capacity.shared:
                     self.controls.drop_offers("this VM runs the job it claimed")  # kept while it claimed
                 gone = self.attempts.run(start, attempt, gpu_ids)
-            elif answer in ("timeout", "release"):  # a claim of ours may win yet: VM heartbeats name it until
-                self.slots.dropped(key)  # claimed again (released: a later try sent before the RELEASE came)
+            elif answer in ("timeout", "release", "outranked"):  # a claim of ours may win yet: VM heartbeats name
+                self.slots.dropped(key)  # it until claimed again (released: a later try sent before the RELEASE came)
         except ValidationError as exc:
             if settled or not about_the_attempt(exc):
                 self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
@@ -304,8 +304,6 @@ class Agent:
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
-            if not settled:
-                self.leases.nack(delivery)
             self.controls.close(key)
             self.pulls.ended(key)  # drops its claim; counts it only if it began and _run did not count its end
             ran = answer == "confirm" and start.image and not self.local  # in a container: it must be gone
@@ -315,6 +313,8 @@ class Agent:
                 self.slots.give_back(key)
             else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
                 self.pulls.retire(leftover.left_reason(key))
+            if not settled:  # given back once its slot is free: a copy of a start held here is dropped (_take)
+                self.leases.nack(delivery)
             pulled(answer == "confirm")
         if answer == "timeout":
             self.vm_beats.changed()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat

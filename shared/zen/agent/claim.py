@@ -27,7 +27,9 @@ from zen.core.models import AgentStatus, ControlAction
 if TYPE_CHECKING:
     from zen.agent.transport import Transport
 
-Answer = Literal["confirm", "release", "stop", "timeout", "shutdown", "fenced"]
+# "outranked" (released for a job of higher priority) and "timeout": the caller gives the start back once its slot is
+# free (Pub/Sub may hand it at once to this VM's own pull, which drops a copy of a start held: zen.agent.agent)
+Answer = Literal["confirm", "release", "outranked", "stop", "timeout", "shutdown", "fenced"]
 
 
 def about_the_attempt(exc: ValidationError) -> bool:
@@ -55,8 +57,9 @@ class Claimer:
         self._log = log
 
     def claim(self, delivery: StartDelivery, attempt: AttemptReport, wait_s: float | None = None) -> Answer:
-        """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown | fenced
-        (confirmed after the lease it gave ran out: reported PREEMPTED, not run).
+        """CLAIMED, then wait for the answer. Returns confirm | release | outranked | stop | timeout | shutdown |
+        fenced (confirmed after the lease it gave ran out: reported PREEMPTED, not run). The start is acked or nacked,
+        but for outranked and timeout (``Answer``).
         ``wait_s``: a gang's node waits that long at least (its CONFIRM comes once the last node claims)."""
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         # Lease it for our own deadline now, whatever the subscription's ack deadline is.
@@ -115,14 +118,17 @@ class Claimer:
                     self._log.info("claim confirmed", extra={**fields, **(
                         {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})
                     return "confirm"
-                if control.attributes.get("refused") == OUTRANKED and order.action is ControlAction.RELEASE:
-                    self._leases.nack(delivery)  # for another VM: Zen does not publish it again (zen.jobs.claims)
+                outranked = control.attributes.get("refused") == OUTRANKED and order.action is ControlAction.RELEASE
+                if outranked:
+                    # For another VM, given back by the caller (Answer): Zen does not publish it again (zen.jobs.claims)
                     self._log.info("claim outranked; start given back", extra={**fields, "reason": order.reason})
                 else:
                     self._leases.ack(delivery)
                     self._log.info("claim refused; start message dropped",
                                    extra={**fields, "action": order.action.value, "reason": order.reason})
                 self._refused(control.attributes.get("refused"), order.reason, fields)
+                if outranked:
+                    return "outranked"
                 if order.action is ControlAction.STOP:
                     self._reporter.job(attempt, AgentStatus.STOPPED, budget_s=FINAL_BUDGET_S,
                                        message="stopped before it started")
@@ -130,8 +136,7 @@ class Claimer:
                 return "release"
             self._log.warning("no answer to CLAIMED", extra={**fields, "try": try_number})
         self._log.warning("claim unanswered; giving the start message back", extra=fields)
-        self._leases.nack(delivery)
-        return "timeout"
+        return "timeout"  # given back by the caller, once its slot is free
 
     def _refused(self, cause: str | None, reason: str | None, fields: dict[str, object]) -> None:
         """Zen refused the claim for ``cause`` (``zen.agent.backoff``): being scaled down, take no more
