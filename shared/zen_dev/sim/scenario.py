@@ -257,8 +257,8 @@ class SimCluster:
                 for r in self.limits.regions for m in models}
 
     def priced_for(self, model: str) -> bool:
-        """Whether a region of the cluster lists a price for ``model`` (or nothing is priced): the regions that do
-        not sell it (``close_unsold``)."""
+        """Whether a region of the cluster lists a price for ``model`` (or nothing is priced); the regions that do not
+        list one do not sell it (``close_unsold``)."""
         return self.table is None or any(model in self.table.get(r, {}) for r in self.limits.regions)
 
 
