@@ -273,6 +273,16 @@ prices:
     assert rc == 2 and "prices.r2: no spot price; cluster c lists no provisioning:, so its VMs run as spot" in err, err
 
 
+def test_a_model_a_region_does_not_price_runs_and_is_named_on_stderr(tmp_path, capsys):
+    """A catalog-drawn table without standard in one region: every policy runs (it was exit 2, no figures), and
+    the harness is told which pools sell nothing."""
+    gap = SMALL.replace("regions: [r1]", "regions: [r1, r2]").replace(
+        "prices: {r1: {spot: 1, standard: 3}}", "prices: {r1: {spot: 1, standard: 3}, r2: {spot: 2}}")
+    rc, policies, err = _cli(tmp_path, capsys, gap)
+    assert rc == 0 and policies["zen"]["never_started"] == 0 and "ask-every-region-standard" in policies, err
+    assert "note: not priced, so not sold: c: standard in r2" in err, err
+
+
 def test_a_policy_asked_for_by_name_that_cannot_run_is_an_error(tmp_path, capsys):
     spot_only = SMALL.replace("provisioning: [spot, standard]", "provisioning: [spot]").replace(
         "prices: {r1: {spot: 1, standard: 3}}", "prices: {r1: {spot: 1}}")

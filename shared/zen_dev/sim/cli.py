@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for entry in skipped:
         print(f"note: {entry}: skipped", file=sys.stderr)
+    if unsold := scenario.unsold():
+        print(f"note: not priced, so not sold: {'; '.join(unsold)} (no VM of those pools is ever placed)",
+              file=sys.stderr)
     if unused := scenario.unused_zones():
         print(f"note: capacity given for {', '.join(unused)}, where no cluster's MIG runs (its region is no "
               "cluster's, or zones: lists others for it): not used", file=sys.stderr)

@@ -281,6 +281,11 @@ class Scenario:
     def resolve(self, path: str) -> Path:
         return resolve_path(path, self.base_dir)
 
+    def unsold(self) -> list[str]:
+        """Each cluster's models its price table does not sell in a region (``close_unsold``): "c: spot in r2"."""
+        return [f"{c.limits.name}: {model} in {region}" for c in self.clusters if c.table is not None
+                for region in c.limits.regions for model in c.models if model not in c.table.get(region, {})]
+
     def unused_zones(self) -> list[str]:
         """Zones the capacity names that no cluster's MIGs run in (its region not a cluster's, or not among the
         zones the scenario lists for it): their capacity changes nothing."""
