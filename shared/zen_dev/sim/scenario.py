@@ -398,9 +398,12 @@ def _pricing(spec: ScenarioSpec, cluster: ClusterSpec) -> dict[str, Any]:
             "floor_usd_per_vm_hour": min(t[m] for t in tables for m in models if m in t)}
 
 
+UNSOLD = "unsold "  # (the start of :func:`unsold_key`'s keys: a world that ignores capacity still places none there)
+
+
 def unsold_key(cluster: str, model: str) -> str:
     """The capacity key of a cluster's pools of ``model`` in a region whose prices do not list it: always 0."""
-    return f"unsold {cluster}/{model}"
+    return f"{UNSOLD}{cluster}/{model}"
 
 
 def close_unsold(capacity: CapacitySchedule, clusters: list[SimCluster]) -> None:
