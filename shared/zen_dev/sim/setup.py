@@ -28,11 +28,13 @@ def cluster_config(spec: SimCluster, models: tuple[str, ...] | None = None, unli
 
 def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
     """The provisioning models a policy's world has MIGs for: the policy's ``models(cluster_models)``
-    when it has one (a baseline that keeps to one model), else every model the cluster lists."""
+    when it has one (a baseline that keeps to one model), else every model the cluster lists. A policy none of whose
+    models the scenario prices anywhere is unavailable (it could run no VM); one model of several priced nowhere is
+    sold nowhere (``zen_dev.sim.scenario.close_unsold``), and the policy runs on the others."""
     choose = getattr(policy, "models", None)
     models = tuple(choose(cluster.models)) if choose is not None else cluster.models
     unpriced = [m for m in models if not cluster.priced_for(m)]
-    if unpriced:
+    if unpriced and len(unpriced) == len(models):
         raise PolicyUnavailable(f"policy {policy.name} runs {', '.join(unpriced)} VMs, which the scenario does not "
                                 f"price for cluster {cluster.limits.name}")
     return models
