@@ -156,3 +156,53 @@ def test_a_tick_prunes_every_old_sent_row_not_one_batch(db):
         left = s.sql("SELECT count(*) AS n FROM outbox")[0]["n"]
     assert left == 0, f"{left} rows sent 2 days ago still kept after a tick (prune: 2 x 5,000 per minute)"
 
+
+
+class FirstWriteHeld(PostgresJobStore):
+    """The real store, whose first unit of work (the sent marks' timer) waits for ``go`` before it begins."""
+
+    def __init__(self, db):
+        super().__init__(db)
+        self.entered, self.go, self._first = threading.Event(), threading.Event(), True
+
+    def transaction(self):
+        if self._first:
+            self._first = False
+            self.entered.set()
+            self.go.wait(10)
+        return super().transaction()
+
+
+def test_the_tick_waits_for_the_sent_marks_being_written_before_it_resends(db):
+    """Rows published at once after their commit are marked sent a moment later, by a timer. A tick that ran while
+    the timer held the marks, not yet written, read every such row as unsent and published it again (a test's tick
+    right after a burst resent eleven messages; starts, counted, came out twice)."""
+    now = datetime.now(timezone.utc)
+    with db.transaction() as s:  # old enough for the tick: a minute past their commit
+        rows = enqueue(PostgresJobTx(s), [OutgoingMessage("starts", b"s%d" % n) for n in range(3)],
+                       now - timedelta(minutes=5))
+    pub = Counting()
+    store = FirstWriteHeld(db)
+    relay = OutboxRelay(store, pub, lambda: now)
+    relay.marks.add(rows, ["id"] * len(rows))  # published: the timer marks them a moment later
+    assert store.entered.wait(5)
+    tick = threading.Thread(target=relay.flush_pending)
+    tick.start()
+    time.sleep(0.5)  # the tick under way while the timer's write waits
+    store.go.set()
+    tick.join(10)
+    assert pub.sent == 0, f"the tick published {pub.sent} messages again"
+    with db.transaction() as s:
+        assert s.sql("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL")[0]["n"] == 0
+
+
+class Counting:
+    def __init__(self):
+        self.sent = 0
+
+    def publish(self, messages):
+        self.sent += len(messages)
+        return ["id"] * len(messages)
+
+    def publish_soon(self, messages, done, *, linger_s=0.0):
+        done(self.publish(messages))
