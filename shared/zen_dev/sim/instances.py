@@ -16,7 +16,6 @@ import random
 from zen.core.prices import billed_seconds  # GCE's billing, shared with zen usage
 from zen.scaling.model import ErrorKind, VmPhase
 from zen_dev.sim.jobs import sample
-from zen_dev.sim.scenario import UNSOLD
 from zen_dev.sim.state import SimMig as _Mig, SimVm as _Vm
 
 # Order of events at the same instant: runs ending first (one that ends as its zone's capacity drops is done,
@@ -88,7 +87,7 @@ class InstanceWorld:
         self._schedule_retry(mig)
 
     def _free_zone(self, mig: _Mig) -> str | None:
-        if self.unlimited and not mig.capacity_key(mig.zones[0])[1].startswith(UNSOLD):  # unsold: as capacity 0
+        if self.unlimited and mig.sold:  # (a pool not sold has no capacity, whatever a world ignores)
             mig.round_robin += 1
             return mig.zones[mig.round_robin % len(mig.zones)]
         best, best_free = None, 0

@@ -256,10 +256,14 @@ class SimCluster:
         return {pool_key(r, m, primary): Pool(r, m, (self.table or {}).get(r, {}).get(m))
                 for r in self.limits.regions for m in models}
 
+    def sells(self, region: str, model: str) -> bool:
+        """Whether ``model`` is sold in ``region``: its table lists a price for it there (or nothing is priced).
+        A pool that is not sold has no capacity (``close_unsold``)."""
+        return self.table is None or model in self.table.get(region, {})
+
     def priced_for(self, model: str) -> bool:
-        """Whether a region of the cluster lists a price for ``model`` (or nothing is priced); the regions that do not
-        list one do not sell it (``close_unsold``)."""
-        return self.table is None or any(model in self.table.get(r, {}) for r in self.limits.regions)
+        """Whether a region of the cluster sells ``model`` (:meth:`sells`)."""
+        return any(self.sells(r, model) for r in self.limits.regions)
 
 
 @dataclass
@@ -283,8 +287,8 @@ class Scenario:
 
     def unsold(self) -> list[str]:
         """Each cluster's models its price table does not sell in a region (``close_unsold``): "c: spot in r2"."""
-        return [f"{c.limits.name}: {model} in {region}" for c in self.clusters if c.table is not None
-                for region in c.limits.regions for model in c.models if model not in c.table.get(region, {})]
+        return [f"{c.limits.name}: {model} in {region}" for c in self.clusters
+                for region in c.limits.regions for model in c.models if not c.sells(region, model)]
 
     def unused_zones(self) -> list[str]:
         """Zones the capacity names that no cluster's MIGs run in (its region not a cluster's, or not among the
@@ -398,12 +402,9 @@ def _pricing(spec: ScenarioSpec, cluster: ClusterSpec) -> dict[str, Any]:
             "floor_usd_per_vm_hour": min(t[m] for t in tables for m in models if m in t)}
 
 
-UNSOLD = "unsold "  # (the start of :func:`unsold_key`'s keys: a world that ignores capacity still places none there)
-
-
 def unsold_key(cluster: str, model: str) -> str:
     """The capacity key of a cluster's pools of ``model`` in a region whose prices do not list it: always 0."""
-    return f"{UNSOLD}{cluster}/{model}"
+    return f"unsold {cluster}/{model}"
 
 
 def close_unsold(capacity: CapacitySchedule, clusters: list[SimCluster]) -> None:
@@ -414,7 +415,7 @@ def close_unsold(capacity: CapacitySchedule, clusters: list[SimCluster]) -> None
     for cluster in clusters:
         for region, zones in cluster.zones.items():
             for model in MODELS:  # a baseline's own model too (ask-every-region-standard's)
-                if cluster.table is not None and model not in cluster.table.get(region, {}):
+                if not cluster.sells(region, model):
                     for zone in zones:
                         capacity.add_steps(zone, unsold_key(cluster.limits.name, model), [(0.0, 0)])
 

@@ -48,11 +48,11 @@ def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, dict[st
     out: dict[str, dict[str, str]] = {}
     for model in MODELS:
         for region, zones in cluster.zones.items():
-            unsold = cluster.table is not None and model not in cluster.table.get(region, {})
+            sold = cluster.sells(region, model)
             for zone in zones:
                 own = next((key for key in (f"{cluster.machine_type}@{model}", f"@{model}") if (zone, key) in keys), None)
-                out.setdefault(model, {})[zone] = unsold_key(cluster.limits.name, model) if unsold else (
-                    own or cluster.machine_type)
+                out.setdefault(model, {})[zone] = (own or cluster.machine_type) if sold else unsold_key(
+                    cluster.limits.name, model)
     return out
 
 

@@ -86,10 +86,10 @@ class SimVm:
 class SimMig:
     __slots__ = ("cluster", "region", "key", "model", "name", "zones", "machine_type", "vms", "target", "waiting",
                  "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing",
-                 "next_capacity_change", "usd_per_hour", "preemptible", "capacity_types")
+                 "next_capacity_change", "usd_per_hour", "preemptible", "capacity_types", "sold")
 
     def __init__(self, cluster: "SimClusterState", key: str, pool: Pool, zones: tuple[str, ...], primary: bool,
-                 capacity_types: dict[str, str]):
+                 capacity_types: dict[str, str], sold: bool = True):
         self.cluster, self.region, self.key, self.model, self.zones = cluster, pool.region, key, pool.model, zones
         self.name = f"zen-{cluster.limits.name}-{pool.region}" + ("" if primary else f"-{MIG_SUFFIX[pool.model]}")
         self.machine_type = cluster.machine_type
@@ -97,6 +97,7 @@ class SimMig:
         self.capacity_types = {zone: capacity_types.get(zone, self.machine_type) for zone in zones}
         self.usd_per_hour = pool.usd_per_hour  # as its VMs run (None: unpriced)
         self.preemptible = pool.model == "spot"  # GCE takes spot VMs back; standard and flex-start run on
+        self.sold = sold  # its region's prices list its model (else no capacity: zen_dev.sim.scenario.close_unsold)
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
@@ -121,7 +122,7 @@ class SimClusterState:
                                     if sim.floor_usd_per_vm_hour is not None else 0.0)
         self.models, self.pools = models, sim.pools(models)
         self.migs = {key: SimMig(self, key, pool, sim.zones[pool.region], pool.model == models[0],
-                                 capacity_types.get(pool.model, {}))
+                                 capacity_types.get(pool.model, {}), sim.sells(pool.region, pool.model))
                      for key, pool in self.pools.items()}
         self.queued: dict[str, SimJobState] = {}
         # Queued jobs by (priority, pools their start reaches, their terms: SimJobState.terms): job id -> submit
