@@ -140,11 +140,12 @@ def _taken_by_production(jobs: list[SimJob], scenario: Scenario, where: str) -> 
         cluster = clusters[job.cluster]
         if ((job.provisioning,) if job.provisioning else cluster.models) != ("flex-start",):
             continue
-        own = cluster.max_start_wait_s is not None
-        bound = cluster.max_start_wait_s if own else scenario.timing.max_start_wait_s
-        named = ("its max_start_wait_s" if job.max_start_wait_s is not None else
-                 f"cluster {job.cluster}'s max_start_wait_s" if own else "timing.max_start_wait_s")
-        bound = bound if job.max_start_wait_s is None else job.max_start_wait_s  # its own first, as production's
+        if job.max_start_wait_s is not None:  # its own first, as production's
+            bound, named = job.max_start_wait_s, "its max_start_wait_s"
+        elif cluster.max_start_wait_s is not None:
+            bound, named = cluster.max_start_wait_s, f"cluster {job.cluster}'s max_start_wait_s"
+        else:
+            bound, named = scenario.timing.max_start_wait_s, "timing.max_start_wait_s"
         if bound < cluster.flex_min_wait_s:
             raise JobTraceError(
                 f"{where}: job {job.job_id} accepts flex-start alone, and {named} ({bound:g} s) "
