@@ -68,22 +68,13 @@ def test_the_bound_comes_from_a_csv_column_or_synthetic_weights_and_a_bad_one_is
     assert json.loads(capsys.readouterr().out)["policies"]["zen"]["never_started"] == 0
 
 
-def test_a_flex_start_alone_job_is_held_to_its_own_bound():
+def test_a_flex_start_alone_job_is_held_to_its_own_bound(tmp_path):
     """Production refuses a job accepting flex-start alone whose start bound (its own first) is below the
     cluster's ``flex_start_min_wait_s``: so does the simulator, naming the job's own bound."""
     flex_only = SCENARIO.replace("[standard, flex-start]", "[flex-start]").replace(
         "standard: 6.0, ", "").replace("max_vms: 4,", "max_vms: 4, max_start_wait_s: 3600,")
     scenario = parse_scenario(flex_only, source="s.yaml", name="s")
-    csv = "job_id,submit_s,duration_s,cluster,max_start_wait_s\na,0,600,c,60\n"
+    csv = tmp_path / "jobs.csv"
+    csv.write_text("job_id,submit_s,duration_s,cluster,max_start_wait_s\na,0,600,c,60\n")
     with pytest.raises(JobTraceError, match=r"job a accepts flex-start alone, and its max_start_wait_s \(60 s\)"):
-        _load_csv(scenario, csv)
-
-
-def _load_csv(scenario, text: str):
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "jobs.csv"
-        path.write_text(text)
-        return load_jobs(scenario, str(path))
+        load_jobs(scenario, str(csv))
