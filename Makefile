@@ -53,11 +53,11 @@ browser:
 		|| (DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) \
 		|| echo "make: chromium could not be installed: the console's browser test will be skipped"
 
-# The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Four
+# The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Five
 # pytest-xdist workers, a test file each at a time: most tests wait on subprocesses, Postgres and
-# Pub/Sub, so four share two cores well (on 2 cores, 2026-11-30: 467 s of tests with four, 564 s with
-# three; docs/how-to/test.md). TEST_WORKERS=0 runs them in this process.
-TEST_WORKERS ?= 4
+# Pub/Sub, so five share two cores well (on 2 cores, 2026-12-05, in fresh clones: 474-509 s of tests with
+# five, 506-556 s with four; docs/how-to/test.md). TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 5
 # Whole files to each worker, in the order tests/conftest.py gives them (the longest first).
 XDIST = --dist loadfile --no-loadscope-reorder
 # `make test` alone sets up its two virtualenvs side by side (39 s in a fresh clone on 2 cores from empty
@@ -69,7 +69,7 @@ test: venv tools browser rewrites
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) $(XDIST)) $(PYTEST_ARGS)
 
 # Zen's byte code, and pytest's rewrite of each test module's asserts, cached before the workers start (beside
-# checkov's and Chromium's installs, under make test's -j2): each of the four workers collects every test
+# checkov's and Chromium's installs, under make test's -j2): each of the workers collects every test
 # module, and rewrote each anew where PYTHONDONTWRITEBYTECODE is set (4 workers collecting: 49 s of CPU
 # from an empty cache, 27 s from this one, which costs 14 s once; 2 cores, 2026-12-02).
 rewrites: $(STAMP) $(HCL_STAMP)

@@ -52,19 +52,21 @@ from zen.jobs.messaging import OutboxRelay
 OutboxRelay.__init__ = _recorded(OutboxRelay.__init__)
 
 
-# The test files that take longest, longest first (seconds of their tests on 2 cores in a fresh clone,
-# 2026-12-01: 139, 130, 104, 61, 54, 53, 52, 48, 47, 45, 36, 35, 34, 31, 30, 29, 28, 24; every other file
-# under 24). `make test` hands whole files to its workers in collection order (pytest-xdist's loadfile with
+# The test files that take longest, longest first (seconds of their tests on 2 cores, 2026-12-05, four
+# workers: 106, 99, 64, 47, 46, 45, 43, 38, 33, 32, 28, 27, 22, 22, 21, 21, 20, 19, 19, 18, 16, 15; every other
+# file under 15). `make test` hands whole files to its workers in collection order (pytest-xdist's loadfile with
 # --no-loadscope-reorder; by default it orders files by how many tests they hold, so these, a few tests
 # each, came last and the run waited on them alone): given first, no long file starts near the end.
 LONGEST_FIRST = (
-    "tests/e2e/test_local_stack.py", "tests/e2e/test_gang_stack.py", "tests/test_usercli_frictions.py",
-    "tests/faults/test_disk_share.py", "tests/faults/test_drained_vm_claims.py",
-    "tests/agent/test_agent_integration.py", "tests/console/test_console_browser.py",
-    "tests/agent/test_job_output.py", "tests/faults/test_hung_agent.py", "tests/faults/test_slow_heartbeat_path.py",
-    "tests/faults/test_fork_share.py", "tests/e2e/test_notify_stack.py", "tests/e2e/test_stack_restart.py",
-    "tests/agent/test_staging_integration.py", "tests/e2e/test_provisioning_stack.py",
-    "tests/agent/test_checkpoint_integration.py", "tests/test_bad_input.py",
+    "tests/e2e/test_gang_stack.py", "tests/e2e/test_local_stack.py", "tests/faults/test_slow_heartbeat_path.py",
+    "tests/faults/test_drained_vm_claims.py", "tests/faults/test_disk_share.py", "tests/faults/test_hung_agent.py",
+    "tests/test_usercli_frictions.py", "tests/agent/test_checkpoint_end.py", "tests/e2e/test_stack_restart.py",
+    "tests/console/test_console_browser.py", "tests/test_cli_deployed_messages.py", "tests/faults/test_fork_share.py",
+    "tests/e2e/test_notify_stack.py", "tests/test_types.py", "tests/terraform/test_terraform.py",
+    "tests/agent/test_container_ends_named.py", "tests/e2e/test_provisioning_stack.py",
+    "tests/agent/test_job_output.py", "tests/agent/test_checkpoint_link.py",
+    "tests/e2e/test_submit_while_stack_starts.py", "tests/agent/test_checkpoint_integration.py",
+    "tests/test_property_delivery.py",
 )
 
 
