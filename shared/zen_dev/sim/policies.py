@@ -118,7 +118,9 @@ class AskEveryRegionStandard(AskEveryRegion):
 
 class _DemandSized:
     """One VM per queued job not covered by idle or booting VMs, in the region ``candidates``
-    picks; idle VMs go after ``idle_timeout_s`` (keeping ``min_vms``)."""
+    picks; a gang's VMs all in the first of them that has them or room for the rest (as SkyPilot provisions a
+    multi-node cluster in one place or fails over), never split across pools; idle VMs go after
+    ``idle_timeout_s`` (keeping ``min_vms``)."""
 
     name = "demand-sized"
     models = staticmethod(primary_model)
@@ -149,6 +151,22 @@ class _DemandSized:
         used_idle: dict[str, int] = defaultdict(int)
         for group in _ordered_demand(snapshot):
             regions = tuple(r for r in self.candidates(group.regions, snapshot, memory) if r in supply)
+            if group.gang > 1:  # each gang whole in the first pool that holds it (covered, then added), or none
+                for chunk in group.chunks():
+                    for region in regions:
+                        room = max(0, min(limits.max_vms_per_region - live[region], limits.max_vms - total))
+                        if supply[region] + room < chunk:
+                            continue
+                        covered = min(chunk, supply[region])
+                        supply[region] -= covered
+                        used_idle[region] += max(0, min(covered, idle[region] - used_idle[region]))
+                        if add := chunk - covered:
+                            plan.add[region] = plan.add.get(region, 0) + add
+                            plan.together.setdefault(region, []).append(add)
+                            live[region] += add
+                            total += add
+                        break
+                continue
             left = group.count
             for region in regions:  # covered by idle, then booting VMs
                 take = min(left, supply[region])
@@ -160,7 +178,6 @@ class _DemandSized:
                 take = min(left, limits.max_vms_per_region - live[region], limits.max_vms - total)
                 if take > 0:
                     plan.add[region] = plan.add.get(region, 0) + take
-                    _gang_units(plan, region, group)
                     live[region] += take
                     total += take
                     left -= take
