@@ -151,7 +151,7 @@ class Agent:
                     self._idle_wait(self.settings.poll_s)
                     continue
                 if not self._take(delivery):
-                    self._idle_wait(self.settings.poll_s)  # given back for lack of room: not at once again
+                    self._idle_wait(self.settings.poll_s)  # given back (no room, its claim pending): not at once again
             self._retire()
         finally:
             for thread in self._threads:  # each sees the shutdown: its attempt ends PREEMPTED
@@ -223,7 +223,8 @@ class Agent:
     # -- one start message -----------------------------------------------------------------------
     def _take(self, delivery: StartDelivery) -> bool:
         """Decide about one leased start message; never raises. It always ends acked or nacked (by
-        the attempt's own thread, when the VM runs several at once). False: given back for lack of room."""
+        the attempt's own thread, when the VM runs several at once). False: given back for lack of room, or
+        as a copy of a start whose claim awaits its answer."""
         settled = False
         try:
             start = self._decode_start(delivery)
@@ -238,6 +239,11 @@ class Agent:
                     "job_id": start.job_id, "attempt": start.attempt, "reason": mismatch})
                 return True
             key = (start.job_id, start.attempt)
+            if self.slots.claiming(key):  # its claim may yet end without a win (refused: this may be the start Zen
+                # published again; given back: this may be its own message delivered again), so never dropped
+                self.log.info("another copy of a start this VM claims; given back", extra={
+                    "job_id": start.job_id, "attempt": start.attempt, "message_id": delivery.message_id})
+                return False  # nacked below, and not pulled again at once
             copy_of = "holds" if self.slots.holds(key) else "ran" if self.slots.ran(key) else None
             if copy_of:  # another copy of a start held or run here: never claimed (it would run twice)
                 self.log.info(f"another copy of a start this VM {copy_of}; dropped", extra={

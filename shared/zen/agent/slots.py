@@ -178,10 +178,10 @@ class Slots:
             self._claims.discard(key)
             self._changed.notify_all()
 
-    def claiming(self) -> bool:
-        """Whether a slot is held for a claim not confirmed: awaiting its answer, or refused and not given back yet."""
+    def claiming(self, key: Key | None = None) -> bool:
+        """Whether a slot holds a claim (``key``'s) not confirmed: awaiting its answer, or refused, not given back."""
         with self._lock:
-            return bool(self._claims)
+            return key in self._claims if key else bool(self._claims)
 
     def take_after_claims(self, key: Key, gpus: int | None, timeout_s: float) -> tuple[int, ...] | None:
         """``take``, waiting up to ``timeout_s`` while claims hold slots (``claiming``): a start Zen offers instead
