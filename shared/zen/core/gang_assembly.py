@@ -59,7 +59,11 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
 
 def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
     """A refused claim (``zen.jobs.claims``) of an assembling gang keeps its assembly deadline: a refusal
-    repeated would set ``widen_at`` to now, which for a gang means the deadline passed."""
-    if refused is not None and job.gang:
-        refused.fields.pop("widen_at", None)
+    repeated would set ``widen_at`` to now, which for a gang means the deadline passed. Such a repeat, which
+    publishes no start (a single VM's job's start is then the tick's to publish, by its ``widen_at``), publishes
+    the one copy the VM refused drops: held back, the gang's missing node had no start left (a VM booted for it
+    found none), and the gang waited out ``gangs.assemble_s``. One, not one per missing node (``start_copies``):
+    a VM that keeps refusing, as its backoff lets it, takes and gives back the same copy, and copies do not pile up."""
+    if refused is not None and job.gang and refused.fields.pop("widen_at", None) is not None and not refused.publish_start:
+        refused.publish_start, refused.start_copies = True, 1
     return refused

@@ -33,6 +33,7 @@ class Decision:
     fields: dict[str, Any] = field(default_factory=dict)
     controls: list[ControlMessage] = field(default_factory=list)
     publish_start: bool = False  # publish a StartMessage for the (new) current attempt
+    start_copies: int | None = None  # a gang's: this many copies of it, not one per node not claimed (None)
     ignored: str | None = None  # reported to users: the message changed nothing, and why
     duplicate: bool = False  # a plain redelivery: changes nothing, reported only in logs
     note: str | None = None  # a history row that changes no status (a start widened: zen.core.routing)
@@ -100,8 +101,7 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime) 
     return Decision(  # last_seq 0: the next claim may come from a VM whose clock is behind this one's
         changes=[Change(JobStatus.QUEUED, f"{never}: requeued")],
         fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None, left_vms=gave_up(job.left_vms, vm, seq)),
-        publish_start=True,
-    )
+        publish_start=True)
 
 
 def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:

@@ -104,7 +104,7 @@ class DecisionWriter:
                                             else None, refused=decision.refused, seal=seal, answers=claims.get(c.vm)
                                             if c.action is ControlAction.CONFIRM else None) for c in decision.controls]
         if decision.publish_start:
-            messages += self._announce.start(after)
+            messages += self._announce.start(after)[:decision.start_copies]
         ids = enqueue(tx, messages, now)
         place = arrays.place_of(job.request)
         if (admit and place and place.get("max_parallel") and (job.hold is None or job.hold_until is not None)
