@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 
 import pytest
 
 from tests.agent.fakes import FakeTransport
-from tests.agent.test_slots import IDENTITY, SETTINGS, VM, start
-from zen.agent.agent import Agent
-from zen.agent.slots import Capacity, Slots
+from tests.agent.test_outranked_start_given_back_after_its_slot import run_two_slots
+from tests.agent.test_slots import VM, start
 from zen.core.models import AgentStatus, ControlAction, Heartbeat
 
 
@@ -80,12 +78,6 @@ def test_a_copy_of_a_start_pulled_while_its_claim_awaits_the_answer_is_not_dropp
         return []
 
     transport.answer = scheduler
-    settings = dataclasses.replace(SETTINGS, claim_timeout_s=5, claim_tries=1)
-    agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=2)))
-    deadline = time.monotonic() + 10
-    runs = 1 if copy == "published again" else 2
-    transport.when_idle = lambda: (agent.jobs_run >= runs or time.monotonic() > deadline) and agent.request_shutdown(
-        "test over")
-    assert agent.run() == 0
+    run_two_slots(transport, claim_timeout_s=5, runs=1 if copy == "published again" else 2, within_s=10)
     ended = [r[0] for r in transport.job_reports() if r[2] == "SUCCEEDED"]
     assert ended.count("low") == 1, (claims, transport.calls)  # without: the copy acked, "low" never ran

@@ -66,12 +66,18 @@ def test_a_start_given_back_and_pulled_again_at_once_by_its_vm_is_claimed_again(
         return []
 
     transport.answer = scheduler
-    settings = dataclasses.replace(SETTINGS, claim_timeout_s=0.5, claim_tries=1)
+    run_two_slots(transport, claim_timeout_s=0.5, runs=2 if answer == "outranked" else 1, within_s=8)
+    ended = {r[0] for r in transport.job_reports() if r[2] == "SUCCEEDED"}
+    assert "low" in ended, (claims, transport.calls)  # without: the start given back acked at its next pull
+
+
+def run_two_slots(transport, *, claim_timeout_s: float, runs: int, within_s: float) -> Agent:
+    """The real agent loop on a VM of 8 GPUs and two slots, one try a claim, until it ran ``runs`` jobs or
+    ``within_s`` passed."""
+    settings = dataclasses.replace(SETTINGS, claim_timeout_s=claim_timeout_s, claim_tries=1)
     agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=2)))
-    deadline = time.monotonic() + 8
-    runs = 2 if answer == "outranked" else 1
+    deadline = time.monotonic() + within_s
     transport.when_idle = lambda: (agent.jobs_run >= runs or time.monotonic() > deadline) and agent.request_shutdown(
         "test over")
     assert agent.run() == 0
-    ended = {r[0] for r in transport.job_reports() if r[2] == "SUCCEEDED"}
-    assert "low" in ended, (claims, transport.calls)  # without: the start given back acked at its next pull
+    return agent
