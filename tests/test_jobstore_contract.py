@@ -196,6 +196,18 @@ def test_a_kept_stop_is_taken_once_and_found_when_its_job_exists(store):
         assert tx.take_early_stops("j1") == []
 
 
+def test_a_tasks_claim_finds_a_stop_kept_for_it_or_for_its_array(store):
+    task = a_job("arr-1", request={"job_id": "arr-1", "command": ["true"], "array": {"id": "arr", "index": 1, "count": 2}})
+    inserted(store, task, a_job("run-1"))
+    with store.transaction() as tx:
+        tx.remember_early_stop("arr", "the array's", NOW)
+        tx.remember_early_stop("run", "a job's of that name, not run-1's array's", NOW)
+    with store.transaction() as tx:
+        assert tx.kept_stop_names("arr-1") == ["arr"] and tx.kept_stop_names("run-1") == []
+        tx.remember_early_stop("arr-1", "the task's", NOW)
+        assert tx.kept_stop_names("arr-1") == ["arr", "arr-1"] and tx.kept_stop_names("nobody") == []
+
+
 def test_a_submission_is_written_once_queued_with_its_history_and_outbox_rows_in_order(store):
     committed: list[Enqueued] = []
     writer = store.submissions(committed.extend)

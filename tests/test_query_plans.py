@@ -65,6 +65,7 @@ HOT_QUERIES = [
                         start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None, left_vms=None,
                         now=NOW)),
     ("take_early_stops", {"job_id": "job-7"}),
+    ("kept_stop_names", {"job_id": "sweep-3-1"}),  # every claim: a stop kept for the job or for its array
     # The end of an attempt also records its usage (its claim time read from the job's history, its VM's model
     # from the scaling passes' records).
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",

@@ -88,8 +88,8 @@ class EarlyStops(Protocol):
     def take_early_stops(self, job_id: str) -> list[tuple[str, str | None]]:
         """The kept stops' (reason, sender), the first kept first, consumed."""
 
-    def early_stop_kept(self, job_id: str) -> bool:
-        """Whether a stop is kept for ``job_id`` (not consumed)."""
+    def kept_stop_names(self, job_id: str) -> list[str]:
+        """Of ``job_id`` and its array's id (a task's), those a stop is kept for (not consumed)."""
 
     def forget_early_stops(self, cutoff: datetime) -> None:
         """Drop stops kept before ``cutoff``."""

@@ -196,12 +196,12 @@ class Sweeps:
         is answered RELEASE and the job never starts. The submission and the stop may each commit before seeing
         the other's row (``apply_early_stops``); the claim comes after the submission's commit (its start is
         published then), so it sees the kept stop, which the tick's sweep would apply a tick later, the job
-        running meanwhile. One indexed read a claim (an array's stop is kept under the array's id: its tasks
-        are left to the sweep)."""
+        running meanwhile. One indexed read a claim, which finds a stop of the task's array too (kept under the
+        array's id, it stops every task of it: a claim of any of them started it while the stop was kept)."""
         with self._store.session() as tx:
-            kept = tx.early_stop_kept(job_id)
+            kept = tx.kept_stop_names(job_id)
         if kept:
-            self.apply_early_stops([job_id])
+            self.apply_early_stops(kept)
 
     def admit_waiting(self) -> int:
         """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);

@@ -96,9 +96,9 @@ class PostgresJobTx:
     def take_early_stops(self, job_id: str) -> list[tuple[str, str | None]]:
         return repository.take_early_stops(self.session, job_id)
 
-    @hooked("early_stop_kept")
-    def early_stop_kept(self, job_id: str) -> bool:
-        return repository.early_stop_kept(self.session, job_id)
+    @hooked("kept_stop_names")
+    def kept_stop_names(self, job_id: str) -> list[str]:
+        return repository.kept_stop_names(self.session, job_id)
 
     @hooked("forget_early_stops")
     def forget_early_stops(self, cutoff: datetime) -> None:

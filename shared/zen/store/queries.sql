@@ -294,9 +294,11 @@ ON CONFLICT (job_id, (COALESCE(principal, ''))) DO NOTHING;
 -- name: take_early_stops
 DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason, principal, requested_at;
 
--- name: early_stop_kept
--- Whether a stop is kept for :job_id (the claim path's check: zen.jobs.sweeps.JobSweeps.before_claim).
-SELECT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id) AS kept;
+-- name: kept_stop_names
+-- Of :job_id and its array's id, those a stop is kept for (the claim path's check: zen.jobs.sweeps.Sweeps.before_claim;
+-- a stop of the array that crossed its submission is kept under the array's id).
+SELECT DISTINCT e.job_id FROM early_stops e
+WHERE e.job_id = :job_id OR e.job_id = (SELECT j.array_id FROM jobs j WHERE j.job_id = :job_id);
 
 -- name: kept_stops_of
 -- The stops kept for :job_id, not consumed, the first first: what `zen submit` reads before publishing (zen.cli.submitted).

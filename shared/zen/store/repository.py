@@ -150,9 +150,8 @@ def take_early_stops(session: Session, job_id: str) -> list[tuple[str, str | Non
     return [(row["reason"], row["principal"]) for row in rows]
 
 
-def early_stop_kept(session: Session, job_id: str) -> bool:
-    row = session.one("early_stop_kept", job_id=job_id)
-    return bool(row and row["kept"])
+def kept_stop_names(session: Session, job_id: str) -> list[str]:
+    return sorted(row["job_id"] for row in session.run("kept_stop_names", job_id=job_id))
 
 
 def kept_stops_of(session: Session, job_id: str) -> list[dict[str, Any]]:

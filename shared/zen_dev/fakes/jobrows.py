@@ -192,9 +192,10 @@ class InMemoryJobTx:
         kept = [self._t.early_stops.pop(key) for key in [k for k in self._t.early_stops if k[0] == job_id]]
         return [(reason, sender) for reason, _, sender in sorted(kept, key=lambda k: k[1])]
 
-    @hooked("early_stop_kept")
-    def early_stop_kept(self, job_id: str) -> bool:
-        return any(key[0] == job_id for key in self._t.early_stops)
+    @hooked("kept_stop_names")
+    def kept_stop_names(self, job_id: str) -> list[str]:
+        names = {job_id, ((job := self._t.jobs.get(job_id)) and (job.request.get("array") or {}).get("id")) or job_id}
+        return sorted(names & {key[0] for key in self._t.early_stops})
 
     @hooked("forget_early_stops")
     def forget_early_stops(self, cutoff: datetime) -> None:
