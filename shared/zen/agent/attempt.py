@@ -2,8 +2,7 @@
 (``zen.agent.staging``, in the background: ``zen.agent.transfer``), run it (``zen.agent.runner``),
 supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence:
 ``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
-(``zen.agent.output``), upload its outputs and report how it ended.
-"""
+(``zen.agent.output``), upload its outputs and report how it ended."""
 
 from __future__ import annotations
 
@@ -169,9 +168,10 @@ class AttemptRunner:
         spent = self._disk is not None and note is not None and note == self._disk.verdict(key)
         if spent and checkpoint is not None:
             checkpoint.stop_periodic(0.0)
+        fenced = final is AgentStatus.PREEMPTED and fence.fence_left(attempt, settings, self._clock()) <= 0
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
-                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(  # stopped: no report
-                                         self._pulls, self._vm_beats, key, final is AgentStatus.STOPPED))
+                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(self._pulls, self._vm_beats, key),
+                                     stopped=final is AgentStatus.STOPPED, lost=fenced)
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
                   data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report,

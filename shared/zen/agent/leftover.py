@@ -4,8 +4,10 @@ may be, while the agent tries the removal again every ``RETRY_S``, so Zen reruns
 stopped attempt's rerun waits while its VM says it runs: ``zen.core.lifecycle``, ``zen.core.gang``). The
 report goes once the container is gone. Past ``WAIT_S``, the VM retires (``zen.agent.agent``: its slot is never
 another job's) and Zen deletes it, the container with it; a job that ended on its own is reported then, with a
-note saying its container is left, and one the agent stopped is not reported at all (:func:`hold`). Not while the
-VM shuts down: it is going, and the container with it.
+note saying its container is left, and one the agent stopped is not reported at all (:func:`hold`). A job the
+fence stopped (``zen.agent.fence``) retires the VM at once: Zen takes its attempt for lost and reruns the job
+without waiting for its report, maybe here in another slot, beside the container. Not while the VM shuts down:
+it is going, and the container with it.
 """
 
 from __future__ import annotations
@@ -36,26 +38,29 @@ def left_reason(key: tuple[str, int]) -> str:
     return f"the container of {key[0]} attempt {key[1]} could not be removed"
 
 
-def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], stopped: bool) -> Callable[[], None] | None:
+def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int]) -> Callable[[], None]:
     """What :func:`hold` retires the VM by (no more jobs, RETIRED said now: the loop may be the attempt's own thread,
-    with one slot) for a job the agent ``stopped``; None for one that ended on its own."""
+    with one slot)."""
     def retire() -> None:
         pulls.retire(left_reason(key))
         vm_beats.retire()
         vm_beats.beat(force=True)
-    return retire if stopped else None
+    return retire
 
 
 def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock: Callable[[], float],
-         stopping: Callable[[], bool], retire: Callable[[], None] | None = None,
-         sleep: Callable[[float], None] = time.sleep) -> tuple[str | None, bool]:
+         stopping: Callable[[], bool], retire: Callable[[], None] | None = None, *, stopped: bool = False,
+         lost: bool = False, sleep: Callable[[float], None] = time.sleep) -> tuple[str | None, bool]:
     """Wait while ``job``'s container may run (``container_gone`` False), ``beat(next_beat)`` sending the
     attempt's RUNNING heartbeat when due (returns the next time one is due) and taking its orders. Returns the final
     report's ``note``, with what happened to the container added when there is something to say, and whether the
     report goes at all.
 
-    ``retire``: given for a job the agent stopped (docker could not kill it: it may run on), which Zen may rerun
-    elsewhere once it hears the stop answered (a queue's preemption, a gang's lost node). Past ``WAIT_S`` the VM
+    ``retire``: what retires the VM. ``lost``: the job the fence stopped (its attempt's lease fell: Zen takes it for
+    lost, or soon will, and reruns the job, which this VM, running several at once, might pull): the VM retires at
+    once, before the wait; the report goes as for a job that ended on its own. ``stopped``: a job the agent stopped
+    (docker could not kill it: it may run on), which Zen may rerun elsewhere once it hears the stop answered (a
+    queue's preemption, a gang's lost node). Past ``WAIT_S`` the VM
     retires, and Zen deletes it, the container with it (a retired VM whose stopping job, or gang node, says
     ``RUNNING_NOTE`` is held for it no more: ``zen.store.fleet.held_vms``); the wait goes on until the container is
     gone or the VM shuts down, and then no final report goes (False): Zen reruns the job once its VM has been
@@ -64,7 +69,9 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
     own (its exit code known: its container runs no more) reports after ``WAIT_S`` as before."""
     if job.container_gone is not False:
         return note, True
-    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, retire)
+    if lost and retire is not None and not stopping():  # (a rerun of it in another slot would run beside it)
+        retire()
+    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, retire if stopped else None)
     return (note if said is None else f"{note}\n{said}" if note else said), report
 
 
