@@ -265,8 +265,8 @@ class _Planning:
                                   lambda p: self.ranking.flex(p) and bool(probes.waiting(self.stuck[p])), short)
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
-        probing = sum(len(probes.waiting(vms)) for vms in self.stuck.values())  # no VM: they keep no min_vms
-        missing = self.s.cluster.min_vms - (total - probing + sum(self.plan.add.values()))
+        going = len(self.s.vms) - self.alive + len(self.plan.delete)  # drained, retired; silent (prune_silent)
+        missing = probes.min_missing(self.s.cluster, total + sum(self.plan.add.values()), self.stuck, going)
         held: Callable[[str], int] = lambda pool: counts[pool] + self.plan.add.get(pool, 0)  # noqa: E731 - listed or asked
         for region in self.rank(self.regions) if missing > 0 else ():  # nothing to keep: no ranking needed
             take = min(self.s.cluster.max_vms_per_region - held(region), missing, quotas.left(self.memory, region, held))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping
 
 from zen.core.provisioning import PENDING_SEP, region_of
 from zen.scaling import quotas
-from zen.scaling.model import Action, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
+from zen.scaling.model import Action, ClusterLimits, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
 
 if TYPE_CHECKING:
     from zen.scaling.ranking import Ranking
@@ -214,6 +214,15 @@ def with_capacity(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], deleted:
     deleted while a job waited on a stocked-out pool, and nothing replaced it)."""
     return sum(1 for (_, phase), group in phases.items() if phase is not VmPhase.DELETING for vm in group
                if vm.name not in deleted and (phase is not VmPhase.BOOTING or vm.started))
+
+
+def min_missing(cluster: ClusterLimits, counted: int, stuck: Mapping[str, list[Vm]], going: int) -> int:
+    """The VMs ``min_vms`` asks for: of the ``counted`` instances (listed or asked for), a probe waiting for capacity
+    keeps no warm VM, nor one of the ``going`` VMs on their way out (drained, retired, deleted this pass: counted, the
+    cluster's one VM drained while every delete failed stood for its warm VM, and none was asked); within ``max_vms``,
+    which counts every instance until it is gone."""
+    probing = sum(len(waiting(vms)) for vms in stuck.values())
+    return max(0, min(cluster.min_vms - (counted - probing - going), cluster.max_vms - counted))
 
 
 def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], datetime | None]) -> list[Vm]:
