@@ -191,8 +191,9 @@ class Queueing:
         cohort_used = sum(used.values())
         shape = self._config.cluster(cluster)
         gpus = shape.gpus_held(1) if shape else 1  # the fewest GPUs one of its jobs submitted now holds
-        # Jobs that could still fit: read no more. Where none of that size does, one per free GPU (a job waiting
-        room = (free := cohort_quota - cohort_used) // max(gpus, 1) or max(free, 0)  # since before max_jobs_per_vm fell holds less)
+        # Jobs that could still fit: read no more. Where none of that size does, one per free GPU: a job waiting
+        # since before max_jobs_per_vm was lowered holds fewer GPUs than one submitted now.
+        room = (free := cohort_quota - cohort_used) // max(gpus, 1) or max(free, 0)
         if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
             return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
         held_until_now = {**used, queue_name: used.get(queue_name, 0) + released}
