@@ -57,7 +57,8 @@ def _listing(**given):
 HOT_QUERIES = [
     ("lock_job", {"job_id": "job-7"}),
     ("get_job", {"job_id": "job-7"}),
-    ("record_progress", {"job_id": "job-13", "attempt": 1, "vm": "vm-13", "seq": 9, "message": None, "now": NOW}),
+    ("record_progress", {"job_id": "job-13", "attempt": 1, "vm": "vm-13", "seq": 9, "message": None, "now": NOW,
+                         "vm_since": NOW}),
     ("update_job", dict(job_id="job-7", expected_status="RUNNING", expected_attempt=1, status="RUNNING", attempt=1,
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,

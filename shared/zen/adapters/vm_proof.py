@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from zen.adapters.google_tokens import (  # noqa: F401  (fetch_certs, unverified_claims: re-exported)
@@ -43,6 +43,17 @@ class Proven:
     fingerprint: str
     mac_keys: list[bytes] | None = field(default=None, repr=False)
     macs: list[Any] = field(default_factory=list, repr=False)  # the same keys, keyed (message_key.keyed)
+
+    @property
+    def created_at(self) -> datetime | None:
+        """When the VM was created (``instance_creation_timestamp``: ``zen.core.incarnation``); None if unsaid."""
+        made = ((self.claims.get("google") or {}).get("compute_engine") or {}).get("instance_creation_timestamp")
+        if isinstance(made, bool) or not isinstance(made, (int, float)):
+            return None
+        try:
+            return datetime.fromtimestamp(made, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
 
 
 def _check_signature(key: Any, data: bytes, attributes: Mapping[str, str], vm: str) -> None:

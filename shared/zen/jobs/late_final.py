@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from zen.core.incarnation import claimed_before
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.retries import next_retry, rerun_as_taken_back
@@ -23,11 +24,13 @@ if TYPE_CHECKING:
 FINAL = {AgentStatus.SUCCEEDED: JobStatus.SUCCEEDED, AgentStatus.FAILED: JobStatus.FAILED}
 
 
-def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decision | None:
+def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime, created: datetime | None = None
+               ) -> Decision | None:
     """What ``hb`` does when it is a lost attempt's late final report (above); None when it is not one
     (``lifecycle.decide_heartbeat`` decides). Reads only for a final report of an older attempt of a
     job that waits, or of the current attempt of a job that FAILED, from that attempt's VM; writes only
-    the attempt's outcome (FAILED) when that report counts as a retry."""
+    the attempt's outcome (FAILED) when that report counts as a retry. A report from a VM ``created`` after
+    the attempt started is refused: its MIG recreated the VM under the name (``zen.core.incarnation``)."""
     if hb.status not in FINAL:
         return None
     waiting = job.status in (JobStatus.QUEUED, JobStatus.PENDING) and hb.attempt < job.attempt
@@ -38,6 +41,8 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decis
     lost = rows.lost_attempt(job.job_id, hb.attempt)
     if lost is None or not lost["by_sweep"] or lost["later_held"] or lost["vm"] != hb.vm:
         return None
+    if (recreated := claimed_before(hb.vm, hb.attempt, lost["started_at"], created)) is not None:
+        return Decision(ignored=recreated)
     if lost["outcome"] == "PREEMPTED" and rerun_as_taken_back(hb.status is AgentStatus.SUCCEEDED, hb.over_limit):
         return None  # its queue took it back: a failure (maybe the stop's own) is rerun as the preemption would
     if waiting and hb.status is AgentStatus.FAILED and (

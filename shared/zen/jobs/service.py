@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from zen import telemetry
-from zen.core import gang, lifecycle, report_end
+from zen.core import gang, incarnation, lifecycle, report_end
 from zen.core.lifecycle import Decision
 from zen.core.clock import Clock
 from zen.core.clearance import data_uris
@@ -259,12 +259,14 @@ class JobService:
                                        envelope.publish_time, message.region, data=envelope.data)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
+        created = None if proven is None else proven.created_at  # a VM its MIG recreated: zen.core.incarnation
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
         if message.status is AgentStatus.RUNNING:
             with self._store.session() as tx:  # one statement, its own commit
                 if tx.record_progress(job_id=message.job_id, attempt=message.attempt, vm=message.vm,
-                                      seq=message.seq, message=message.message, now=self._clock()):
+                                      seq=message.seq, message=message.message, now=self._clock(),
+                                      vm_since=incarnation.made_since(created)):
                     return Outcome("applied", message.job_id)
         elif message.status is AgentStatus.CLAIMED:  # a stop that crossed the submission is applied first
             self.sweeps.before_claim(message.job_id)
@@ -272,12 +274,13 @@ class JobService:
         outcome = self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                                lambda job, now: report_end.decide(job, message, now, envelope.publish_time, self._config.gangs),
                                answering=message, seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
-                               guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
+                               guard=lambda tx, job: incarnation.not_its_vm(job, message, created) or (
+                                   gang.keep_deadline(job, refuse_claim(
                                    tx, self._config, job, message, self._clock(), self._proof.names_proven,
                                    envelope.publish_time, lambda other, offer: offered.extend(self.decisions.apply(
                                        tx, other, offer, actor="priority", now=self._clock()))))
                                                       or (None if gang.is_gang(job)  # one node's word is not the gang's
-                                                          else late_final(tx, job, message, self._clock()))))
+                                                          else late_final(tx, job, message, self._clock(), created))))
         self._relay.flush_quietly(offered)  # after the claim's RELEASE: the VM takes an offer once free of its claim
         return outcome
 

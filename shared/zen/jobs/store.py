@@ -50,8 +50,8 @@ class JobRows(Protocol):
         """The job's history rows, in the order written."""
 
     def record_progress(self, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
-                        now: datetime) -> bool:
-        """A RUNNING heartbeat of the running attempt from its VM, newer than the last; False otherwise."""
+                        now: datetime, vm_since: datetime | None = None) -> bool:
+        """A RUNNING heartbeat of the running attempt from its VM (made by ``vm_since``), newer than the last."""
 
     def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:
         """Jobs held by a VM silent since before ``cutoff``, oldest silence first."""

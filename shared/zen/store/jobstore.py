@@ -51,9 +51,9 @@ class PostgresJobTx:
 
     @hooked("record_progress")
     def record_progress(self, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
-                        now: datetime) -> bool:
+                        now: datetime, vm_since: datetime | None = None) -> bool:
         return repository.record_progress(self.session, job_id=job_id, attempt=attempt, vm=vm, seq=seq,
-                                          message=message, now=now)
+                                          message=message, now=now, vm_since=vm_since)
 
     @hooked("held_jobs_silent_since")
     def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:

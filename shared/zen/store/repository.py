@@ -98,11 +98,12 @@ def active_jobs(session: Session, limit: int) -> tuple[list[Job], int]:
 
 
 def record_progress(session: Session, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
-                    now: datetime) -> bool:
+                    now: datetime, vm_since: datetime | None = None) -> bool:
     """A RUNNING heartbeat from the VM that holds the running attempt, newer than the last: record it
-    in one statement. False when the job is in any other state (the caller decides in full)."""
+    in one statement. False when the job is in any other state, or the attempt started before ``vm_since``
+    (the reporting VM made after it: ``zen.core.incarnation``), and the caller decides in full."""
     return session.one("record_progress", job_id=job_id, attempt=attempt, vm=vm, seq=seq, message=message,
-                       now=now) is not None
+                       now=now, vm_since=vm_since) is not None
 
 
 def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], now: datetime) -> None:

@@ -121,10 +121,12 @@ class InMemoryJobTx:
 
     @hooked("record_progress")
     def record_progress(self, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
-                        now: datetime) -> bool:
+                        now: datetime, vm_since: datetime | None = None) -> bool:
         job = self._t.jobs.get(job_id)
         if job is None or (job.status, job.attempt, job.vm) != (JobStatus.RUNNING, attempt, vm) or job.last_seq >= seq:
             return False
+        if vm_since is not None and (job.started_at is None or job.started_at < vm_since):
+            return False  # its VM made after the attempt started (zen.core.incarnation): the general path
         if job.gang:  # a gang's node reports per node (zen.core.gang): the general path
             return False
         self._t.jobs[job_id] = job.model_copy(update={"last_seq": seq, "last_heartbeat_at": now, "updated_at": now,

@@ -33,6 +33,7 @@ class TokenIssuer:
                 .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
                 .not_valid_after(now + dt.timedelta(days=365)).sign(key, hashes.SHA256()))
         self.kid = secrets.token_hex(20)
+        self._created: dict[tuple[str, str], int] = {}  # (VM, instance id) -> its creation (token())
         self.lifetime_s = lifetime_s
         self._cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
         self._key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -42,11 +43,16 @@ class TokenIssuer:
         return {self.kid: self._cert_pem}
 
     def token(self, *, vm: str, zone: str, project: str, audience: str, instance_id: int | str = 0,
-              now: float | None = None, **overrides: Any) -> str:
-        """A signed ``format=full`` token; ``overrides`` replace claims (tests make bad ones)."""
+              now: float | None = None, created: float | None = None, **overrides: Any) -> str:
+        """A signed ``format=full`` token; ``overrides`` replace claims (tests make bad ones). Its
+        ``instance_creation_timestamp`` is ``created``, else the earliest token of that VM and instance id
+        (a VM exists before its first token, and its creation does not move with each new one)."""
         from google.auth import crypt, jwt
 
         issued = int(time.time() if now is None else now)
+        if created is None:
+            instance = (vm, str(instance_id))
+            created = self._created[instance] = min(self._created.get(instance, issued), issued)
         claims: dict[str, Any] = {
             # As GCE's: the service account's numeric id and e-mail too, which take a real token past
             # the 1,024 bytes of one Pub/Sub attribute (zen.adapters.message_key.token_attributes).
@@ -55,7 +61,7 @@ class TokenIssuer:
             "exp": issued + self.lifetime_s,
             "google": {"compute_engine": {"instance_name": vm, "instance_id": str(instance_id), "zone": zone,
                                           "project_id": project, "project_number": 0,
-                                          "instance_creation_timestamp": issued}},
+                                          "instance_creation_timestamp": int(created)}},
         }
         claims.update(overrides)
         signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.kid)
