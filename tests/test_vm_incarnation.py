@@ -11,17 +11,18 @@ from __future__ import annotations
 from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import job
 from tests.test_heartbeat_seq import ms, rejections
-from tests.test_vm_proof_functions import VM_A, proof, zen  # noqa: F401  (fixture)
+from tests.test_vm_proof_functions import VM_A, VM_B, proof, zen  # noqa: F401  (fixture)
 from tests.token_support import certs, issuer  # noqa: F401  (fixtures)
 from zen.adapters.message_key import MessageKey, audience
 
 RECREATED = "was created after attempt 1 of this job was claimed"
 
 
-def recreated(issuer, clock, project):
-    """The VM the MIG made under VM A's name once A was gone (now): another instance, with its own agent's key."""
-    agent = proof(issuer, clock, project, VM_A, key=MessageKey())
-    agent.token = issuer.token(vm=VM_A, zone="us-central1-a", project=project, instance_id=2, now=clock().timestamp(),
+def recreated(issuer, clock, project, vm=VM_A):
+    """The VM the MIG made under ``vm``'s name once that VM was gone (now): another instance, with its own agent's
+    key."""
+    agent = proof(issuer, clock, project, vm, key=MessageKey())
+    agent.token = issuer.token(vm=vm, zone="us-central1-a", project=project, instance_id=2, now=clock().timestamp(),
                                created=clock().timestamp(), audience=audience(project, agent.key.fingerprint))
     return agent
 
@@ -105,3 +106,24 @@ def test_a_vm_recreated_under_the_name_cannot_end_the_attempt_the_sweep_took_for
     late = first(heartbeat("lost", "SUCCEEDED", start + 2, vm=VM_A, exit_code=0))  # the VM that ran it: believed
     assert functions.send("on_heartbeat", **late).status_code == 200
     assert (job(zen, "lost").status.value, job(zen, "lost").attempt) == ("SUCCEEDED", 1)
+
+
+def test_a_vm_recreated_under_a_gang_nodes_name_cannot_end_the_gang(functions, zen, clock, issuer, project):
+    """A gang's second node is not the job's VM (``job.vm`` names the first): its successor's FAILED ended the
+    gang's attempt, whose nodes still ran."""
+    nodes = {VM_A: proof(issuer, clock, project, VM_A), VM_B: proof(issuer, clock, project, VM_B)}
+    functions.submit(job_request("pair", nodes=2))
+    start = ms(clock)
+    for k, (vm, agent) in enumerate(nodes.items()):
+        functions.heartbeat(**agent(heartbeat("pair", "CLAIMED", start + k, vm=vm, ip=f"10.0.0.{k + 1}")))
+    for vm, agent in nodes.items():
+        functions.heartbeat(**agent(heartbeat("pair", "RUNNING", start + 2, vm=vm)))
+    assert job(zen, "pair").status.value == "RUNNING"
+
+    clock.advance(90)  # VM B was preempted; its MIG recreated it under its name
+    second = recreated(issuer, clock, project, VM_B)
+    failed = second(heartbeat("pair", "FAILED", ms(clock), vm=VM_B, exit_code=1))
+    assert functions.send("on_heartbeat", **failed).status_code == 200
+    assert job(zen, "pair").status.value == "RUNNING"
+    [reason] = rejections(zen)
+    assert RECREATED in reason

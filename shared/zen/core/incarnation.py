@@ -39,11 +39,12 @@ def held_since(job: Job) -> datetime | None:
 
 
 def not_its_vm(job: Job, hb: Heartbeat, created: datetime | None) -> Decision | None:
-    """The refusal of ``hb`` about the attempt ``job`` holds on a VM of ``hb.vm``'s name, when the reporting VM
-    was created after that attempt was claimed (the module's docstring); None otherwise. A claim is left to
-    ``zen.core.lifecycle``, which answers it as a claim of the holder's again. A gang's nodes other than
-    ``job.vm`` are not checked (``zen.core.gang``)."""
-    if hb.status is AgentStatus.CLAIMED or hb.vm != job.vm or hb.attempt != job.attempt or not job.status.holds_vm:
+    """The refusal of ``hb`` about the attempt ``job`` holds on a VM of ``hb.vm``'s name (its VM, or one of a
+    gang's nodes: each claimed before the gang was complete), when the reporting VM was created after that attempt
+    was claimed (the module's docstring); None otherwise. A claim is left to ``zen.core.lifecycle``, which answers
+    it as a claim of the holder's again."""
+    holds = hb.vm == job.vm or any(node.vm == hb.vm for node in job.gang or ())
+    if hb.status is AgentStatus.CLAIMED or not holds or hb.attempt != job.attempt or not job.status.holds_vm:
         return None
     reason = claimed_before(hb.vm, hb.attempt, held_since(job), created)
     return None if reason is None else Decision(ignored=reason)
