@@ -27,13 +27,19 @@ def recreated(issuer, clock, project, vm=VM_A):
     return agent
 
 
+def running(functions, clock, agent, job_id: str) -> int:
+    """``job_id`` submitted, claimed and RUNNING on VM A (``agent``: its proof); the claim's seq."""
+    functions.submit(job_request(job_id))
+    start = ms(clock)
+    functions.heartbeat(**agent(heartbeat(job_id, "CLAIMED", start, vm=VM_A)))
+    functions.heartbeat(**agent(heartbeat(job_id, "RUNNING", start + 1, vm=VM_A)))
+    return start
+
+
 def test_a_vm_recreated_under_the_name_cannot_keep_the_running_attempt_alive_or_end_it(
         functions, zen, clock, issuer, project):
     first = proof(issuer, clock, project, VM_A)
-    functions.submit(job_request("victim"))
-    start = ms(clock)
-    functions.heartbeat(**first(heartbeat("victim", "CLAIMED", start, vm=VM_A)))
-    functions.heartbeat(**first(heartbeat("victim", "RUNNING", start + 1, vm=VM_A)))
+    running(functions, clock, first, "victim")
     before = job(zen, "victim")
     assert before.status.value == "RUNNING"
 
@@ -69,11 +75,8 @@ def test_a_vm_recreated_under_the_name_cannot_run_an_attempt_claimed_by_the_vm_b
 def test_the_vm_that_claimed_the_attempt_still_reports_for_it_with_a_token_fetched_later(
         functions, zen, clock, issuer, project):
     """The rule is the VM's creation, not its token's age: an agent fetches a new token every hour."""
-    functions.submit(job_request("long"))
-    start = ms(clock)
     first = proof(issuer, clock, project, VM_A)
-    functions.heartbeat(**first(heartbeat("long", "CLAIMED", start, vm=VM_A)))
-    functions.heartbeat(**first(heartbeat("long", "RUNNING", start + 1, vm=VM_A)))
+    running(functions, clock, first, "long")
 
     clock.advance(3000)
     later = proof(issuer, clock, project, VM_A, key=first.key)  # its token of the next hour
@@ -87,10 +90,7 @@ def test_a_vm_recreated_under_the_name_cannot_end_the_attempt_the_sweep_took_for
         functions, zen, clock, issuer, project):
     """The late final report (zen.jobs.late_final) is believed from the VM that ran the lost attempt only."""
     first = proof(issuer, clock, project, VM_A)
-    functions.submit(job_request("lost"))
-    start = ms(clock)
-    functions.heartbeat(**first(heartbeat("lost", "CLAIMED", start, vm=VM_A)))
-    functions.heartbeat(**first(heartbeat("lost", "RUNNING", start + 1, vm=VM_A)))
+    start = running(functions, clock, first, "lost")
     clock.advance(60)
     functions.tick()
     clock.advance(121)
