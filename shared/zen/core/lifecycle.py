@@ -239,9 +239,9 @@ def stopping_reason(job: Job) -> str:
 
 def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, now: datetime) -> None:
     """Move a job held by ``hb.vm`` forward according to the agent's status."""
-    # When the agent says it happened, held between Zen's own times: an assigned job's run began after Zen heard its
-    # claim (an agent whose clock is behind does not move a start before it), and nothing happens after now.
-    claimed = job.last_heartbeat_at if current is JobStatus.ASSIGNED and job.last_heartbeat_at else job.submitted_at
+    # When the agent says it happened, held between Zen's own times: a run began after Zen heard its claim (now: this
+    # report's), an agent whose clock is behind moving a start before neither it nor its VM's creation (incarnation).
+    claimed = {JobStatus.QUEUED: now, JobStatus.ASSIGNED: job.last_heartbeat_at}.get(job.status) or job.submitted_at
     sent_at = _clamp(hb.sent_at, claimed, now)
     status = hb.status
     if status is AgentStatus.CLAIMED:
