@@ -9,10 +9,8 @@ and the gang waited out ``gangs.assemble_s`` (600 s), its claimed nodes idle, be
 
 from __future__ import annotations
 
-import json
-
 from tests.messages import heartbeat, job_request
-from zen.core.config import ZenConfig
+from tests.test_shape_choice_by_pool import two_models  # noqa: F401  (fixture: clusters of [standard, spot])
 from zen.store import repository
 
 CLUSTER = "4xa100-40gb"
@@ -21,26 +19,13 @@ SPOT_VM = "zen-4xa100-40gb-us-central1-spot-bb22"  # the spot pool's MIG: <prima
 EPOCH_MS = 1_700_000_000_000
 
 
-def _zen(config, db, publisher, clock):
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        if cluster["name"] == CLUSTER:
-            cluster["provisioning"] = ["standard", "spot"]
-    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
-    return zen, FunctionsInvoker(zen)
-
-
 def starts(publisher, job_id: str) -> int:
     return sum(1 for m in publisher.on("zen-job-start") if m.attributes.get("job_id") == job_id)
 
 
 def test_a_gang_keeps_a_start_out_for_its_missing_node_after_a_vm_refused_twice(
-        config, db, publisher, clock, db_url, monkeypatch):
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    zen, functions = _zen(config, db, publisher, clock)
+        two_models, publisher, clock):
+    zen, functions = two_models
     functions.submit(job_request("g", cluster=CLUSTER, nodes=2, provisioning="standard"))
     assert starts(publisher, "g") == 2  # one copy per node
 
@@ -67,12 +52,11 @@ def test_a_gang_keeps_a_start_out_for_its_missing_node_after_a_vm_refused_twice(
 
 
 def test_a_repeated_refusal_publishes_the_one_copy_dropped_not_one_per_missing_node(
-        config, db, publisher, clock, db_url, monkeypatch):
+        two_models, publisher, clock):
     """Three nodes, one claimed: the first refusal publishes the start for both missing nodes (as before); each
     repeat publishes the one copy its VM dropped, so a VM refusing as often as its backoff lets it does not pile
     copies up."""
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    zen, functions = _zen(config, db, publisher, clock)
+    zen, functions = two_models
     functions.submit(job_request("g3", cluster=CLUSTER, nodes=3, provisioning="standard"))
     functions.heartbeat(heartbeat("g3", "CLAIMED", EPOCH_MS, vm=STANDARD[0]))
     assert starts(publisher, "g3") == 3

@@ -8,6 +8,8 @@ Through the functions with ``ZEN_VM_PROOF=required``, as in tests/test_vm_proof_
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import job
 from tests.test_heartbeat_seq import ms, rejections
@@ -127,3 +129,24 @@ def test_a_vm_recreated_under_a_gang_nodes_name_cannot_end_the_gang(functions, z
     assert job(zen, "pair").status.value == "RUNNING"
     [reason] = rejections(zen)
     assert RECREATED in reason
+
+
+def test_a_vm_whose_running_overtook_its_claim_with_its_clock_behind_still_reports_and_ends_its_attempt(
+        functions, zen, clock, issuer, project):
+    """A RUNNING that overtook its CLAIMED wins the claim (zen.core.lifecycle); the start it records is held no
+    earlier than Zen heard it, so an agent's clock behind GCE's does not put it before its own VM's creation, and
+    the reports after it are that VM's, and apply."""
+    functions.submit(job_request("overtaken"))
+    clock.advance(600)  # the job waited for VM A, made for it
+    agent = proof(issuer, clock, project, VM_A)  # its token: created now
+    start = ms(clock)
+    behind = (clock() - timedelta(seconds=120)).isoformat()  # the agent's clock two minutes behind GCE's
+    functions.heartbeat(**agent(heartbeat("overtaken", "RUNNING", start + 1, vm=VM_A, sent_at=behind)))
+    assert job(zen, "overtaken").status.value == "RUNNING"  # its CLAIMED comes later: the RUNNING won the claim
+
+    clock.advance(30)
+    functions.heartbeat(**agent(heartbeat("overtaken", "RUNNING", start + 2, vm=VM_A)))
+    assert job(zen, "overtaken").last_seq == start + 2
+    functions.heartbeat(**agent(heartbeat("overtaken", "SUCCEEDED", start + 3, vm=VM_A, exit_code=0)))
+    assert job(zen, "overtaken").status.value == "SUCCEEDED"
+    assert rejections(zen) == []
