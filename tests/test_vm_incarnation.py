@@ -29,6 +29,14 @@ def recreated(issuer, clock, project, vm=VM_A):
     return agent
 
 
+def refused_as_recreated(functions, zen, signed: dict, job_id: str, status: str) -> None:
+    """``signed`` (a recreated VM's report) acked, the job still ``status``, one rejection naming why."""
+    assert functions.send("on_heartbeat", **signed).status_code == 200
+    assert job(zen, job_id).status.value == status
+    [reason] = rejections(zen)
+    assert RECREATED in reason
+
+
 def running(functions, clock, agent, job_id: str) -> int:
     """``job_id`` submitted, claimed and RUNNING on VM A (``agent``: its proof); the claim's seq."""
     functions.submit(job_request(job_id))
@@ -66,12 +74,8 @@ def test_a_vm_recreated_under_the_name_cannot_run_an_attempt_claimed_by_the_vm_b
     assert job(zen, "claimed").status.value == "ASSIGNED"
 
     clock.advance(90)
-    second = recreated(issuer, clock, project)
-    running = second(heartbeat("claimed", "RUNNING", ms(clock), vm=VM_A))
-    assert functions.send("on_heartbeat", **running).status_code == 200
-    assert job(zen, "claimed").status.value == "ASSIGNED"
-    [reason] = rejections(zen)
-    assert RECREATED in reason
+    refused_as_recreated(functions, zen, recreated(issuer, clock, project)(
+        heartbeat("claimed", "RUNNING", ms(clock), vm=VM_A)), "claimed", "ASSIGNED")
 
 
 def test_the_vm_that_claimed_the_attempt_still_reports_for_it_with_a_token_fetched_later(
@@ -123,12 +127,8 @@ def test_a_vm_recreated_under_a_gang_nodes_name_cannot_end_the_gang(functions, z
     assert job(zen, "pair").status.value == "RUNNING"
 
     clock.advance(90)  # VM B was preempted; its MIG recreated it under its name
-    second = recreated(issuer, clock, project, VM_B)
-    failed = second(heartbeat("pair", "FAILED", ms(clock), vm=VM_B, exit_code=1))
-    assert functions.send("on_heartbeat", **failed).status_code == 200
-    assert job(zen, "pair").status.value == "RUNNING"
-    [reason] = rejections(zen)
-    assert RECREATED in reason
+    refused_as_recreated(functions, zen, recreated(issuer, clock, project, VM_B)(
+        heartbeat("pair", "FAILED", ms(clock), vm=VM_B, exit_code=1)), "pair", "RUNNING")
 
 
 def test_a_vm_whose_running_overtook_its_claim_with_its_clock_behind_still_reports_and_ends_its_attempt(
