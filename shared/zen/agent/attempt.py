@@ -168,7 +168,7 @@ class AttemptRunner:
         spent = self._disk is not None and note is not None and note == self._disk.verdict(key)
         if spent and checkpoint is not None:
             checkpoint.stop_periodic(0.0)
-        fenced = final is AgentStatus.PREEMPTED and fence.fence_left(attempt, settings, self._clock()) <= 0
+        fenced = final is AgentStatus.PREEMPTED and (fence.fence_left(attempt, settings, self._clock()) <= 0 or job.fenced())  # or its supervisor
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
                                      self._clock, lambda: self._shutdown.stopping, leftover.retirer(self._pulls, self._vm_beats, key),
                                      stopped=final is AgentStatus.STOPPED, lost=fenced)

@@ -2,12 +2,14 @@
 failing) may still run the job. Its final report then waits: the attempt goes on reporting RUNNING, as it
 may be, while the agent tries the removal again every ``RETRY_S``, so Zen reruns nothing beside it (a
 stopped attempt's rerun waits while its VM says it runs: ``zen.core.lifecycle``, ``zen.core.gang``). The
-report goes once the container is gone. Past ``WAIT_S``, the VM retires (``zen.agent.agent``: its slot is never
-another job's) and Zen deletes it, the container with it; a job that ended on its own is reported then, with a
-note saying its container is left, and one the agent stopped is not reported at all (:func:`hold`). A job the
-fence stopped (``zen.agent.fence``) retires the VM at once: Zen takes its attempt for lost and reruns the job
-without waiting for its report, maybe here in another slot, beside the container. Not while the VM shuts down:
-it is going, and the container with it.
+report goes once the container is gone. A job the agent stopped (a stop, a queue's preemption) or a fence stopped
+(``zen.agent.fence``, or the job's supervisor: ``zen.agent.launch``) retires the VM at once (``zen.agent.agent``:
+its slot is never another job's, and it takes no other): Zen reruns a fenced attempt without waiting for its
+report, and a stopped one once its VM is silent, maybe here in another slot, beside the container; and Zen deletes
+the retired VM, the container with it, instead of billing it while it waits. Past ``WAIT_S`` a job that ended on
+its own, or a fenced one, is reported, with a note saying its container is left, and the VM retires (if not yet);
+one the agent stopped is not reported at all (:func:`hold`). Not while the VM shuts down: it is going,
+and the container with it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from zen.agent.limits import DailyPulls
     from zen.agent.vmbeat import VmBeats
 
-WAIT_S = 300.0  # how long a final report waits for a container that may still run before the VM retires
+WAIT_S = 300.0  # how long the final report of a job not stopped by the agent waits for a container that may still run
 RETRY_S = 10.0  # between two removals tried (each ``docker rm -f``, bounded by ``zen.agent.removal``)
 ROUND_S = 1.0  # the least time one round of heartbeat and orders takes (its orders are ignored: it has ended)
 RUNNING_NOTE = LEFT_RUNNING  # what the attempt says meanwhile: Zen deletes a retired VM whose stopping job says it
@@ -56,34 +58,31 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
     report's ``note``, with what happened to the container added when there is something to say, and whether the
     report goes at all.
 
-    ``retire``: what retires the VM. ``lost``: the job the fence stopped (its attempt's lease fell: Zen takes it for
-    lost, or soon will, and reruns the job, which this VM, running several at once, might pull): the VM retires at
-    once, before the wait; the report goes as for a job that ended on its own. ``stopped``: a job the agent stopped
-    (docker could not kill it: it may run on), which Zen may rerun elsewhere once it hears the stop answered (a
-    queue's preemption, a gang's lost node). Past ``WAIT_S`` the VM
-    retires, and Zen deletes it, the container with it (a retired VM whose stopping job, or gang node, says
-    ``RUNNING_NOTE`` is held for it no more: ``zen.store.fleet.held_vms``); the wait goes on until the container is
-    gone or the VM shuts down, and then no final report goes (False): Zen reruns the job once its VM has been
-    silent ``preempted_stop_s`` (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. (A
-    final report went after ``WAIT_S``, and Zen reran the job at once, beside the container.) A job that ended on its
-    own (its exit code known: its container runs no more) reports after ``WAIT_S`` as before."""
+    ``retire``: what retires the VM. ``lost``: the job a fence stopped, the agent's or its supervisor's (the
+    attempt's lease fell: Zen takes it for lost, or soon will, and reruns the job, which this VM, running several
+    at once, might pull). ``stopped``: a job the agent stopped (docker could not kill it: it may run on), which Zen
+    may rerun once it hears the stop answered (a queue's preemption, a gang's lost node) or its VM silent. Either
+    retires the VM at once, before the wait: it takes no other job beside the container, and a stopped job's VM
+    (its job stopping, saying ``RUNNING_NOTE``) is deleted by Zen, the container with it (``zen.store.fleet.held_vms``).
+    A stopped job's wait goes on until the container is gone (its report goes then) or the VM shuts down, and then
+    no final report goes (False): Zen reruns the job once its VM has been silent ``preempted_stop_s``
+    (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. Any other job's report goes after
+    ``WAIT_S`` (a fenced one's, or one that ended on its own: its exit code known, its container runs no more; its
+    VM retires then, ``zen.agent.agent``)."""
     if job.container_gone is not False:
         return note, True
-    if lost and retire is not None and not stopping():  # (a rerun of it in another slot would run beside it)
+    if (lost or stopped) and retire is not None and not stopping():  # (a rerun in another slot would run beside it)
         retire()
-    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, retire if stopped else None)
+    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, until_gone=stopped and retire is not None)
     return (note if said is None else f"{note}\n{said}" if note else said), report
 
 
 def _wait(job: Removable, beat: Callable[[float], float], clock: Callable[[], float], stopping: Callable[[], bool],
-          wait_s: float, sleep: Callable[[float], None], retire: Callable[[], None] | None) -> tuple[str | None, bool]:
+          wait_s: float, sleep: Callable[[float], None], *, until_gone: bool) -> tuple[str | None, bool]:
     began = clock()
-    next_beat, next_try, retired = began, began + RETRY_S, False
-    while job.container_gone is False and not stopping() and (retire is not None or clock() - began < wait_s):
+    next_beat, next_try = began, began + RETRY_S
+    while job.container_gone is False and not stopping() and (until_gone or clock() - began < wait_s):
         round_began = clock()
-        if retire is not None and not retired and round_began - began >= wait_s:
-            retire()  # the VM takes no more jobs and says RETIRED: Zen deletes it
-            retired = True
         next_beat = beat(next_beat)
         if clock() >= next_try:
             job.remove_container(RETRY_S)
@@ -91,7 +90,7 @@ def _wait(job: Removable, beat: Callable[[float], float], clock: Callable[[], fl
         sleep(max(0.0, ROUND_S - (clock() - round_began)))
     if job.container_gone:
         return f"zen: the job's container was removed {clock() - began:.0f} s after the job ended (docker failed before)", True
-    if retire is not None:  # the VM shuts down: the container goes with it, and Zen reruns nothing before
+    if until_gone:  # the VM shuts down: the container goes with it, and Zen reruns nothing before
         return ("zen: the job's container could not be removed and may have run until this VM shut down; no final "
                 "report: Zen ends the attempt once the VM is silent"), False
     return (None if stopping() else f"zen: the job's container could not be removed within {wait_s:.0f} s: it may "

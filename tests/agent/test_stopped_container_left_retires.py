@@ -1,0 +1,93 @@
+"""A stopped job's container that docker could not remove (kill and ``rm -f`` fail: a hung or failing daemon) may
+still run the job on its GPUs. Its VM retires at once (``zen.agent.leftover``): it kept pulling and claiming for
+``leftover.WAIT_S`` (5 minutes) with the container there. A queue's preemption whose attempt then went silent
+(its reports failing) was rerun by Zen after ``preempted_stop_s``, and a VM running several jobs at once claimed
+that rerun in its other slot, beside the container: the job ran twice at once. After a user's stop, the VM
+took other users' jobs, then was deleted under them. A real agent (``zen.agent``, a fake transport,
+``tests.agent.fakedocker``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from tests.agent.fakedocker import FakeDocker
+from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.helpers import wait_for
+from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
+from zen.agent import leftover
+from zen.agent.agent import Agent
+from zen.agent.runner import container_name
+from zen.agent.slots import Capacity, Slots
+from zen.agent.transport import TransportError
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+
+OLD = container_name("first", 1)
+
+
+class CutOff(FakeTransport):
+    """Once ``cut``, the reports of ``first`` attempt 1 fail (a network partition for them): Zen hears its VM's
+    heartbeats and other attempts' reports, not this attempt's."""
+
+    def __init__(self):
+        super().__init__(VM, virtual_time=False)
+        self.cut = False
+
+    def publish(self, message, *, budget_s, **abandon):
+        if self.cut and isinstance(message, Heartbeat) and (message.job_id, message.attempt) == ("first", 1):
+            raise TransportError("network partition")
+        super().publish(message, budget_s=budget_s, **abandon)
+
+
+@pytest.mark.parametrize("reason, next_job", [
+    ("preempted: queue q took it back", ("first", 2)),  # the same job rerun, once its attempt is silent
+    ("user asked", ("other", 1)),  # another user's job
+])
+def test_a_stopped_attempt_whose_container_is_left_takes_no_job_beside_it(tmp_path, monkeypatch, reason, next_job):
+    monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0)
+    monkeypatch.setattr(leftover, "RETRY_S", 2.0)
+    monkeypatch.setattr(leftover, "ROUND_S", 0.1)
+    monkeypatch.setattr(leftover, "WAIT_S", 60.0)  # longer than the test
+    docker = FakeDocker(tmp_path / "docker")
+    transport = CutOff()
+    transport.add_start(start_message("first", image="img:1", command=["x"], gpus=4))
+    settings = dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"), stop_grace_s=0.3)
+    agent = Agent(IDENTITY, settings, transport, local=False, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    confirm = confirm_claims(VM)
+    seen: dict[str, list] = {"left": [], "beside": [], "timers": []}
+
+    def publish_next():  # Zen: the rerun once attempt 1 was silent past preempted_stop_s, or another job
+        transport.cut = next_job[0] == "first"
+        transport.add_start(start_message(next_job[0], attempt=next_job[1], image="img:1", command=["x"], gpus=4))
+        seen["timers"].append(threading.Timer(3.0, lambda: agent.request_shutdown("test over")))
+        seen["timers"][-1].start()
+
+    def scheduler(message):
+        if isinstance(message, Heartbeat) and (message.job_id, message.attempt) == ("first", 1) \
+                and message.status is AgentStatus.RUNNING:
+            if "stop" not in seen:
+                seen["stop"] = []
+                wait_for(lambda: OLD in docker.names(), 10, what="the container running")
+                docker.fail("kill")  # a hung or failing daemon: the job cannot be killed nor its container removed
+                docker.fail("rm")
+                return [ControlMessage(vm=VM, job_id="first", attempt=1, action=ControlAction.STOP, reason=reason)]
+            if message.message == leftover.RUNNING_NOTE and not seen["left"]:
+                seen["left"].append(message.message)
+                publish_next()
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED \
+                and (message.job_id, message.attempt) == next_job:
+            seen["beside"].append(docker.names())
+            agent.request_shutdown("test over")
+        return confirm(message)
+
+    transport.answer = scheduler
+    assert agent.run() == 0
+    for timer in seen["timers"]:
+        timer.cancel()
+    assert seen["left"], "the job was killed, or its container removed"
+    assert seen["beside"] == [], f"{next_job} claimed on the VM where {OLD} is left: {seen['beside']}"
+    assert "RETIRED" in transport.vm_states()
+    assert not [m for m in transport.published if isinstance(m, Heartbeat) and m.attempt == 1 and m.job_id == "first"
+                and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)], "a final report while it may run"
