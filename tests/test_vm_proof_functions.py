@@ -71,6 +71,24 @@ def test_a_report_for_vm_a_with_vm_b_token_is_rejected_and_vm_a_own_applies(func
     assert job(zen, "victim").status.value == "SUCCEEDED"
 
 
+def test_an_unproven_report_is_announced_apart_from_the_job_it_names(functions, zen, clock, issuer, project,
+                                                                    publisher):
+    """A report no VM is shown to have sent names its job in ``named_job_id`` alone (``zen.jobs.rejections``): its
+    refusal is nobody's job's, where it was announced as the running job's ``job.message_ignored``."""
+    vm_a, vm_b = proof(issuer, clock, project, VM_A), proof(issuer, clock, project, VM_B)
+    functions.submit(job_request("victim"))
+    functions.heartbeat(**vm_a(heartbeat("victim", "CLAIMED", ms(clock), vm=VM_A)))
+    functions.send("on_heartbeat", **vm_b(heartbeat("victim", "FAILED", ms(clock) + 1, vm=VM_A, exit_code=1)))
+    functions.send("on_heartbeat", heartbeat("victim", "FAILED", ms(clock) + 2, vm=VM_A, exit_code=1))
+    ignored = [(json.loads(m.data), m.attributes) for m in publisher.on("zen-job-events")
+               if json.loads(m.data)["type"] == "job.message_ignored"]
+    announced = [(e.get("job_id"), e.get("named_job_id"), a.get("job_id")) for e, a in ignored]
+    assert announced == [(None, "victim", None)] * 2
+    with zen.db.transaction() as session:
+        assert [(r["job_id"], r["named_job_id"]) for r in repository.list_rejections(session)] == [(None, "victim")] * 2
+    assert job(zen, "victim").status.value == "ASSIGNED"
+
+
 def test_a_heartbeat_without_a_token_is_rejected(functions, zen, clock):
     functions.submit(job_request("unproven"))
     assert functions.send("on_heartbeat", heartbeat("unproven", "CLAIMED", ms(clock), vm="vm-a")).status_code == 200

@@ -178,7 +178,8 @@ def cmd_rejected(args, ctx: Context) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "principal", "reason"))
+        print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "named_job_id",
+                           "principal", "reason"))
     if older:
         print(f"older: zen rejected{f' --job {args.job}' if args.job else ''} --before {rows[-1]['id']}", file=sys.stderr)
     return 0
@@ -219,6 +220,7 @@ def register(sub, ctx: Context) -> None:
     rejected = sub.add_parser("rejected", help="messages Zen refused, and why (newest first, a page at a time)")
     rejected.add_argument("--limit", type=ctx.positive, default=50, help="rows in the page (default 50)")
     rejected.add_argument("--before", type=row_id, metavar="ID", help="the page of rows older than row ID")
-    rejected.add_argument("--job", metavar="JOB_ID", help="only the messages naming this job id")
+    rejected.add_argument("--job", metavar="JOB_ID", help="only the messages naming this job id (its job's, "
+                          "job_id, or sent by someone not shown to be its owner, named_job_id)")
     rejected.add_argument("--json", action="store_true", help="print a JSON array (with each message's payload)")
     rejected.set_defaults(func=lambda args: cmd_rejected(args, ctx))

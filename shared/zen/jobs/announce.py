@@ -42,6 +42,13 @@ def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
     return attributes
 
 
+class Refusal(JobEvent):
+    """A ``job.rejected`` / ``job.message_ignored``: ``named_job_id`` is the id its message named when its sender is
+    not shown to be that job's (``zen.jobs.rejections``); ``job_id`` is then unset."""
+
+    named_job_id: str | None = None
+
+
 class Announcements:
     def __init__(self, config: ZenConfig):
         self._config = config
@@ -86,11 +93,14 @@ class Announcements:
             "type": event.type, "job_id": job.job_id, "cluster": job.cluster, "queue": job.queue or ""})
 
     def rejection(self, event_type: RejectionEvent, job_id: str | None, job: Job | None, reason: str,
-                  now: datetime) -> OutgoingMessage:
-        """``job.rejected`` / ``job.message_ignored``: a message that can never succeed (``JobService.reject``)."""
-        event = JobEvent(type=event_type, job_id=job_id, attempt=job.attempt if job else None, reason=reason,
-                         at=now, cluster=job.cluster if job else None)
-        return outgoing(self._topics.job_events, event, {"type": event_type, **({"job_id": job_id} if job_id else {})})
+                  now: datetime, named_job_id: str | None = None) -> OutgoingMessage:
+        """``job.rejected`` / ``job.message_ignored``: a message that can never succeed (``JobService.reject``);
+        ``named_job_id``: the id a message named whose sender is not shown to be that job's (``zen.jobs.rejections``),
+        announced apart from ``job_id``, which it leaves unset."""
+        event = Refusal(type=event_type, job_id=job_id, attempt=job.attempt if job else None, reason=reason,
+                        at=now, cluster=job.cluster if job else None, named_job_id=named_job_id)
+        return outgoing(self._topics.job_events, event, {"type": event_type, **({"job_id": job_id} if job_id else {}),
+                                                         **({"named_job_id": named_job_id} if named_job_id else {})})
 
     def control(self, control: ControlMessage, answering: Heartbeat | None = None,
                 stop_left_s: float | None = None, refused: str | None = None,

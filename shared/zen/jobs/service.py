@@ -3,10 +3,9 @@
 the job row, asks ``zen.core.lifecycle`` what to do, and writes the change, its history and its outgoing
 messages in one transaction; after commit the outbox rows are published.
 
-A message that can never succeed is *rejected*: a structured log line with the reason, a row in ``rejected_messages``
-(once per message id; a VM's report refused again alike counts on its row: ``JobTx.record_rejection``), a
-``job.rejected`` / ``job.message_ignored`` event on ``zen-job-events`` (for a new row), and a normal return so Pub/Sub
-acks it. ``TransientError`` (database down) propagates so Pub/Sub redelivers.
+A message that can never succeed is *rejected*: recorded, announced and acked, and the job it names told of it only
+when its sender is shown to be that job's (``zen.jobs.rejections``). ``TransientError`` (database down) propagates so
+Pub/Sub redelivers.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from zen.core.stops import users_reason
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import PathProbe, VmHeartbeat, VmUp, check_seq, model_of
 from zen.jobs.placement import choose, configured_cluster, held_gpus, job_pools, resolve_request
+from zen.jobs.rejections import Rejections
 from zen.jobs.queueing import Queueing
 from zen.jobs.sweeps import Sweeps
 from zen.jobs.vm_beats import VmBeats
@@ -82,14 +82,17 @@ class JobService:
                                  queues=self._queues is not None, proof_required=self._auth.required)
         self.sweeps = Sweeps(store, config, clock, relay, self.decisions, self._arrays, self._auth.required)
         self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
+        self._rejections = Rejections(store, config, self._announce, relay, clock, self._auth.required)
 
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:
         source = self._topics.job_submitted
         sender: str | None = None  # the proven sender, once known (recorded with a refusal)
+        claimed: str | None = None  # the user_id it claims (believed with ZEN_AUTH=off)
         try:
             sender = self._sender(envelope)
             request: JobRequest = decode_payload(envelope, JobRequest, self._config.limits.max_message_bytes)
+            claimed = request.user_id
             job_id = request.job_id or envelope.message_id
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
@@ -100,7 +103,7 @@ class JobService:
                                "sets user_id to the identity it proves)")
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
-                               principal=sender)
+                               principal=sender, claimed=claimed)
         canonical = request.canonical(job_id)
         request_hash = request_fingerprint(canonical)
         held, resolved = None, None  # what it waits for (zen.core.dependencies)
@@ -120,7 +123,7 @@ class JobService:
                     made_by(tx, canonical, job_id, request.array, resolved))  # each task's request as sent, as a job's
             if not again:
                 return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
-                                   principal=sender)
+                                   principal=sender, claimed=claimed)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
         now = self._clock()
@@ -139,7 +142,7 @@ class JobService:
             refused, tasks = self._arrays.submit(request, resolved, pending, canonical, actor, now, submitted,
                                                  self._kept_stop)
             if refused is not None:
-                return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender)
+                return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender, claimed=claimed)
             return Outcome("created", job_id, cluster=tasks[0].cluster, regions=job_pools(self._config, tasks[0]), admitted=any(
                 t.hold is None for t in tasks), nodes=sum(t.nodes for t in tasks if t.hold is None)) if tasks else Outcome(
                 "duplicate", job_id)
@@ -180,12 +183,13 @@ class JobService:
         if not created:
             if names_array:
                 return self.reject(envelope, source, f"job_id {job_id} is an array's id (its tasks are {job_id}-0, "
-                                   "...): give the job another id", job_id, "job.rejected", principal=sender)
+                                   "...): give the job another id", job_id, "job.rejected", principal=sender,
+                                   claimed=claimed)
             if existing is None:  # its insert met the row, in this same transaction
                 raise TransientError(f"job {job_id} was neither inserted nor found")
             if existing.request_hash != request_hash:
                 return self.reject(envelope, source, taken_id(job_id, existing.user_id, request.user_id),
-                                    job_id, "job.rejected", principal=sender)
+                                    job_id, "job.rejected", principal=sender, claimed=claimed)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
         self._relay.flush_quietly(ids)
@@ -258,7 +262,8 @@ class JobService:
             proven = self._proof.check(envelope.attributes, message.vm, message.zone, self._config.project,
                                        envelope.publish_time, message.region, data=envelope.data)
         except Rejected as rejection:
-            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
+            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored",
+                               unproven=True)  # no VM shown to have sent it: no job's
         created = None if proven is None else proven.created_at  # a VM its MIG recreated: zen.core.incarnation
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
@@ -376,22 +381,8 @@ class JobService:
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None,
                event_type: RejectionEvent, job: Job | None = None, key: str | None = None,
-               principal: str | None = None) -> Outcome:
-        """Record, announce and log a message that can never succeed; it is then acked. What the rejection quotes
-        of the message is escaped first, so it always stores. A repeat of ``key`` counts on its row, unannounced."""
-        now = self._clock()
-        reason = escape_unstorable(reason, 2000)
-        job_id = escape_unstorable(job_id, 200) if job_id is not None else None
-        ids: list[Enqueued] = []
-        with self._store.transaction() as tx:
-            first_time = tx.record_rejection(
-                source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
-                payload=envelope.data, now=now, key=key, principal=principal,
-            )
-            if first_time:
-                ids = enqueue(tx, [self._announce.rejection(event_type, job_id, job, reason, now)], now)
-        telemetry.emit(log, telemetry.MESSAGE_REJECTED, "message rejected", logging.WARNING, reason=reason,
-                       reason_class=telemetry.reason_class(reason), source=source,
-                       message_id=envelope.message_id, job_id=job_id)
-        self._relay.flush_quietly(ids)
-        return Outcome("rejected", job_id, reason)
+               principal: str | None = None, claimed: str | None = None, unproven: bool = False) -> Outcome:
+        """Record, announce and log a message that can never succeed; it is then acked (``zen.jobs.rejections``)."""
+        return Outcome("rejected", *self._rejections.record(
+            envelope, source, reason, job_id, event_type, job=job, key=key, principal=principal, claimed=claimed,
+            unproven=unproven))

@@ -196,9 +196,11 @@ class UsageRows(Protocol):
 
 class RejectionRows(Protocol):
     def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
-                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
-        """Record a refused message (and its proven sender, if any); True when this wrote a new row (not a
-        repeat of ``key``, nor the same message again)."""
+                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None,
+                         named_job_id: str | None = None) -> bool:
+        """Record a refused message (and its proven sender, if any; ``named_job_id``: the job id it named, when
+        the refusal is not that job's: ``zen.jobs.rejections``); True when this wrote a new row (not a repeat of
+        ``key``, nor the same message again)."""
 
     def rejection_last_seen(self, source: str, key: str) -> datetime | None:
         """When a refusal of ``key`` was last recorded; None: never."""

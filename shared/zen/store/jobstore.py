@@ -250,9 +250,11 @@ class PostgresJobTx:
     # -- rejections -------------------------------------------------------------------------
     @hooked("record_rejection")
     def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
-                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
+                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None,
+                         named_job_id: str | None = None) -> bool:
         return rejections.record(self.session, source=source, message_id=message_id, job_id=job_id,
-                                 reason=reason, payload=payload, now=now, key=key, principal=principal)
+                                 reason=reason, payload=payload, now=now, key=key, principal=principal,
+                                 named_job_id=named_job_id)
 
     @hooked("rejection_last_seen")
     def rejection_last_seen(self, source: str, key: str) -> datetime | None:

@@ -363,8 +363,8 @@ SELECT count(*) FROM outbox WHERE sent_at IS NULL;
 -- name: insert_rejected
 -- Nothing when the message is recorded already (source, message_id), or its repeat key is
 -- (source, repeat_key: a row counting its repeats, written meanwhile by another instance).
-INSERT INTO rejected_messages (at, source, message_id, job_id, reason, payload, repeat_key, principal)
-VALUES (:now, :source, :message_id, :job_id, :reason, :payload, :repeat_key, :principal)
+INSERT INTO rejected_messages (at, source, message_id, job_id, named_job_id, reason, payload, repeat_key, principal)
+VALUES (:now, :source, :message_id, :job_id, :named_job_id, :reason, :payload, :repeat_key, :principal)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -379,16 +379,18 @@ RETURNING id;
 SELECT COALESCE(last_at, at) AS seen FROM rejected_messages WHERE source = :source AND repeat_key = :repeat_key;
 
 -- name: list_rejected
-SELECT id, at, last_at, count, source, message_id, job_id, reason, principal, payload FROM rejected_messages ORDER BY id;
+SELECT id, at, last_at, count, source, message_id, job_id, named_job_id, reason, principal, payload
+FROM rejected_messages ORDER BY id;
 
 -- name: page_rejected
 -- One page of `zen rejected`, newest first, before the id of the last page's oldest row (NULL: the
--- newest); payloads only when asked for; of one job's id only when it is given (rejected_messages_job).
-SELECT id, at, last_at, count, source, message_id, job_id, reason, principal,
+-- newest); payloads only when asked for; naming one job id only when it is given, as the job's or only named
+-- (rejected_messages_job, rejected_messages_named_job).
+SELECT id, at, last_at, count, source, message_id, job_id, named_job_id, reason, principal,
        CASE WHEN CAST(:payloads AS boolean) THEN payload END AS payload
 FROM rejected_messages
 WHERE (CAST(:before AS bigint) IS NULL OR id < CAST(:before AS bigint))
-  AND (CAST(:job_id AS text) IS NULL OR job_id = CAST(:job_id AS text))
+  AND (CAST(:job_id AS text) IS NULL OR job_id = CAST(:job_id AS text) OR named_job_id = CAST(:job_id AS text))
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -404,9 +406,11 @@ WITH gone AS (
 SELECT count(*) AS deleted FROM gone;
 
 -- name: rejections_of_job
--- One job's refusals, newest first (of one message only, when message_id is given).
+-- One job's refusals, newest first; of one message only, when message_id is given: then also one that only named
+-- the id (its sender's, found by the id Pub/Sub gave the message: zen.jobs.rejections).
 SELECT id, at, source, message_id, job_id, reason FROM rejected_messages
-WHERE job_id = :job_id AND (CAST(:message_id AS text) IS NULL OR message_id = :message_id)
+WHERE (job_id = :job_id AND (CAST(:message_id AS text) IS NULL OR message_id = CAST(:message_id AS text)))
+   OR (named_job_id = :job_id AND message_id = CAST(:message_id AS text))
 ORDER BY id DESC LIMIT 1;
 
 -- name: lock_vm_row

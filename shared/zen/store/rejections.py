@@ -26,14 +26,17 @@ def _clean(text: str | None, limit: int = 2000) -> str | None:  # quoted text ma
 
 
 def record(session: Session, *, source: str, message_id: str, job_id: str | None, reason: str,
-           payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
+           payload: bytes, now: datetime, key: str | None = None, principal: str | None = None,
+           named_job_id: str | None = None) -> bool:
     """Record a rejected message: True when this wrote a new row (its first refusal), False when it was
-    recorded already (the same message) or counted on the row of its repeat ``key``."""
+    recorded already (the same message) or counted on the row of its repeat ``key``. ``named_job_id``: the job
+    id it named, when the refusal is not that job's (``job_id`` None then: ``zen.jobs.rejections``)."""
     source, key = escape_unstorable(source, 2000), _clean(key, 400)
     if key is not None and session.one("repeat_rejected", source=source, repeat_key=key, now=now) is not None:
         return False
     row = session.one("insert_rejected", now=now, source=source, message_id=_clean(message_id),
-                      job_id=_clean(job_id), reason=_clean(reason), repeat_key=key, principal=_clean(principal),
+                      job_id=_clean(job_id), named_job_id=_clean(named_job_id), reason=_clean(reason), repeat_key=key,
+                      principal=_clean(principal),
                       payload=_clean(payload[:4096].decode("utf-8", errors="replace"), 8192))
     if row is None and key is not None:  # another instance wrote the key's first row meanwhile
         session.one("repeat_rejected", source=source, repeat_key=key, now=now)
@@ -49,7 +52,7 @@ def last_seen(session: Session, source: str, key: str) -> datetime | None:
 def page(session: Session, *, limit: int, before: int | None = None, payloads: bool = False,
          job_id: str | None = None) -> list[dict[str, Any]]:
     """At most ``limit`` rows, newest first, with ids below ``before`` (None: from the newest); only those naming
-    ``job_id`` when it is given."""
+    ``job_id`` when it is given (as their job's, ``job_id``, or only named, ``named_job_id``)."""
     return session.run("page_rejected", limit=limit, before=before, payloads=payloads, job_id=job_id)
 
 

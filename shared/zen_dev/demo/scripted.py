@@ -99,7 +99,8 @@ def main() -> int:
         print(f"  attempt {row['attempt']}: {row['from_status'] or '-':>9} -> {row['to_status']:<9} {row['reason']}")
     print("\nRejected messages:")
     for row in rejected:
-        print(f"  [{row['source']}] {row['job_id'] or '-'}: {row['reason']}")
+        named = f"(names {row['named_job_id']})" if row.get("named_job_id") else "-"
+        print(f"  [{row['source']}] {row['job_id'] or named}: {row['reason']}")
     counts = Counter(m.topic for m in publisher.sent)
     print("\nPublished (through the outbox): " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())))
     actions = [json.loads(m.data)["action"] + "->" + m.attributes["vm"] for m in publisher.on("zen-vm-control")

@@ -489,7 +489,8 @@ class InMemoryJobTx:
     # -- rejections -------------------------------------------------------------------------
     @hooked("record_rejection")
     def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
-                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
+                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None,
+                         named_job_id: str | None = None) -> bool:
         rows = self._t.rejections
         for n, row in enumerate(rows):
             if key is not None and row["source"] == source and row["repeat_key"] == key:
@@ -499,7 +500,7 @@ class InMemoryJobTx:
             return False
         rows.append({"id": self._store.next_id(), "at": now, "source": source, "message_id": message_id,
                      "job_id": job_id, "reason": reason, "repeat_key": key, "count": 1, "last_at": None,
-                     "principal": principal,
+                     "principal": principal, "named_job_id": named_job_id,
                      "payload": escape_unstorable(payload[:4096].decode("utf-8", errors="replace"), 8192)})
         return True
 
