@@ -6,7 +6,7 @@ request is the array's with ``array`` replaced by the task's place (``{id, index
 and its environment given ``ZEN_ARRAY_ID``, ``ZEN_ARRAY_INDEX``, ``ZEN_ARRAY_COUNT`` and the task's
 parameters. With ``max_parallel: K`` at most K tasks are let go at once (the others wait PENDING with a
 ``hold`` that says why; the next in index order is let go when one ends: ``zen.jobs.arrays``). The
-user's side: docs/how-to/arrays.md.
+user's side: docs/how-to/arrays-and-pipelines.md.
 """
 
 from __future__ import annotations

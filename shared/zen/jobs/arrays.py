@@ -1,7 +1,7 @@
 """An array's tasks in the job service (``zen.core.arrays`` says what an array is): created whole from one
 submission or refused whole, stopped together by a stop that names the array. Letting held tasks go as
 others end is the decision writer's (``DecisionWriter.let_go``), with the tick's sweep behind it
-(``Sweeps.let_go_arrays``). The user's side: docs/how-to/arrays.md.
+(``Sweeps.let_go_arrays``). The user's side: docs/how-to/arrays-and-pipelines.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A :class:`CapacitySchedule` answers how many VMs of a machine type can exist in a zone at time
 ``t``, from steps (``add_steps``) and replayed traces (``add_trace``, ``load_trace``:
-``shared/traces/gcp-a100-availability`` JSON); the Compute stand-in and the simulator share it.
+``../shared/traces/gcp-a100-availability`` JSON, next to the repository); the Compute stand-in and the simulator share it.
 Rules and the trace format: docs/reference/simulator.md#capacity-schedules-and-traces
 """
 

@@ -26,7 +26,7 @@ GANG_SEEDS = 3  # seeds pooled per scenario (the scenario's and the next ones: b
 POLICIES = ("zen", "ask-every-region")
 DRAWS = range(201, 225)  # other draws of the held-out generator, used to diagnose the gang tail and to measure rules tried on it
 AGAIN = 1000  # seed offset of ask-every-region's second run in the draws section (its noise floor)
-IDLE_PROPOSED = 0.60  # the idle target docs/benchmarks/bound.md#gangs proposes in place of 0.25x
+IDLE_PROPOSED = 0.60  # the idle target docs/benchmarks/bound.md#gangs-idle-nodes-waiting-for-the-last-one proposes in place of 0.25x
 GANG_TARGETS = (  # (label, GANG_KEYS metric, zen must be at most this times ask-every-region's)
     ("p95 start", "gang_start_p95_s", 1.10),
     ("idle node-min", "gang_idle_node_minutes", 0.25),
