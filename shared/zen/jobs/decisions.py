@@ -66,9 +66,12 @@ class DecisionWriter:
 
     def apply(self, tx: JobTx, job: Job, decision: Decision, *, actor: str, now: datetime,
               admit: bool = True, answering: Heartbeat | None = None,
-              seal: Callable[[], str | None] | None = None) -> list[Enqueued]:
+              seal: Callable[[], str | None] | None = None,
+              passes: set[tuple[str, str]] | None = None) -> list[Enqueued]:
         """Write a decision: the row, one history row and event per change, controls (those to the VM that
-        sent ``answering`` about its attempt say which report they answer, a CONFIRM its ``seal()``), start."""
+        sent ``answering`` about its attempt say which report they answer, a CONFIRM its ``seal()``), start.
+        ``passes``: the (queue, cluster) admission passes of the jobs waiting for it, run by the change they
+        follow from (a job's end, after its own pass) rather than here."""
         if not decision.changes_job and not decision.controls and not decision.publish_start:
             return []
         status = decision.changes[-1].to if decision.changes else job.status
@@ -110,6 +113,7 @@ class DecisionWriter:
         if (admit and place and place.get("max_parallel") and (job.hold is None or job.hold_until is not None)
                 and not job.status.terminal and after.status.terminal):  # a task let go (its retry's backoff too)
             ids += self.let_go(tx, place["id"], now, admit=False)  # its place in the array is free
+        later: set[tuple[str, str]] = set() if passes is None else passes  # the passes of the jobs let go
         if after.status.terminal and not job.status.terminal:  # the jobs that wait for it (zen.core.dependencies)
             names = [job.job_id] + ([place["id"]] if place else [])
             for waiting in tx.waiting_after(names):
@@ -117,11 +121,21 @@ class DecisionWriter:
                 # cancels b, whose end cancels c before the loop reaches c).
                 current = tx.get_job(waiting.job_id, lock=True)
                 if current and current.status is JobStatus.PENDING and dependencies.is_after_hold(current.hold):
-                    ids += self.after_ended(tx, current, now)
+                    ids += self.after_ended(tx, current, now, passes=later)
         frees = frees_quota(job.status, after.status)
         left_line = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
-        if admit and self._queues and job.queue and (frees or left_line):  # who is next (into the quota, or past it)
-            ids += self.admit(tx, job.queue, job.cluster, now, released=job.gpus if frees else 0)
+        own = bool(admit and self._queues and job.queue and (frees or left_line))
+        if own and passes is not None and not frees:  # a waiting job cancelled by the end of one it waited for
+            passes.add((str(job.queue), job.cluster))
+        elif own:  # who is next (into the quota, or past it)
+            ids += self.admit(tx, str(job.queue), job.cluster, now, released=job.gpus if frees else 0)
+        if passes is None:
+            # Only now: the first pass over a cohort brings its queues' fair-share usage up to this moment, and
+            # this job's GPUs count as held until then only in its own pass (``released``). Without ``admit``
+            # the caller runs its pass (``ArrayJobs._stop_tasks``).
+            done = {(job.queue, job.cluster)} if own or not admit else set()
+            for queue, cluster in sorted(later - done):
+                ids += self.admit(tx, queue, cluster, now)
         return ids
 
     def let_go(self, tx: JobTx, array_id: str, now: datetime, *, admit: bool = True) -> list[Enqueued]:
@@ -177,9 +191,11 @@ class DecisionWriter:
             ends[name] = "gone" if not tasks else None if unended else other or "SUCCEEDED"
         return ends
 
-    def after_ended(self, tx: JobTx, job: Job, now: datetime) -> list[Enqueued]:
+    def after_ended(self, tx: JobTx, job: Job, now: datetime,
+                    passes: set[tuple[str, str]] | None = None) -> list[Enqueued]:
         """A job held by dependencies, looked at again (one of them ended, or the tick): cancelled with the
-        reason, let go (admitted, into its queue's line, or as its array's next task), or held still."""
+        reason, let go (admitted, into its queue's line, or as its array's next task), or held still. Its
+        queue's admission pass is run here, or added to ``passes`` (``apply``'s)."""
         action, why = dependencies.verdict(job.request.get("after_condition") or "ok",
                                            self._ends(tx, list(job.request.get("after") or [])))
         actor = "dependencies"
@@ -187,18 +203,22 @@ class DecisionWriter:
             return [] if why == job.hold else self.apply(tx, job, Decision(fields={"hold": why}), actor=actor, now=now)
         if action == "cancel":
             return self.apply(tx, job, Decision(changes=[lifecycle.Change(JobStatus.CANCELLED, str(why))],
-                                                fields={"finished_at": now, "hold": None}), actor=actor, now=now)
+                                                fields={"finished_at": now, "hold": None}), actor=actor, now=now,
+                              passes=passes)
         place = arrays.place_of(job.request)
+        later = passes is not None and self._queues is not None and bool(job.queue)  # its pass: after the end's
+        if passes is not None and later:
+            passes.add((str(job.queue), job.cluster))
         if place and place.get("max_parallel"):  # its array lets it go when it has room
             held = arrays.hold_reason(place["id"], int(place["max_parallel"]))
             ids = self.apply(tx, job, Decision(fields={"hold": held}), actor=actor, now=now, admit=False)
-            return ids + self.let_go(tx, place["id"], now)
+            return ids + self.let_go(tx, place["id"], now, admit=not later)
         reason = "its dependencies ended as it needs"
         if self._queues is None:
             return self.apply(tx, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted: {reason}")],
                                                 fields={"hold": None}, publish_start=True), actor=actor, now=now)
         ids = self.apply(tx, job, Decision(fields={"hold": None}, note=reason), actor=actor, now=now)
-        return ids + (self.admit(tx, job.queue, job.cluster, now) if job.queue else [])
+        return ids + (self.admit(tx, job.queue, job.cluster, now) if job.queue and not later else [])
 
     def note(self, tx: JobTx, job: Job, text: str, *, actor: str, now: datetime) -> None:
         """A history row that changes nothing of the job (why a message did not apply to it)."""
