@@ -3,7 +3,8 @@ container docker could not remove may still run. Zen takes that attempt for lost
 attempt, which a VM running several jobs at once (``max_jobs_per_vm`` > 1) may pull in another slot: the VM kept
 pulling and claiming while the final report waited for the container (``leftover.WAIT_S``, 5 minutes), so it
 claimed the next attempt of the same job and ran it beside the old one's container. The VM now retires at once,
-as the container is known left. A real agent (``zen.agent``, a fake transport, ``tests.agent.fakedocker``)."""
+as the container is known left, and asks for its power-off (``leftover.fence_vm``: Zen runs the job elsewhere too).
+A real agent (``zen.agent``, a fake transport, ``tests.agent.fakedocker``)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def test_a_fenced_attempt_whose_container_is_left_takes_no_rerun_of_its_job_besi
     transport.add_start(start_message("twice", image="img:1", command=["x"], gpus=4))
     # Zen's deadline 4 s: the fence falls 4 - 0.3 - 1 = 2.7 s after the last report that went through.
     settings = dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"), stop_grace_s=0.3,
-                                   heartbeat_timeout_s=4.0)
+                                   heartbeat_timeout_s=4.0, fence_file=str(tmp_path / "fence"))
     agent = Agent(IDENTITY, settings, transport, local=False, slots=Slots(Capacity(gpus=8, max_jobs=2)))
     confirm = confirm_claims(VM)
     beside: list[list[str]] = []
@@ -83,6 +84,7 @@ def test_a_fenced_attempt_whose_container_is_left_takes_no_rerun_of_its_job_besi
     assert reran, "the fence did not stop the job, or its container was removed"
     assert beside == [], f"attempt 2 claimed on the VM where attempt 1's container is left: {beside}"
     assert "RETIRED" in transport.vm_states()
+    assert "twice attempt 1" in (tmp_path / "fence").read_text()  # the agent's own fence asked for the power-off
     [final] = [m for m in transport.published if isinstance(m, Heartbeat) and m.attempt == 1
                and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)]
     assert final.status is AgentStatus.PREEMPTED and "no heartbeat reached Zen" in final.message

@@ -128,3 +128,17 @@ def test_docker_gets_credentials_for_the_image_repositories_regions_too(metadata
     [configure] = [line for line in result.stdout.splitlines() if "configure-docker" in line]
     hosts = configure.split()[-1].replace("\\", "").split(",")  # printf %q escapes the commas
     assert hosts[0] == "us-east4-docker.pkg.dev" and "us-central1-docker.pkg.dev" in hosts
+
+
+def test_a_root_unit_powers_the_vm_off_when_the_agent_asks(metadata, tmp_path):
+    """The agent runs unprivileged; a job whose lease ran out and whose container docker cannot kill would run on
+    beside its rerun elsewhere, so it writes its fence file (``zen.agent.leftover.fence_vm``) in its runtime folder,
+    which a reboot empties, and a root path unit powers the VM off at once."""
+    assert run_script(metadata, tmp_path).returncode == 0
+    systemd = tmp_path / "etc/systemd/system"
+    agent = (systemd / "zen-agent.service").read_text().splitlines()
+    assert "RuntimeDirectory=zen-agent" in agent and "Environment=ZEN_AGENT_FENCE_FILE=/run/zen-agent/fence" in agent
+    assert "PathExists=/run/zen-agent/fence" in (systemd / "zen-fence.path").read_text().splitlines()
+    fence = (systemd / "zen-fence.service").read_text()
+    assert "User=" not in fence and "systemctl poweroff --force --force" in fence
+    assert "would run: systemctl enable --now zen-fence.path" in run_script(metadata, tmp_path).stdout.splitlines()

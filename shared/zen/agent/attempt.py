@@ -128,7 +128,7 @@ class AttemptRunner:
         try:
             job = RunningJob.start(spec, local=self._local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env,
-                                   lease_s=fence.fence_left(attempt, settings, self._clock()))
+                                   lease_s=fence.fence_left(attempt, settings, self._clock()), fence_file=settings.fence_file)
         except CannotRun as exc:
             self._log.error("job cannot run here", extra={**fields, "reason": str(exc)})
             output.add("zen", f"zen agent: {exc}")
@@ -170,7 +170,7 @@ class AttemptRunner:
             checkpoint.stop_periodic(0.0)
         fenced = final is AgentStatus.PREEMPTED and (fence.fence_left(attempt, settings, self._clock()) <= 0 or job.fenced())  # or its supervisor
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
-                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(self._pulls, self._vm_beats, key),
+                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(self._pulls, self._vm_beats, key, settings.fence_file),
                                      stopped=final is AgentStatus.STOPPED, lost=fenced)
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,

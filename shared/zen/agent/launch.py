@@ -3,7 +3,8 @@
 Every job is started through it, in a session of its own (``zen.agent.runner``). It dies with the agent
 (``PR_SET_PDEATHSIG``) and takes the job with it, and it keeps the attempt's lease (``LEASE`` = ``--lease
 FD LEFT_S GRACE_S [CONTAINER DOCKER]``, renewed by the agent over a socket): when it runs out, it stops
-the job as the agent's fence would (``zen.agent.fence``). A host-process job (local mode only) is held to
+the job as the agent's fence would (``zen.agent.fence``); a container docker did not kill then has the VM
+powered off (``--fence-file PATH``: written, a root unit powers the VM off: ``zen.agent.leftover.fence_vm``). A host-process job (local mode only) is held to
 its slot's task limit (``TASKS`` = ``--tasks N any|poll``; a container has docker's ``--pids-limit``):
 ``zen.agent.tasklimit``, loaded from its file (``-I`` puts no folder on the path). Standard library only.
 Why, and the protocol: docs/reference/agent.md#the-fence, docs/reference/agent.md#a-jobs-processes
@@ -22,6 +23,7 @@ import time
 PR_SET_PDEATHSIG = 1
 LOOK_S = 1.0  # the longest wait between two looks at the clock (a VM resumed after a pause is fenced within it)
 DOCKER_KILL_S = 5.0
+KILLED_S = 5.0  # after ``docker kill``, how long the container's ``docker run`` may take to end before the VM is fenced
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # To the supervisor: end everything the job runs now, daemons that left its group included (the task limit's
 # ``stop``), then the group, itself last. The agent sends it when a stop's grace is over (``RunningJob.stop``),
@@ -110,7 +112,7 @@ def _wait(child: int, pidfd: int | None, timeout_s: float, lease: Lease | None =
 
 
 def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, container: str | None, docker: str,
-           limit=None) -> int:
+           limit=None, fence_file: str | None = None) -> int:
     lease.tell(b"fenced\n")
     silent_s = time.monotonic() - lease.renewed_at
     sys.stderr.write(f"zen watchdog: the agent has not renewed its lease on this attempt for {silent_s:.0f} s "
@@ -126,6 +128,12 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
     while status is None and time.monotonic() < deadline:
         status = _wait(child, pidfd, deadline - time.monotonic())
     _docker_kill(docker, container)
+    killed_by = time.monotonic() + KILLED_S  # its ``docker run`` ends with the container
+    while container and status is None and time.monotonic() < killed_by:
+        status = _wait(child, pidfd, killed_by - time.monotonic())
+    if container and status is None and fence_file:  # docker did not kill it (a hung or failing daemon): the VM goes
+        _fence_vm(fence_file, f"the container {container} of a job whose lease ran out is still running: docker did "
+                              "not kill it, and Zen runs the job again elsewhere")
     if limit is not None:  # what left the group (a daemon), and its cgroup
         limit.stop(child)
         limit.close()
@@ -141,6 +149,17 @@ def _docker_kill(docker: str, container: str | None) -> None:
                            stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
         except (OSError, subprocess.SubprocessError):
             pass
+
+
+def _fence_vm(path: str, reason: str) -> None:
+    """Ask for the VM's power-off (``zen.agent.leftover.fence_vm``, which the agent's own fence uses)."""
+    try:
+        with open(path, "a") as out:
+            out.write(reason + "\n")
+    except OSError as exc:
+        sys.stderr.write(f"zen watchdog: cannot ask for this VM's power-off ({path}): {exc}\n")
+    sys.stderr.write(f"zen watchdog: {reason}: this VM is powered off\n")
+    sys.stderr.flush()
 
 
 def _task_limit():
@@ -164,7 +183,7 @@ def _over_tasks(child: int, tasks, lease: Lease) -> int:
 
 
 def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, docker: str,
-              program: list[str], tasks: tuple[int, str] | None = None) -> int:
+              program: list[str], tasks: tuple[int, str] | None = None, fence_file: str | None = None) -> int:
     for sig in IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     if not _die_with_parent(agent, KILL_ALL):  # the agent died before the signal was armed (until its handler is
@@ -205,7 +224,7 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
         while True:
             timeout = lease.deadline - time.monotonic()
             if timeout <= 0:
-                return _fence(child, pidfd, lease, grace_s, container, docker, limit)
+                return _fence(child, pidfd, lease, grace_s, container, docker, limit, fence_file)
             if limit is not None:
                 limit.reap(child)
                 if limit.over():
@@ -221,7 +240,7 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
 
 def main(argv: list[str]) -> int:
     usage = ("usage: launch.py AGENT_PID [--lease FD LEFT_S GRACE_S [CONTAINER DOCKER]] [--tasks N any|poll] "
-             "-- PROGRAM [ARGS...]\n")
+             "[--fence-file PATH] -- PROGRAM [ARGS...]\n")
     try:
         split = argv.index("--")
         head, program = argv[:split], argv[split + 1:]
@@ -232,6 +251,11 @@ def main(argv: list[str]) -> int:
             if tasks[0] < 1 or tasks[1] not in ("any", "poll"):
                 raise ValueError
             del head[at:at + 3]
+        fence_file = None
+        if "--fence-file" in head:
+            at = head.index("--fence-file")
+            fence_file = head[at + 1]
+            del head[at:at + 2]
         agent = int(head[0])
         lease, grace_s, container, docker = None, 0.0, None, "docker"
         if len(head) > 1:
@@ -253,7 +277,7 @@ def main(argv: list[str]) -> int:
         lease = Lease(None, math.inf)
     elif lease.fd is not None:
         os.set_blocking(lease.fd, False)
-    return supervise(agent, lease, grace_s, container, docker, program, tasks)
+    return supervise(agent, lease, grace_s, container, docker, program, tasks, fence_file)
 
 
 if __name__ == "__main__":

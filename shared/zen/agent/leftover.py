@@ -14,6 +14,7 @@ and the container with it.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -22,6 +23,8 @@ from zen.core.reports import LEFT_RUNNING
 if TYPE_CHECKING:
     from zen.agent.limits import DailyPulls
     from zen.agent.vmbeat import VmBeats
+
+log = logging.getLogger("zen.agent")
 
 WAIT_S = 300.0  # how long the final report of a job not stopped by the agent waits for a container that may still run
 RETRY_S = 10.0  # between two removals tried (each ``docker rm -f``, bounded by ``zen.agent.removal``)
@@ -40,18 +43,36 @@ def left_reason(key: tuple[str, int]) -> str:
     return f"the container of {key[0]} attempt {key[1]} could not be removed"
 
 
-def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int]) -> Callable[[], None]:
+def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int],
+            fence_file: str | None = None) -> Callable[[bool], None]:
     """What :func:`hold` retires the VM by (no more jobs, RETIRED said now: the loop may be the attempt's own thread,
-    with one slot)."""
-    def retire() -> None:
+    with one slot); ``retire(True)``, for an attempt the fence stopped, powers the VM off too (:func:`fence_vm`)."""
+    def retire(fenced: bool) -> None:
         pulls.retire(left_reason(key))
+        if fenced and fence_file:
+            fence_vm(fence_file, f"the container of {key[0]} attempt {key[1]}, whose lease ran out, could not be "
+                                 "removed: Zen runs the job again elsewhere")
         vm_beats.retire()
         vm_beats.beat(force=True)
     return retire
 
 
+def fence_vm(path: str, reason: str) -> None:
+    """Power the VM off: a job's container docker cannot kill would run on beside the job's rerun elsewhere. The
+    agent runs unprivileged; writing ``path`` (``AgentSettings.fence_file``, in its runtime folder, which a reboot
+    empties) starts the startup script's root unit, ``zen-fence.service``, which powers the VM off at once (the
+    MIG then recreates it). The supervisor does the same when the agent cannot (``launch.py``)."""
+    try:
+        with open(path, "a") as out:
+            out.write(reason + "\n")
+    except OSError as exc:
+        log.error("cannot ask for this VM's power-off", extra={"path": path, "reason": reason, "error": str(exc)})
+        return
+    log.error("this VM is powered off", extra={"reason": reason})
+
+
 def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock: Callable[[], float],
-         stopping: Callable[[], bool], retire: Callable[[], None] | None = None, *, stopped: bool = False,
+         stopping: Callable[[], bool], retire: Callable[[bool], None] | None = None, *, stopped: bool = False,
          lost: bool = False, sleep: Callable[[float], None] = time.sleep) -> tuple[str | None, bool]:
     """Wait while ``job``'s container may run (``container_gone`` False), ``beat(next_beat)`` sending the
     attempt's RUNNING heartbeat when due (returns the next time one is due) and taking its orders. Returns the final
@@ -72,7 +93,7 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
     if job.container_gone is not False:
         return note, True
     if (lost or stopped) and retire is not None and not stopping():  # (a rerun in another slot would run beside it)
-        retire()
+        retire(lost)  # a fenced one's VM powered off too: Zen reruns it without waiting to hear from this VM
     said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, until_gone=stopped and retire is not None)
     return (note if said is None else f"{note}\n{said}" if note else said), report
 

@@ -227,12 +227,15 @@ class RunningJob:
     @classmethod
     def start(cls, spec: JobSpec, *, local: bool, tail_bytes: int = 4096, docker: str = "docker",
               output: AttemptOutput | None = None, limits: OutputLimits = OutputLimits(),
-              base_env: Mapping[str, str] | None = None, lease_s: float | None = None) -> "RunningJob":
+              base_env: Mapping[str, str] | None = None, lease_s: float | None = None,
+              fence_file: str | None = None) -> "RunningJob":
         """Start the job; raises ``CannotRun`` if it cannot be (the caller reports it as FAILED).
 
         ``lease_s``: seconds left on the attempt's lease (``zen.agent.fence``). Given, the job's supervisor
         (``launch.py``) keeps the lease as well, and stops the job when the agent renews it (``renew``)
-        no more: the job cannot outlive its lease whether or not the agent can run.
+        no more: the job cannot outlive its lease whether or not the agent can run. ``fence_file``: where the
+        supervisor asks for the VM's power-off when docker did not kill the container then
+        (``zen.agent.leftover.fence_vm``); None: it does not.
 
         ``output`` ships the lines (the agent passes one with its sink); without it only the last
         ``tail_bytes`` are kept, for the outcome.
@@ -247,7 +250,7 @@ class RunningJob:
             ours.setblocking(False)
             watchdog = ["--lease", str(theirs.fileno()), repr(float(lease_s)), repr(float(spec.stop_grace_s or 0.0))]
             if launch.container:
-                watchdog += [launch.container, docker]
+                watchdog += [launch.container, docker] + (["--fence-file", fence_file] if fence_file else [])
         if not launch.container and spec.sandbox is not None and spec.sandbox.shape is not None:
             # A host process's share of the VM's tasks, as its container's --pids-limit (zen.agent.tasklimit).
             watchdog += ["--tasks", str(slot_limits(spec.sandbox.shape, spec.gpu_ids).tasks), "any"]

@@ -54,6 +54,9 @@ class AgentSettings:
     disk_per_job_bytes: int | None = None  # None: disk_share of the disk / max_jobs_per_vm
     disk_look_s: float = LOOK_S  # between two measurements of the jobs' directories
     tasks_per_job: int | None = None  # None: the slot's share of the kernel's (zen.agent.container.slot_limits)
+    # Written to power the VM off when a fenced job's container outlives docker's kill (zen.agent.leftover.fence_vm;
+    # the startup script's root unit watches it); None (local mode, a VM without systemd): the VM is only retired.
+    fence_file: str | None = None
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -116,6 +119,7 @@ class AgentSettings:
                                            env.get("ZEN_AGENT_DISK_PER_JOB_BYTES", ""), integer=True),
             disk_look_s=number("ZEN_AGENT_DISK_LOOK_S", cls.disk_look_s),
             tasks_per_job=parse_limit("ZEN_AGENT_TASKS_PER_JOB", env.get("ZEN_AGENT_TASKS_PER_JOB", ""), integer=True),
+            fence_file=env.get("ZEN_AGENT_FENCE_FILE") or None,
         )
 
 

@@ -61,6 +61,9 @@ PREFIX="$ROOT/opt/zen"
 VENV="$PREFIX/venv"
 CONFIG_DIR="$ROOT/etc/zen"
 UNIT="$ROOT/etc/systemd/system/zen-agent.service"
+FENCE_PATH_UNIT="$ROOT/etc/systemd/system/zen-fence.path"
+FENCE_UNIT="$ROOT/etc/systemd/system/zen-fence.service"
+FENCE_FILE=/run/zen-agent/fence  # ZEN_AGENT_FENCE_FILE: in the agent's RuntimeDirectory
 AGENT_USER=zen-agent
 AGENT_HOME=/var/lib/zen-agent  # the only folder the agent writes (ReadWritePaths)
 WORK_DIR="$AGENT_HOME/work"  # ZEN_AGENT_WORK_DIR: not under /tmp, which is the agent's own (PrivateTmp) and not docker's
@@ -363,6 +366,29 @@ GUARD="$PREFIX/guard-metadata.sh"
 chmod 0755 "$GUARD"
 
 if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then
+  # The VM's power-off, which the agent (unprivileged) asks for by writing FENCE_FILE when a job whose lease ran
+  # out keeps running in a container docker cannot kill (zen.agent.leftover.fence_vm): Zen runs that job again
+  # elsewhere, and the container would run it on beside. /run is emptied by a reboot: no loop of power-offs.
+  write_if_changed "$FENCE_PATH_UNIT" <<EOF
+[Unit]
+Description=Zen: power this VM off when its agent asks (a job's container docker could not kill)
+
+[Path]
+PathExists=$FENCE_FILE
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  write_if_changed "$FENCE_UNIT" <<EOF
+[Unit]
+Description=Zen: power this VM off (a fenced job's container docker could not kill)
+
+[Service]
+Type=oneshot
+# Why, into the journal, then off at once, no unit stopped (docker's stop may hang as its kill did); the MIG
+# recreates the VM.
+ExecStart=/bin/sh -c 'cat $FENCE_FILE >&2; exec systemctl poweroff --force --force'
+EOF
   write_if_changed "$UNIT" <<EOF
 [Unit]
 Description=Zen VM agent (pulls, runs and reports GPU jobs)
@@ -388,6 +414,10 @@ $CONFIG_ENV
 $GRACE_ENV
 Environment=PYTHONUNBUFFERED=1
 Environment=ZEN_AGENT_WORK_DIR=$WORK_DIR
+# Its runtime folder (/run/zen-agent, emptied at each boot): the file it writes to have zen-fence.path power
+# the VM off (zen.agent.leftover.fence_vm).
+RuntimeDirectory=zen-agent
+Environment=ZEN_AGENT_FENCE_FILE=$FENCE_FILE
 # Hardening that leaves what the agent does working: the metadata server and Google's APIs (network,
 # untouched), docker (its socket, /run/docker.sock, may be connected to on a read-only /run; containers'
 # GPUs are docker's --gpus, the agent opens no device), its work disk (below), the disk-share
@@ -420,6 +450,7 @@ RestartSec=5
 WantedBy=multi-user.target
 EOF
   run systemctl daemon-reload
+  run systemctl enable --now zen-fence.path
   run systemctl enable zen-agent.service
   # On a reboot the enabled unit has started the agent already, and it may have claimed a job: a
   # restart would end that job PREEMPTED (spending one of its free preemptions). Only a new package,
