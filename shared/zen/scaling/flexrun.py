@@ -13,7 +13,7 @@ A request's VMs wait under pending names (``<MIG>+<request>+<n>``, ``zen.adapter
 any of them cancels the whole request: :func:`keep_requests_whole` keeps a request the plan would cancel in
 part, whatever step planned it (a stuck request whose oldest VM stays as its pool's probe, ``prune_stuck``; a
 VM that lost its race while the others are wanted, ``cancel_losers``): asked again, they would queue from the
-back.
+back. A blocked pool's requests no waiting job could take are counted for ``cancel_losers`` too (:func:`unneeded`).
 """
 
 from __future__ import annotations
@@ -122,6 +122,22 @@ def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], boot
     pending[pool] -= take
     booting_left[pool] -= take
     return take
+
+
+def unneeded(running: dict[str, int], pending: dict[str, int], healthy: Mapping[str, list[Vm]],
+             blocked: Callable[[str], bool], flex: Callable[[str], bool],
+             uncovered: Iterable[tuple[DemandGroup, int]]) -> dict[str, int]:
+    """Per pool, the booting VMs no queued job needs once the match is done (``running`` and ``pending`` left), and
+    a blocked flex-start pool's requests beyond the jobs left that could take them: those of the groups allowing the
+    pool that the match left uncovered (asked elsewhere meanwhile: the request is their hedge). A blocked pool covers
+    nothing (``ZenPlanner.match``), so its requests were counted as needed by none and cancelled by none: a job
+    stopped or started elsewhere left its request queued until the block ended or the request counted as stuck
+    (2 x ``flex_start_estimate_s``), and a grant meanwhile booted a VM, billed, for nobody."""
+    left = {pool: running[pool] + pending[pool] for pool in running}
+    for pool, vms in healthy.items():
+        if vms and pool in left and blocked(pool) and flex(pool):
+            left[pool] = max(0, len(vms) - sum(jobs for group, jobs in uncovered if pool in group.regions))
+    return left
 
 
 def kept_whole(plan: Plan, index: VmIndex) -> set[str]:

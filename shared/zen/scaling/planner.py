@@ -130,7 +130,7 @@ class _Planning:
             with self._ending(idle, group):
                 if left := self._cover(group, idle, running, pending):
                     uncovered.append((group, left))
-        self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
+        self.booting_left = flexrun.unneeded(running, pending, self.healthy, self._blocked, self.ranking.flex, uncovered)
         self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
 
