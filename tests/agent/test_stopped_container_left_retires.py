@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import pytest
 
@@ -91,3 +92,50 @@ def test_a_stopped_attempt_whose_container_is_left_takes_no_job_beside_it(tmp_pa
     assert "RETIRED" in transport.vm_states()
     assert not [m for m in transport.published if isinstance(m, Heartbeat) and m.attempt == 1 and m.job_id == "first"
                 and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)], "a final report while it may run"
+
+
+def test_a_stopped_attempt_whose_container_is_left_powers_the_vm_off_once_its_lease_runs_out(tmp_path, monkeypatch):
+    """Its queue took the job back; docker cannot kill the container; then none of the attempt's reports reach Zen
+    (its RUNNING, saying the container may run, would hold the rerun back). Zen reruns the job once the VM has been
+    silent ``preempted_stop_s``, which the lease runs out before: the VM is powered off then
+    (``leftover.fence_vm``), or the container would run the job beside its rerun elsewhere."""
+    monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0)
+    monkeypatch.setattr(leftover, "RETRY_S", 2.0)
+    monkeypatch.setattr(leftover, "ROUND_S", 0.1)
+    monkeypatch.setattr(leftover, "WAIT_S", 60.0)
+    docker = FakeDocker(tmp_path / "docker")
+    transport = CutOff()
+    transport.add_start(start_message("first", image="img:1", command=["x"], gpus=4))
+    fence = tmp_path / "fence"
+    # Zen's deadline 4 s: the lease runs out 4 - 0.3 - 1 = 2.7 s after the last report that went through.
+    settings = dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"), stop_grace_s=0.3,
+                                   heartbeat_timeout_s=4.0, fence_file=str(fence))
+    agent = Agent(IDENTITY, settings, transport, local=False, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    confirm = confirm_claims(VM)
+    seen: dict[str, list] = {}
+
+    def scheduler(message):
+        if isinstance(message, Heartbeat) and (message.job_id, message.attempt) == ("first", 1) \
+                and message.status is AgentStatus.RUNNING:
+            if "stop" not in seen:
+                seen["stop"] = []
+                wait_for(lambda: OLD in docker.names(), 10, what="the container running")
+                docker.fail("kill")
+                docker.fail("rm")
+                return [ControlMessage(vm=VM, job_id="first", attempt=1, action=ControlAction.STOP,
+                                       reason="preempted: queue q took it back")]
+            if message.message == leftover.RUNNING_NOTE:
+                transport.cut = True  # from now on none of the attempt's reports reaches Zen
+        return confirm(message)
+
+    def until_fenced():  # (in life the power-off ends the agent)
+        deadline = time.monotonic() + 12.0
+        while not fence.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent.request_shutdown("test over")
+
+    transport.answer = scheduler
+    threading.Thread(target=until_fenced, daemon=True).start()
+    assert agent.run() == 0
+    assert fence.exists(), "the lease ran out with the container left and the VM still on"
+    assert "first attempt 1" in fence.read_text()

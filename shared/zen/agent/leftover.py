@@ -73,7 +73,8 @@ def fence_vm(path: str, reason: str) -> None:
 
 def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock: Callable[[], float],
          stopping: Callable[[], bool], retire: Callable[[bool], None] | None = None, *, stopped: bool = False,
-         lost: bool = False, sleep: Callable[[float], None] = time.sleep) -> tuple[str | None, bool]:
+         lost: bool = False, lease_out: Callable[[], bool] = lambda: False,
+         sleep: Callable[[float], None] = time.sleep) -> tuple[str | None, bool]:
     """Wait while ``job``'s container may run (``container_gone`` False), ``beat(next_beat)`` sending the
     attempt's RUNNING heartbeat when due (returns the next time one is due) and taking its orders. Returns the final
     report's ``note``, with what happened to the container added when there is something to say, and whether the
@@ -89,22 +90,30 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
     no final report goes (False): Zen reruns the job once its VM has been silent ``preempted_stop_s``
     (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. Any other job's report goes after
     ``WAIT_S`` (a fenced one's, or one that ended on its own: its exit code known, its container runs no more; its
-    VM retires then, ``zen.agent.agent``)."""
+    VM retires then, ``zen.agent.agent``). A stopped job whose attempt's lease runs out while it waits (``lease_out``:
+    none of its reports reached Zen, which reruns a job its queue took back once its VM is silent) has the VM
+    powered off, as a fenced one does (``retire(True)``)."""
     if job.container_gone is not False:
         return note, True
     if (lost or stopped) and retire is not None and not stopping():  # (a rerun in another slot would run beside it)
         retire(lost)  # a fenced one's VM powered off too: Zen reruns it without waiting to hear from this VM
-    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, until_gone=stopped and retire is not None)
+    fence = (lambda: retire(True)) if stopped and not lost and retire is not None else None
+    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, until_gone=stopped and retire is not None,
+                         fence=(lease_out, fence) if fence is not None else None)
     return (note if said is None else f"{note}\n{said}" if note else said), report
 
 
 def _wait(job: Removable, beat: Callable[[float], float], clock: Callable[[], float], stopping: Callable[[], bool],
-          wait_s: float, sleep: Callable[[float], None], *, until_gone: bool) -> tuple[str | None, bool]:
+          wait_s: float, sleep: Callable[[float], None], *, until_gone: bool,
+          fence: tuple[Callable[[], bool], Callable[[], None]] | None = None) -> tuple[str | None, bool]:
     began = clock()
     next_beat, next_try = began, began + RETRY_S
     while job.container_gone is False and not stopping() and (until_gone or clock() - began < wait_s):
         round_began = clock()
         next_beat = beat(next_beat)
+        if fence is not None and fence[0]():  # the lease ran out: Zen may rerun the job elsewhere
+            fence[1]()
+            fence = None
         if clock() >= next_try:
             job.remove_container(RETRY_S)
             next_try = clock() + RETRY_S
