@@ -8,8 +8,10 @@ as a real one does.
   ``ends(code, stderr, oom_killed)``, the container ends at once: the CLI writes ``stderr`` and exits ``code``,
   and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it).
 - ``inspect --format {{.State.OOMKilled}} NAME``: ``true`` for a container ``ends(..., oom_killed=True)`` ended,
-  else ``false``; exits 1 for a container that does not exist.
-- ``kill NAME``: removes the container; ``rm -f X...``: removes those named or with those ids.
+  else ``false``; ``{{.State.Running}}``: ``false`` for a container ``ends`` ended, else ``true``; exits 1 for a
+  container that does not exist.
+- ``slow_exit(seconds)``: a ``run`` CLI ends that long after its container was killed or removed.
+- ``kill NAME``: removes the container (with ``kill_keeps()``: ends it, and it stays, as docker's does); ``rm -f X...``: removes those named or with those ids.
 - ``ps -aq --filter name=RE``: the ids of the containers whose name matches.
 - ``network inspect NAME``: exits 1 unless ``network create ... NAME`` made it (``networks/<name>``).
 - ``fail(command)``: that command (``kill``, ``rm``, ``ps``) exits 1 and does nothing from now on;
@@ -59,17 +61,24 @@ if args[0] == "run":
         sys.exit(end["code"])
     if (root / "leaves").exists():
         sys.exit(0)
-    while (containers / name).exists():
+    while (containers / name).exists() and not (root / ("oom-" + name)).exists():  # (``kill_keeps``: ended)
         time.sleep(0.05)
+    if (root / "slow-exit").exists():  # the container is gone, its CLI not yet
+        time.sleep(float((root / "slow-exit").read_text()))
     sys.exit(137)
-if args[0] == "kill":
+if args[0] == "kill" and (root / "kill-keeps").exists():
+    (root / ("oom-" + args[1])).write_text("false")  # it has run out, and stays
+elif args[0] == "kill":
     (containers / args[1]).unlink(missing_ok=True)
 if args[0] == "inspect":
     if not (containers / args[-1]).exists():
         print("Error: No such object: " + args[-1], file=sys.stderr)
         sys.exit(1)
     oom = root / ("oom-" + args[-1])
-    print(oom.read_text() if oom.exists() else "false")
+    if "{{{{.State.Running}}}}" in args:  # one ``ends`` ended has run out; the others run until removed
+        print("false" if oom.exists() else "true")
+    else:
+        print(oom.read_text() if oom.exists() else "false")
 removing = set(p.name.removeprefix("removing-") for p in root.glob("removing-*"))
 if args[0] == "rm":
     for path in containers.iterdir():
@@ -112,6 +121,14 @@ class FakeDocker:
         """Docker is removing that container (an ``rm -f`` that timed out): ``ps`` shows it only without a
         status filter, ``rm -f`` of it fails ("already in progress")."""
         (self.root / f"removing-{name}").touch()
+
+    def slow_exit(self, seconds: float) -> None:
+        """A ``run`` CLI ends ``seconds`` after its container was killed (a slow daemon's answer, a full pipe)."""
+        (self.root / "slow-exit").write_text(repr(seconds))
+
+    def kill_keeps(self) -> None:
+        """``kill`` ends a container and leaves it there (exited: ``rm -f`` removes it)."""
+        (self.root / "kill-keeps").touch()
 
     def leaves(self) -> None:
         (self.root / "leaves").touch()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+import pytest
+
 from tests.agent.fakedocker import FakeDocker
 from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.helpers import wait_for
@@ -43,7 +45,10 @@ class CutOff(FakeTransport):
         super().publish(message, budget_s=budget_s, **abandon)
 
 
-def test_a_fenced_attempt_whose_container_is_left_takes_no_rerun_of_its_job_beside_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("killed", [False, True])
+def test_a_fenced_attempt_whose_container_is_left_takes_no_rerun_of_its_job_beside_it(tmp_path, monkeypatch, killed):
+    # killed: docker killed the container (it runs no more) but cannot remove it: the VM retires, and stays on (its
+    # other jobs run on).
     monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0)
     monkeypatch.setattr(leftover, "RETRY_S", 2.0)
     monkeypatch.setattr(leftover, "ROUND_S", 0.1)
@@ -69,7 +74,10 @@ def test_a_fenced_attempt_whose_container_is_left_takes_no_rerun_of_its_job_besi
         if isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING and not transport.cut \
                 and not reran and (message.job_id, message.attempt) == ("twice", 1):
             wait_for(lambda: OLD in docker.names(), 10, what="the container running")
-            docker.fail("kill")  # a hung or failing daemon: the job cannot be killed nor its container removed
+            if killed:
+                docker.kill_keeps()
+            else:
+                docker.fail("kill")  # a hung or failing daemon: the job cannot be killed nor its container removed
             docker.fail("rm")
             transport.cut = True
         if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED and message.attempt == 2:
@@ -84,7 +92,10 @@ def test_a_fenced_attempt_whose_container_is_left_takes_no_rerun_of_its_job_besi
     assert reran, "the fence did not stop the job, or its container was removed"
     assert beside == [], f"attempt 2 claimed on the VM where attempt 1's container is left: {beside}"
     assert "RETIRED" in transport.vm_states()
-    assert "twice attempt 1" in (tmp_path / "fence").read_text()  # the agent's own fence asked for the power-off
+    if killed:
+        assert not (tmp_path / "fence").exists(), "the VM was powered off, though its container runs no more"
+    else:
+        assert "twice attempt 1" in (tmp_path / "fence").read_text()  # the agent's own fence asked for the power-off
     [final] = [m for m in transport.published if isinstance(m, Heartbeat) and m.attempt == 1
                and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)]
     assert final.status is AgentStatus.PREEMPTED and "no heartbeat reached Zen" in final.message

@@ -44,3 +44,14 @@ def test_a_container_docker_kills_leaves_the_vm_on(docker, tmp_path):
     job = run_out_of_lease(docker, fence)
     wait_for(lambda: job.poll() is not None, 30, what="the supervisor's fence")
     assert docker.names() == [] and not fence.exists()
+
+
+def test_a_container_docker_killed_whose_docker_run_ends_late_leaves_the_vm_on(docker, tmp_path, monkeypatch):
+    # The kill worked (docker says the container runs no more); its ``docker run`` ends a while after (its daemon slow
+    # to answer, or its output pipe full while the agent hangs): no container runs beside the rerun.
+    fence = tmp_path / "fence"
+    docker.slow_exit(8.0)
+    job = run_out_of_lease(docker, fence)
+    wait_for(lambda: job.poll() is not None, 30, what="the supervisor's fence")
+    assert docker.names() == []
+    assert not fence.exists(), f"the VM was powered off though its container was killed: {fence.read_text()}"

@@ -131,7 +131,9 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
     killed_by = time.monotonic() + KILLED_S  # its ``docker run`` ends with the container
     while container and status is None and time.monotonic() < killed_by:
         status = _wait(child, pidfd, killed_by - time.monotonic())
-    if container and status is None and fence_file:  # docker did not kill it (a hung or failing daemon): the VM goes
+    if container and status is None and fence_file and _may_run(docker, container):  # docker did not kill it (a
+        # hung or failing daemon): the VM goes. A ``docker run`` ending late alone (a slow daemon, its output pipe
+        # full while the agent hangs) powers nothing off: docker says its container runs no more.
         _fence_vm(fence_file, f"the container {container} of a job whose lease ran out is still running: docker did "
                               "not kill it, and Zen runs the job again elsewhere")
     if limit is not None:  # what left the group (a daemon), and its cgroup
@@ -149,6 +151,17 @@ def _docker_kill(docker: str, container: str | None) -> None:
                            stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
         except (OSError, subprocess.SubprocessError):
             pass
+
+
+def _may_run(docker: str, container: str) -> bool:
+    """Whether ``container`` may still run: False only when docker says it does not (bounded)."""
+    try:
+        said = subprocess.run([docker, "inspect", "--format", "{{.State.Running}}", container], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=DOCKER_KILL_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    gone = said.returncode != 0 and "no such" in said.stderr.lower()  # (removed meanwhile)
+    return not (gone or (said.returncode == 0 and said.stdout.strip() == "false"))
 
 
 def _fence_vm(path: str, reason: str) -> None:

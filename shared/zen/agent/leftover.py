@@ -18,10 +18,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from zen.agent.removal import may_run
 from zen.core.reports import LEFT_RUNNING
 
 if TYPE_CHECKING:
     from zen.agent.limits import DailyPulls
+    from zen.agent.settings import AgentSettings
     from zen.agent.vmbeat import VmBeats
 
 log = logging.getLogger("zen.agent")
@@ -43,13 +45,17 @@ def left_reason(key: tuple[str, int]) -> str:
     return f"the container of {key[0]} attempt {key[1]} could not be removed"
 
 
-def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int],
-            fence_file: str | None = None) -> Callable[[bool], None]:
+def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], settings: AgentSettings | None = None,
+            container: str | None = None) -> Callable[[bool], None]:
     """What :func:`hold` retires the VM by (no more jobs, RETIRED said now: the loop may be the attempt's own thread,
-    with one slot); ``retire(True)``, for an attempt the fence stopped, powers the VM off too (:func:`fence_vm`)."""
+    with one slot); ``retire(True)``, for an attempt the fence stopped, powers the VM off too (:func:`fence_vm`)
+    while its ``container`` may still run (docker cannot say it does not: one it killed but cannot remove runs no
+    more, and the VM's other jobs run on); ``settings``: where to ask for it (``fence_file``), and docker."""
+    fence_file, docker = (settings.fence_file, settings.docker) if settings is not None else (None, "docker")
+
     def retire(fenced: bool) -> None:
         pulls.retire(left_reason(key))
-        if fenced and fence_file:
+        if fenced and fence_file and (container is None or may_run(container, docker)):
             fence_vm(fence_file, f"the container of {key[0]} attempt {key[1]}, whose lease ran out, could not be "
                                  "removed: Zen runs the job again elsewhere")
         vm_beats.retire()

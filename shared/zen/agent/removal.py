@@ -85,6 +85,19 @@ def remove_container(name: str, docker: str = "docker", *, tries: int = REMOVE_T
     return gone
 
 
+def may_run(name: str, docker: str = "docker", timeout_s: float = DOCKER_TIMEOUT_S) -> bool:
+    """Whether the container ``name`` may still run: False only when docker says it does not (exited, dead, or
+    gone); True when it runs or docker cannot say (an error, a timeout). Never raises."""
+    try:
+        said = subprocess.run([docker, "inspect", "--format", "{{.State.Running}}", name], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    if said.returncode != 0:
+        return "no such" not in said.stderr.lower()
+    return said.stdout.strip() != "false"
+
+
 class ContainersLeft(Exception):
     """Containers of earlier attempts that could not be removed (or docker could not say)."""
 
