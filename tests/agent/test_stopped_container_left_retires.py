@@ -42,20 +42,40 @@ class CutOff(FakeTransport):
         super().publish(message, budget_s=budget_s, **abandon)
 
 
+def two_slots(tmp_path, monkeypatch, **settings) -> tuple[Agent, CutOff, FakeDocker]:
+    """A real agent of two slots, given ``first`` attempt 1 to run; removals tried again every 2 s, and a final
+    report waiting on its container longer than the test."""
+    monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0)
+    monkeypatch.setattr(leftover, "RETRY_S", 2.0)
+    monkeypatch.setattr(leftover, "ROUND_S", 0.1)
+    monkeypatch.setattr(leftover, "WAIT_S", 60.0)
+    docker = FakeDocker(tmp_path / "docker")
+    transport = CutOff()
+    transport.add_start(start_message("first", image="img:1", command=["x"], gpus=4))
+    agent = Agent(IDENTITY, dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"),
+                                                stop_grace_s=0.3, **settings),
+                  transport, local=False, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    return agent, transport, docker
+
+
+def first_stop(seen: dict, docker: FakeDocker, reason: str) -> list[ControlMessage] | None:
+    """Zen's answer to the attempt's first RUNNING: a STOP, docker failing from then on (a hung or failing daemon:
+    the job cannot be killed nor its container removed); None after."""
+    if "stop" in seen:
+        return None
+    seen["stop"] = []
+    wait_for(lambda: OLD in docker.names(), 10, what="the container running")
+    docker.fail("kill")
+    docker.fail("rm")
+    return [ControlMessage(vm=VM, job_id="first", attempt=1, action=ControlAction.STOP, reason=reason)]
+
+
 @pytest.mark.parametrize("reason, next_job", [
     ("preempted: queue q took it back", ("first", 2)),  # the same job rerun, once its attempt is silent
     ("user asked", ("other", 1)),  # another user's job
 ])
 def test_a_stopped_attempt_whose_container_is_left_takes_no_job_beside_it(tmp_path, monkeypatch, reason, next_job):
-    monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0)
-    monkeypatch.setattr(leftover, "RETRY_S", 2.0)
-    monkeypatch.setattr(leftover, "ROUND_S", 0.1)
-    monkeypatch.setattr(leftover, "WAIT_S", 60.0)  # longer than the test
-    docker = FakeDocker(tmp_path / "docker")
-    transport = CutOff()
-    transport.add_start(start_message("first", image="img:1", command=["x"], gpus=4))
-    settings = dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"), stop_grace_s=0.3)
-    agent = Agent(IDENTITY, settings, transport, local=False, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    agent, transport, docker = two_slots(tmp_path, monkeypatch)
     confirm = confirm_claims(VM)
     seen: dict[str, list] = {"left": [], "beside": [], "timers": []}
 
@@ -68,12 +88,8 @@ def test_a_stopped_attempt_whose_container_is_left_takes_no_job_beside_it(tmp_pa
     def scheduler(message):
         if isinstance(message, Heartbeat) and (message.job_id, message.attempt) == ("first", 1) \
                 and message.status is AgentStatus.RUNNING:
-            if "stop" not in seen:
-                seen["stop"] = []
-                wait_for(lambda: OLD in docker.names(), 10, what="the container running")
-                docker.fail("kill")  # a hung or failing daemon: the job cannot be killed nor its container removed
-                docker.fail("rm")
-                return [ControlMessage(vm=VM, job_id="first", attempt=1, action=ControlAction.STOP, reason=reason)]
+            if (stop := first_stop(seen, docker, reason)) is not None:
+                return stop
             if message.message == leftover.RUNNING_NOTE and not seen["left"]:
                 seen["left"].append(message.message)
                 publish_next()
@@ -99,31 +115,17 @@ def test_a_stopped_attempt_whose_container_is_left_powers_the_vm_off_once_its_le
     (its RUNNING, saying the container may run, would hold the rerun back). Zen reruns the job once the VM has been
     silent ``preempted_stop_s``, which the lease runs out before: the VM is powered off then
     (``leftover.fence_vm``), or the container would run the job beside its rerun elsewhere."""
-    monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0)
-    monkeypatch.setattr(leftover, "RETRY_S", 2.0)
-    monkeypatch.setattr(leftover, "ROUND_S", 0.1)
-    monkeypatch.setattr(leftover, "WAIT_S", 60.0)
-    docker = FakeDocker(tmp_path / "docker")
-    transport = CutOff()
-    transport.add_start(start_message("first", image="img:1", command=["x"], gpus=4))
     fence = tmp_path / "fence"
     # Zen's deadline 4 s: the lease runs out 4 - 0.3 - 1 = 2.7 s after the last report that went through.
-    settings = dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"), stop_grace_s=0.3,
-                                   heartbeat_timeout_s=4.0, fence_file=str(fence))
-    agent = Agent(IDENTITY, settings, transport, local=False, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    agent, transport, docker = two_slots(tmp_path, monkeypatch, heartbeat_timeout_s=4.0, fence_file=str(fence))
     confirm = confirm_claims(VM)
     seen: dict[str, list] = {}
 
     def scheduler(message):
         if isinstance(message, Heartbeat) and (message.job_id, message.attempt) == ("first", 1) \
                 and message.status is AgentStatus.RUNNING:
-            if "stop" not in seen:
-                seen["stop"] = []
-                wait_for(lambda: OLD in docker.names(), 10, what="the container running")
-                docker.fail("kill")
-                docker.fail("rm")
-                return [ControlMessage(vm=VM, job_id="first", attempt=1, action=ControlAction.STOP,
-                                       reason="preempted: queue q took it back")]
+            if (stop := first_stop(seen, docker, "preempted: queue q took it back")) is not None:
+                return stop
             if message.message == leftover.RUNNING_NOTE:
                 transport.cut = True  # from now on none of the attempt's reports reaches Zen
         return confirm(message)
