@@ -74,7 +74,7 @@ def test_the_owners_own_refused_message_still_reaches_the_owner(functions, zen, 
     assert (unknown["type"], unknown["job_id"]) == ("job.message_ignored", "alice-9")
     with zen.db.transaction() as session:
         assert "already used by a different request" in repository.latest_rejection(session, "alice-8")["reason"]
-        assert no_job(session, "alice-9", "x").startswith("no job alice-9: Zen refused a message for it at ")
+        assert no_job(session, "alice-9", "x").startswith(f"no job alice-9: Zen refused a message for it from {ALICE} at ")
 
 
 def test_a_senders_own_refusal_naming_another_users_job_is_found_by_its_message_id(functions, zen, publisher, sign):
@@ -86,3 +86,12 @@ def test_a_senders_own_refusal_naming_another_users_job_is_found_by_its_message_
     status = JobStatusSource(zen.db)
     assert "another user's job" in status.rejection("shared-1", "m-bob")
     assert status.rejection("shared-1") is None and status.rejection("shared-1", "m-other") is None
+
+
+def test_a_refusal_of_an_id_no_job_holds_says_who_sent_it(functions, zen, sign):
+    """Anyone proven may name an id no job holds yet, and its refusal is kept under that id: what `zen jobs get` and
+    `zen logs -f` say of the id names the sender, so its owner-to-be does not take another's refusal for their own."""
+    assert send(functions, "on_stop_requested", {"job_id": "nightly-8"}, sign(BOB)) == 200
+    with zen.db.transaction() as session:
+        said = no_job(session, "nightly-8", "x")
+    assert said.startswith(f"no job nightly-8: Zen refused a message for it from {BOB} at "), said

@@ -336,7 +336,8 @@ def no_job(session, job_id: str, otherwise: str, what: str = "job") -> str:
     at = row["at"].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     reason = " ".join((row["reason"] or "").split())  # one line (an error line prints its first), its start
     reason = reason if len(reason) <= 300 else reason[:299] + "…"
-    return f"no job {job_id}: Zen refused a message for it at {at}: {reason} (`zen rejected --job {job_id}`)"
+    sender = f" from {row['principal']}" if row.get("principal") else ""  # (an id no job holds: anyone may name it)
+    return f"no job {job_id}: Zen refused a message for it{sender} at {at}: {reason} (`zen rejected --job {job_id}`)"
 
 
 JOB_COLUMNS = ("job_id", "user", "queue", "cluster", "region", "status", "attempt", "submitted", "wait", "duration",

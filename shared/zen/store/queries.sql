@@ -408,7 +408,7 @@ SELECT count(*) AS deleted FROM gone;
 -- name: rejections_of_job
 -- One job's refusals, newest first; of one message only, when message_id is given: then also one that only named
 -- the id (its sender's, found by the id Pub/Sub gave the message: zen.jobs.rejections).
-SELECT id, at, source, message_id, job_id, reason FROM rejected_messages
+SELECT id, at, source, message_id, job_id, reason, principal FROM rejected_messages
 WHERE (job_id = :job_id AND (CAST(:message_id AS text) IS NULL OR message_id = CAST(:message_id AS text)))
    OR (named_job_id = :job_id AND message_id = CAST(:message_id AS text))
 ORDER BY id DESC LIMIT 1;
