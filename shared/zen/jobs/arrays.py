@@ -185,12 +185,14 @@ class ArrayJobs:
                     chosen: Callable[[JobTx], Callable[[Job], tuple[str | None, str] | None]]) -> int | None:
         """Stop each task of ``array_id`` not ended that ``chosen(tx)`` gives (reason, actor) for, every node of
         a gang, in index order (the order releases lock them in), in one transaction; none is let go
-        meanwhile, and each queue's admission pass runs once after (the quota the tasks held). How many
-        stopped; None when ``array_id`` names a job or no task."""
+        meanwhile, and each queue's admission pass runs once after (the quota the tasks held), then those of
+        the jobs their ends let go or cancelled (``after``). How many stopped; None when ``array_id`` names a
+        job or no task."""
         now = self._clock()
         ids: list[Enqueued] = []
         stopped = 0
         released: dict[tuple[str, str], int] = {}  # (queue, cluster) -> the GPUs the stopped tasks gave back
+        later: set[tuple[str, str]] = set()  # the passes of the jobs waiting for them, let go or cancelled
         with self._store.transaction() as tx:
             if tx.get_job(array_id) is not None or not (tasks := tx.array_tasks(array_id)):
                 return None
@@ -202,7 +204,7 @@ class ArrayJobs:
                 decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=stop[0]), now)
                 if decision.ignored or decision.duplicate:
                     continue
-                ids += self._decisions.apply(tx, job, decision, actor=stop[1], now=now, admit=False)
+                ids += self._decisions.apply(tx, job, decision, actor=stop[1], now=now, admit=False, passes=later)
                 stopped += 1
                 if job.queue:  # what they held since the last pass counts in its fair-share usage (it was lost)
                     to = decision.changes[-1].to if decision.changes else job.status
@@ -210,6 +212,9 @@ class ArrayJobs:
                     released[key] = released.get(key, 0) + (job.gpus if frees_quota(job.status, to) else 0)
             for (queue, cluster), gpus in sorted(released.items()) if self._queues else ():
                 ids += self._decisions.admit(tx, queue, cluster, now, released=gpus)
+            # Theirs after: the first pass over a cohort brings its usage up to now, the tasks' GPUs only in theirs.
+            for queue, cluster in sorted(later - released.keys()) if self._queues else ():
+                ids += self._decisions.admit(tx, queue, cluster, now)
         self._relay.flush_quietly(ids)
         return stopped
 

@@ -132,7 +132,7 @@ class DecisionWriter:
         if passes is None:
             # Only now: the first pass over a cohort brings its queues' fair-share usage up to this moment, and
             # this job's GPUs count as held until then only in its own pass (``released``). Without ``admit``
-            # the caller runs its pass (``ArrayJobs._stop_tasks``).
+            # the caller runs its pass, and one that ends jobs (``ArrayJobs._stop_tasks``) passes ``passes``.
             done = {(job.queue, job.cluster)} if own or not admit else set()
             for queue, cluster in sorted(later - done):
                 ids += self.admit(tx, queue, cluster, now)
