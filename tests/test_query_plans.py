@@ -63,7 +63,7 @@ HOT_QUERIES = [
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
                         max_attempts=3, preempted_by=None, stop_reason=None, preemptions=0, start_regions=None, widen_at=None,
-                        start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None, left_vms=None,
+                        start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None, left_vms=None, heard_at=None,
                         now=NOW)),
     ("take_early_stops", {"job_id": "job-7"}),
     ("kept_stop_names", {"job_id": "sweep-3-1"}),  # every claim: a stop kept for the job or for its array

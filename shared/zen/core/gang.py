@@ -248,7 +248,7 @@ def _told(job: Job, why: str, spends: bool) -> str:
 def _stop_first(job: Job, nodes: list[GangNode], reason: str, order: str, now: datetime, **fields: Any) -> Decision:
     """A gang that lost or failed a node while others run: STOPPING (``losing_node``) and STOP to ``nodes``;
     ``_settle`` ends the attempt once they answered or their fence surely ended it: never a rerun beside them."""
-    return Decision(changes=[Change(JobStatus.STOPPING, reason)], fields=dict(last_heartbeat_at=now, **fields),
+    return Decision(changes=[Change(JobStatus.STOPPING, reason)], fields=dict(last_heartbeat_at=now, heard_at=job.last_heartbeat_at, **fields),
                     controls=[_order(job, n.vm, ControlAction.STOP, order) for n in nodes])  # deadline from now
 
 

@@ -37,6 +37,13 @@ def silent_for(last: datetime, now: datetime, heard_since: datetime | None = Non
     return min(now, heard_until or now) - max(last, heard_since or last)
 
 
+def lost_at(last: datetime, now: datetime, timeout_s: float, heard_since: datetime | None = None,
+            heard_until: datetime | None = None) -> datetime:
+    """When a VM last heard at ``last`` had been silent ``timeout_s`` as ``silent_for`` counts, ``now`` at the latest:
+    what an attempt left silent is billed to (the sweep ended it then), for one whose stop went unanswered."""
+    return now - max(timedelta(0), silent_for(last, now, heard_since, heard_until) - timedelta(seconds=timeout_s))
+
+
 def fence_s(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> float:
     """Seconds without an accepted report after which an attempt's job is stopped::
 

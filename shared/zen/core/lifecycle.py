@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from zen.core.lease import Deadlines, silent_for
+from zen.core.lease import Deadlines, lost_at, silent_for
 from zen.core.retries import budget_spent, ended, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
@@ -57,10 +57,6 @@ FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend
 def refusal(job: Job, hb: Heartbeat, reason: str) -> ControlMessage:
     """The order to a VM whose report about ``job`` is refused: RELEASE a claim (drop the start), STOP one it runs."""
     return _control(job, hb, ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP, reason)
-
-
-def _clamp(moment: datetime, low: datetime, high: datetime) -> datetime:
-    return max(low, min(moment, high))
 
 
 def lose_attempt(job: Job, reason: str) -> Decision:
@@ -112,7 +108,7 @@ def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:
         return back_to_pending(job, f"preempted: {reason}")
     return Decision(
         changes=[Change(JobStatus.STOPPING, f"preempted: {reason}")],
-        fields={"last_heartbeat_at": now, "preempted_by": reason},
+        fields={"last_heartbeat_at": now, "heard_at": job.last_heartbeat_at, "preempted_by": reason},
         controls=[_control(job, job.vm, ControlAction.STOP, f"{PREEMPTED}{reason}")],
     )
 
@@ -200,6 +196,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # The stop's deadline counts from the stop, whatever the VM reports (it is told again); a running attempt's
         # holder claiming it is its restarted agent, whose run ended with it. A rerun (its queue's preemption)
         # waits while the VM says it runs: that VM has not heard the STOP (an order lost, not its reports).
+        decision.fields["heard_at"] = now  # the VM was heard: an unanswered stop is billed from here (decide_silence)
         if not (job.preempted_by and current is JobStatus.STOPPING and hb.status is AgentStatus.RUNNING):
             decision.fields.pop("last_heartbeat_at")
         if hb.status is AgentStatus.RUNNING:
@@ -242,7 +239,7 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
     # When the agent says it happened, held between Zen's own times: a run began after Zen heard its claim (now: this
     # report's), an agent whose clock is behind moving a start before neither it nor its VM's creation (incarnation).
     claimed = {JobStatus.QUEUED: now, JobStatus.ASSIGNED: job.last_heartbeat_at}.get(job.status) or job.submitted_at
-    sent_at = _clamp(hb.sent_at, claimed, now)
+    sent_at = max(claimed, min(hb.sent_at, now))
     status = hb.status
     if status is AgentStatus.CLAIMED:
         answer = None if decision.changes else _answer_to_holder(job, hb, current)  # a new claim: answered
@@ -359,7 +356,7 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
     return Decision(
         changes=[Change(JobStatus.STOPPING, reason)],
-        fields={"last_heartbeat_at": now, "stop_reason": reason, "preempted_by": None},  # deadline from now; no preemption
+        fields={"last_heartbeat_at": now, "heard_at": job.last_heartbeat_at, "stop_reason": reason, "preempted_by": None},  # deadline from now
         controls=[_control(job, job.vm, ControlAction.STOP, reason)],
     )
 
@@ -376,11 +373,13 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
         if silent < timedelta(seconds=deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s):
             return None
         if job.preempted_by:  # its VM is silent: the attempt is over (a later report of it is stale)
-            return back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
-        return Decision(
-            changes=[Change(JobStatus.CANCELLED, f"no answer from {job.vm} within {deadlines.stop_timeout_s:g}s of stop")],
-            fields={"finished_at": now},
-        )
+            decision = back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
+        else:
+            decision = Decision(changes=[Change(JobStatus.CANCELLED, f"no answer from {job.vm} within "
+                                                f"{deadlines.stop_timeout_s:g}s of stop")], fields={"finished_at": now})
+        heard = max([job.heard_at or now, *(n.beat_at for n in job.gang or ())])  # its VM's (a gang's node's) last report
+        decision.ended_at = lost_at(heard, now, deadlines.heartbeat_timeout_s, heard_since, heard_until)  # billed as if left
+        return decision
     if silent < timedelta(seconds=deadlines.heartbeat_timeout_s):
         return None
     decision = lose_attempt(job, f"no heartbeat from {job.vm} for {deadlines.heartbeat_timeout_s:g}s")

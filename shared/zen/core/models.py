@@ -381,9 +381,9 @@ class Job(AttemptBudget):
     retries: int = 0  # retries after failed exits so far (zen.core.retries)
     nodes: int = 1  # VMs it runs on at once (its request's nodes): > 1, a gang (zen.core.gang)
     gang: list[GangNode] | None = None  # a gang's nodes of the current attempt, rank order (None: none claimed)
-    # VMs that gave the attempt up before it ran there (a gang's node leaving its assembly, a claim whose VM went
-    # away) -> the seq of the report that said so: their earlier reports are late copies (zen.core.lifecycle)
-    left_vms: dict[str, int] | None = None
+    # VMs that gave the attempt up before it ran there (a gang's node leaving its assembly, a claim whose VM went away)
+    left_vms: dict[str, int] | None = None  # -> the seq of the report that said so: earlier ones are late copies
+    heard_at: datetime | None = None  # STOPPING: its VM's last report, before the stop or since (billed to + heartbeat_timeout_s at most)
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

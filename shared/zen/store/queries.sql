@@ -41,7 +41,7 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
     start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), hold = :hold,
     hold_until = :hold_until, retries = :retries, gang = CAST(:gang AS jsonb),
-    left_vms = CAST(:left_vms AS jsonb), updated_at = :now
+    left_vms = CAST(:left_vms AS jsonb), heard_at = :heard_at, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 

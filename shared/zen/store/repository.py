@@ -127,7 +127,7 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         start_vms=_json_or_null(after.start_vms), regions=to_json(after.regions), hold=after.hold,
         hold_until=after.hold_until, retries=after.retries,
         gang=_json_or_null([node.model_dump(mode="json") for node in after.gang] if after.gang else None),
-        left_vms=_json_or_null(after.left_vms), now=now,
+        left_vms=_json_or_null(after.left_vms), heard_at=after.heard_at, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")

@@ -24,7 +24,7 @@ VM_STATES = frozenset(state.value for state in VmState)
 SAVED = ("status", "attempt", "max_attempts", "vm", "region", "zone", "last_seq", "last_heartbeat_at", "queued_at",
          "started_at", "finished_at", "exit_code", "message", "start_published_at", "preempted_by", "preemptions",
          "stop_reason", "start_regions", "widen_at", "start_vms", "regions", "hold", "hold_until", "retries", "gang",
-         "left_vms")
+         "left_vms", "heard_at")
 
 
 @dataclass
