@@ -12,6 +12,9 @@ as a real one does.
   container that does not exist.
 - ``slow_exit(seconds)``: a ``run`` CLI ends that long after its container was killed or removed.
 - ``kill NAME``: removes the container (with ``kill_keeps()``: ends it, and it stays, as docker's does); ``rm -f X...``: removes those named or with those ids.
+- ``image_declares_volume()``: every container run from now on gets an anonymous volume (an image's ``VOLUME``;
+  ``volumes/<name>``, as ``add(..., volume=True)`` gives an earlier agent's); ``rm`` removes it only with ``-v``
+  (``--volumes``), as docker does: without it the volume, and what the job wrote there, stays on the VM.
 - ``ps -aq --filter name=RE``: the ids of the containers whose name matches.
 - ``network inspect NAME``: exits 1 unless ``network create ... NAME`` made it (``networks/<name>``).
 - ``fail(command)``: that command (``kill``, ``rm``, ``ps``) exits 1 and does nothing from now on;
@@ -52,6 +55,9 @@ if args[0] == "network":
 if args[0] == "run":
     name = args[args.index("--name") + 1]
     (containers / name).write_text("id-" + name)
+    if (root / "image-volume").exists():
+        (root / "volumes").mkdir(exist_ok=True)
+        (root / "volumes" / name).write_text("written by the job")
     if (root / "ends").exists():
         end = json.loads((root / "ends").read_text())
         (root / ("oom-" + name)).write_text("true" if end["oom_killed"] else "false")
@@ -81,12 +87,15 @@ if args[0] == "inspect":
         print(oom.read_text() if oom.exists() else "false")
 removing = set(p.name.removeprefix("removing-") for p in root.glob("removing-*"))
 if args[0] == "rm":
+    targets = [a for a in args[1:] if not a.startswith("-")]
     for path in containers.iterdir():
-        if path.name in args[2:] or path.read_text() in args[2:]:
+        if path.name in targets or path.read_text() in targets:
             if path.name in removing:
                 print("Error response from daemon: removal of container is already in progress", file=sys.stderr)
                 sys.exit(1)
             path.unlink()
+            if "-v" in args or "--volumes" in args:
+                (root / "volumes" / path.name).unlink(missing_ok=True)
 if args[0] == "ps":
     pattern = args[args.index("--filter") + 1].removeprefix("name=")
     states = [a.removeprefix("--filter=status=") for a in args if a.startswith("--filter=status=")]
@@ -138,9 +147,21 @@ class FakeDocker:
         the kernel killed it for want of memory (docker's ``State.OOMKilled``)."""
         (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed}))
 
-    def add(self, name: str, container_id: str) -> None:
-        """A container some earlier agent started."""
+    def add(self, name: str, container_id: str, volume: bool = False) -> None:
+        """A container some earlier agent started; ``volume``: with an anonymous volume (its image's ``VOLUME``)."""
         (self.containers / name).write_text(container_id)
+        if volume:
+            (self.root / "volumes").mkdir(exist_ok=True)
+            (self.root / "volumes" / name).write_text("written by the job")
+
+    def image_declares_volume(self) -> None:
+        """Every container run from now on gets an anonymous volume, as an image with a ``VOLUME`` gives it."""
+        (self.root / "image-volume").touch()
+
+    def volumes(self) -> list[str]:
+        """The anonymous volumes left on the VM, by the name of the container they were made for."""
+        made = self.root / "volumes"
+        return sorted(path.name for path in made.iterdir()) if made.exists() else []
 
     def networks(self) -> list[str]:
         """The networks made with ``network create``."""

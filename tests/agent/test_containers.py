@@ -50,7 +50,7 @@ def test_a_container_docker_kill_could_not_stop_is_removed_before_stop_returns(d
     wait_for(lambda: docker.names() == [name], 10, what="the container running")
     assert job.stop(grace_s=0.3) == 137
     assert docker.names() == [] and job.container_gone is True
-    assert ["kill", name] in docker.calls() and ["rm", "-f", name] in docker.calls()
+    assert ["kill", name] in docker.calls() and ["rm", "-f", "-v", name] in docker.calls()
 
 
 def test_a_container_whose_cli_ended_first_is_removed_with_the_outcome(docker):

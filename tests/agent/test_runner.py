@@ -214,7 +214,7 @@ def test_leftover_zen_containers_are_removed_at_start(tmp_path):
     assert remove_leftover_containers(docker.path) == ["c1", "c2"]
     assert docker.names() == ["other"]
     listing = ["ps", "-aq", "--filter", "name=^zen-", *NOT_REMOVING]  # one docker is removing is as good as gone
-    assert docker.calls() == [listing, ["rm", "-f", "c1", "c2"], listing]  # and checked gone
+    assert docker.calls() == [listing, ["rm", "-f", "-v", "c1", "c2"], listing]  # and checked gone
 
 
 def test_leftovers_docker_cannot_list_or_remove_are_said_to_be_left(tmp_path, monkeypatch):

@@ -1,7 +1,10 @@
 """Removing a job's container once its attempt has ended or been stopped (``remove_container``), and
 the ``zen-*`` containers an earlier agent left (``remove_leftover_containers``): a container is not the
 docker CLI, and one still there may hold the GPUs. Each docker call has a short timeout; what docker
-cannot be made to remove is reported, never raised past the caller's budget.
+cannot be made to remove is reported, never raised past the caller's budget. A container goes with its anonymous
+volumes (``docker rm -f -v``): an image's ``VOLUME`` gives each container one, writable whatever ``--read-only``
+says, which ``docker run --rm`` would remove and ``docker rm -f`` alone keeps on the VM's disk (what one user's
+job wrote there, left to the next job's VM).
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ def _containers(docker: str, pattern: str, timeout_s: float = DOCKER_TIMEOUT_S) 
 
 def _remove(docker: str, pattern: str, tries: int, name: str | None = None,
             budget_s: float = math.inf) -> tuple[list[str], bool]:
-    """``docker rm -f`` the containers matching ``pattern`` (by ``name`` if given, even when docker cannot
-    list them; else by the ids listed) until docker lists none, ``tries`` times at most and within
-    ``budget_s`` (each docker call's timeout cut to what is left): (the ids found, whether none is left)."""
+    """``docker rm -f -v`` the containers matching ``pattern``, their anonymous volumes with them (by ``name`` if
+    given, even when docker cannot list them; else by the ids listed) until docker lists none, ``tries`` times at
+    most and within ``budget_s`` (each docker call's timeout cut to what is left): (the ids found, whether none is
+    left)."""
     found: list[str] = []
     deadline = time.monotonic() + budget_s
 
@@ -65,7 +69,7 @@ def _remove(docker: str, pattern: str, tries: int, name: str | None = None,
         if left() <= 0:
             break
         try:
-            subprocess.run([docker, "rm", "-f", *targets], stdin=subprocess.DEVNULL, capture_output=True,
+            subprocess.run([docker, "rm", "-f", "-v", *targets], stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=left(), check=False)
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("docker rm failed", extra={"containers": targets, "error": str(exc)})

@@ -404,12 +404,12 @@ SupplementaryGroups=docker
 ExecStartPre=+/opt/zen/guard-metadata.sh
 # Job containers an agent before this one left (it crashed, or the VM rebooted): removed before it starts
 # (the agent does it too, first thing). "-": a failure here does not keep the agent from starting.
-ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'
+ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f -v'
 ExecStart=/opt/zen/venv/bin/python -m zen.agent
 # And as soon as the agent is gone, however it went (a crash, one systemd no longer restarts, an exit it did
 # not mean, a stop by hand): a job's container docker runs on without it is no longer fenced nor reported,
 # and Zen runs the job again elsewhere once its lease lapses. After the agent's own stop it finds none.
-ExecStopPost=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'
+ExecStopPost=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f -v'
 $CONFIG_ENV
 $GRACE_ENV
 Environment=PYTHONUNBUFFERED=1
