@@ -4,9 +4,10 @@ Every job is started through it, in a session of its own (``zen.agent.runner``).
 (``PR_SET_PDEATHSIG``) and takes the job with it, and it keeps the attempt's lease (``LEASE`` = ``--lease
 FD LEFT_S GRACE_S [CONTAINER DOCKER]``, renewed by the agent over a socket): when it runs out, it stops
 the job as the agent's fence would (``zen.agent.fence``); a container docker did not kill then has the VM
-powered off (``--fence-file PATH``: written, a root unit powers the VM off: ``zen.agent.leftover.fence_vm``). A host-process job (local mode only) is held to
-its slot's task limit (``TASKS`` = ``--tasks N any|poll``; a container has docker's ``--pids-limit``):
-``zen.agent.tasklimit``, loaded from its file (``-I`` puts no folder on the path). Standard library only.
+powered off (``--fence-file PATH``, written: a root unit powers the VM off, ``zen.agent.leftover.fence_vm``). A
+host-process job (local mode only) is held to its slot's task limit (``TASKS`` = ``--tasks N any|poll``; a
+container has docker's ``--pids-limit``): ``zen.agent.tasklimit``, loaded from its file (``-I`` puts no folder on
+the path). Standard library only.
 Why, and the protocol: docs/reference/agent.md#the-fence, docs/reference/agent.md#a-jobs-processes
 """
 
@@ -170,8 +171,9 @@ def _fence_vm(path: str, reason: str) -> None:
         with open(path, "a") as out:
             out.write(reason + "\n")
     except OSError as exc:
-        sys.stderr.write(f"zen watchdog: cannot ask for this VM's power-off ({path}): {exc}\n")
-    sys.stderr.write(f"zen watchdog: {reason}: this VM is powered off\n")
+        sys.stderr.write(f"zen watchdog: {reason}; cannot ask for this VM's power-off ({path}): {exc}\n")
+    else:
+        sys.stderr.write(f"zen watchdog: {reason}: this VM is powered off\n")
     sys.stderr.flush()
 
 

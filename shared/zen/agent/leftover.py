@@ -56,8 +56,8 @@ def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], settings
     def retire(fenced: bool) -> None:
         pulls.retire(left_reason(key))
         if fenced and fence_file and (container is None or may_run(container, docker)):
-            fence_vm(fence_file, f"the container of {key[0]} attempt {key[1]}, whose lease ran out, could not be "
-                                 "removed: Zen runs the job again elsewhere")
+            fence_vm(fence_file, f"the container of {key[0]} attempt {key[1]}, whose lease ran out, may still run "
+                                 "(docker could not remove it, nor say it stopped): Zen runs the job again elsewhere")
         vm_beats.retire()
         vm_beats.beat(force=True)
     return retire
