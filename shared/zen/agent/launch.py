@@ -128,13 +128,14 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
     status = None
     while status is None and time.monotonic() < deadline:
         status = _wait(child, pidfd, deadline - time.monotonic())
-    _docker_kill(docker, container)
-    killed_by = time.monotonic() + KILLED_S  # its ``docker run`` ends with the container
+    killed = _docker_kill(docker, container)
+    killed_by = time.monotonic() + (KILLED_S if killed == "killed" else 0.0)  # its ``docker run`` ends with it
     while container and status is None and time.monotonic() < killed_by:
         status = _wait(child, pidfd, killed_by - time.monotonic())
-    if container and status is None and fence_file and _may_run(docker, container):  # docker did not kill it (a
-        # hung or failing daemon): the VM goes. A ``docker run`` ending late alone (a slow daemon, its output pipe
-        # full while the agent hangs) powers nothing off: docker says its container runs no more.
+    # Docker did not kill it (a hung or failing daemon): the VM goes, at once where the kill got no answer in time
+    # (an inspect would wait as long: the fence's margin is short). A ``docker run`` ending late alone (a slow
+    # daemon, its output pipe full while the agent hangs) powers nothing off: docker says its container runs no more.
+    if container and status is None and fence_file and (killed == "silent" or _may_run(docker, container)):
         _fence_vm(fence_file, f"the container {container} of a job whose lease ran out is still running: docker did "
                               "not kill it, and Zen runs the job again elsewhere")
     if limit is not None:  # what left the group (a daemon), and its cgroup
@@ -144,14 +145,18 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
     return 137  # not reached
 
 
-def _docker_kill(docker: str, container: str | None) -> None:
-    """A container job's container killed (bounded): the docker CLI forwards SIGTERM, but cannot forward SIGKILL."""
-    if container:
-        try:
-            subprocess.run([docker, "kill", container], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
-        except (OSError, subprocess.SubprocessError):
-            pass
+def _docker_kill(docker: str, container: str | None) -> str | None:
+    """A container job's container killed (bounded): the docker CLI forwards SIGTERM, but cannot forward SIGKILL.
+    "killed", "refused" (docker answered, not with success: a failing daemon, or the container gone), "silent" (no
+    answer within ``DOCKER_KILL_S``: a hung daemon); None: no container."""
+    if not container:
+        return None
+    try:
+        done = subprocess.run([docker, "kill", container], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "silent"
+    return "killed" if done.returncode == 0 else "refused"
 
 
 def _may_run(docker: str, container: str) -> bool:
