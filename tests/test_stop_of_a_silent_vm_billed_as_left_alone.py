@@ -7,7 +7,7 @@ answer; one heard after the stop, until that report + ``heartbeat_timeout_s`` at
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import job
@@ -91,3 +91,24 @@ def test_a_report_after_the_stop_moves_the_end_of_its_usage(functions, zen, cloc
     assert ended.status.value == "CANCELLED" and ended.finished_at is not None
     assert stop_at + timedelta(seconds=120) <= ended.finished_at <= stop_at + timedelta(seconds=120 + TICK_S)
     assert billed(zen, "late")[2] == min(heard + timedelta(seconds=120), ended.finished_at)
+
+
+def test_a_new_attempt_starts_without_the_last_ones_vm_report():
+    """``heard_at`` is the current attempt's: a job requeued (its queue took it back and its VM went silent; lost; a
+    retry) clears it, so no later attempt's unanswered stop is billed from an earlier attempt's VM's report."""
+    from zen.core import lifecycle
+    from zen.core.lease import Deadlines
+    from zen.core.models import Job, JobStatus
+    from zen.core.retries import Retry
+
+    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    job = Job(job_id="j", status=JobStatus.STOPPING, attempt=1, max_attempts=3, cluster="c", user_id="u", priority=0,
+              regions=["r"], request={}, request_hash="h", max_runtime_s=60, vm="vm-a", region="r", zone="r-a",
+              last_seq=2, last_heartbeat_at=at, submitted_at=at, queued_at=at, started_at=at, finished_at=None,
+              exit_code=None, message=None, updated_at=at, preempted_by="job urgent", heard_at=at)
+    deadlines = Deadlines()
+    preempted = lifecycle.decide_silence(job, at + timedelta(seconds=deadlines.preempted_stop_s + 1), deadlines)
+    assert preempted is not None and preempted.changes[-1].to is JobStatus.PENDING and preempted.fields["heard_at"] is None
+    lost = lifecycle.lose_attempt(job.model_copy(update={"status": JobStatus.RUNNING}), "silent")
+    assert lost.changes[-1].to is JobStatus.QUEUED and lost.fields["heard_at"] is None
+    assert Retry("failed", "retry", at, 1).fields(1, 3)["heard_at"] is None

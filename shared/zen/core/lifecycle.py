@@ -70,7 +70,7 @@ def lose_attempt(job: Job, reason: str) -> Decision:
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
     decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
-                           started_at=None, exit_code=None, preempted_by=None)
+                           started_at=None, exit_code=None, preempted_by=None, heard_at=None)
     decision.publish_start = True
     return decision
 
@@ -117,7 +117,8 @@ def back_to_pending(job: Job, reason: str) -> Decision:
     """A preempted attempt is over: PENDING as attempt + 1, the budget raised by one (not spent)."""
     return Decision(changes=[Change(JobStatus.PENDING, reason)], fields=dict(
         attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
-        last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None, preemptions=job.preemptions + 1))
+        last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None, preemptions=job.preemptions + 1,
+        heard_at=None))
 
 
 def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:

@@ -383,7 +383,7 @@ class Job(AttemptBudget):
     gang: list[GangNode] | None = None  # a gang's nodes of the current attempt, rank order (None: none claimed)
     # VMs that gave the attempt up before it ran there (a gang's node leaving its assembly, a claim whose VM went away)
     left_vms: dict[str, int] | None = None  # -> the seq of the report that said so: earlier ones are late copies
-    heard_at: datetime | None = None  # STOPPING: its VM's last report, before the stop or since (billed to + heartbeat_timeout_s at most)
+    heard_at: datetime | None = None  # STOPPING: this attempt's VM's last report, before the stop or since (a next attempt clears it)
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

@@ -57,7 +57,7 @@ class Retry:
         attempt's message (its last lines) stays while the retry waits; the next claim clears it."""
         return dict(attempt=attempt + 1, max_attempts=max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
                     last_heartbeat_at=None, started_at=None, exit_code=None, retries=self.count, hold=self.hold,
-                    hold_until=self.due)
+                    hold_until=self.due, heard_at=None)
 
 
 class AttemptBudget(BaseModel):
