@@ -135,7 +135,8 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
     # Docker did not kill it (a hung or failing daemon): the VM goes, at once where the kill got no answer in time
     # (an inspect would wait as long: the fence's margin is short). A ``docker run`` ending late alone (a slow
     # daemon, its output pipe full while the agent hangs) powers nothing off: docker says its container runs no more.
-    if container and status is None and fence_file and (killed == "silent" or _may_run(docker, container)):
+    if container and status is None and fence_file and (
+            killed == "silent" or _sibling("removal").may_run(container, docker, DOCKER_KILL_S)):
         _fence_vm(fence_file, f"the container {container} of a job whose lease ran out is still running: docker did "
                               "not kill it, and Zen runs the job again elsewhere")
     if limit is not None:  # what left the group (a daemon), and its cgroup
@@ -159,17 +160,6 @@ def _docker_kill(docker: str, container: str | None) -> str | None:
     return "killed" if done.returncode == 0 else "refused"
 
 
-def _may_run(docker: str, container: str) -> bool:
-    """Whether ``container`` may still run: False only when docker says it does not (bounded)."""
-    try:
-        said = subprocess.run([docker, "inspect", "--format", "{{.State.Running}}", container], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=DOCKER_KILL_S, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return True
-    gone = said.returncode != 0 and "no such" in said.stderr.lower()  # (removed meanwhile)
-    return not (gone or (said.returncode == 0 and said.stdout.strip() == "false"))
-
-
 def _fence_vm(path: str, reason: str) -> None:
     """Ask for the VM's power-off (``zen.agent.leftover.fence_vm``, which the agent's own fence uses)."""
     try:
@@ -182,9 +172,10 @@ def _fence_vm(path: str, reason: str) -> None:
     sys.stderr.flush()
 
 
-def _task_limit():
-    """``zen.agent.tasklimit``, from its file beside this one (``-I``: no folder on the path)."""
-    spec = importlib.util.spec_from_file_location("zen_tasklimit", os.path.join(os.path.dirname(__file__), "tasklimit.py"))
+def _sibling(name: str):
+    """``zen.agent.<name>`` (one of the standard library alone: ``tasklimit``, ``removal``), from its file beside this
+    one (``-I``: no folder on the path)."""
+    spec = importlib.util.spec_from_file_location(f"zen_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -209,7 +200,7 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
     if not _die_with_parent(agent, KILL_ALL):  # the agent died before the signal was armed (until its handler is
         return 137                            # set, below, KILL_ALL ends this process as SIGKILL would)
     me = os.getpid()
-    limit = _task_limit().TaskLimit(*tasks) if tasks else None
+    limit = _sibling("tasklimit").TaskLimit(*tasks) if tasks else None
     go_read, go_write = os.pipe()  # the job's program runs once it is in its cgroup (if any)
     child = os.fork()
     if child == 0:

@@ -103,30 +103,30 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
         return note, True
     if (lost or stopped) and retire is not None and not stopping():  # (a rerun in another slot would run beside it)
         retire(lost)  # a fenced one's VM powered off too: Zen reruns it without waiting to hear from this VM
-    fence = (lambda: retire(True)) if stopped and not lost and retire is not None else None
-    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, until_gone=stopped and retire is not None,
-                         fence=(lease_out, fence) if fence is not None else None)
+    said, report = _wait(job, beat, clock, stopping, WAIT_S, sleep, retire if stopped else None, lease_out)
     return (note if said is None else f"{note}\n{said}" if note else said), report
 
 
 def _wait(job: Removable, beat: Callable[[float], float], clock: Callable[[], float], stopping: Callable[[], bool],
-          wait_s: float, sleep: Callable[[float], None], *, until_gone: bool,
-          fence: tuple[Callable[[], bool], Callable[[], None]] | None = None) -> tuple[str | None, bool]:
-    began = clock()
+          wait_s: float, sleep: Callable[[float], None], retire: Callable[[bool], None] | None,
+          lease_out: Callable[[], bool]) -> tuple[str | None, bool]:
+    """``retire``: a stopped job's VM's (None: not stopped): its wait lasts until the container is gone, and the VM is
+    powered off once the attempt's lease runs out meanwhile (``retire(True)``)."""
+    began, fenced = clock(), False
     next_beat, next_try = began, began + RETRY_S
-    while job.container_gone is False and not stopping() and (until_gone or clock() - began < wait_s):
+    while job.container_gone is False and not stopping() and (retire is not None or clock() - began < wait_s):
         round_began = clock()
         next_beat = beat(next_beat)
-        if fence is not None and fence[0]():  # the lease ran out: Zen may rerun the job elsewhere
-            fence[1]()
-            fence = None
+        if retire is not None and not fenced and lease_out():  # Zen may rerun the job elsewhere
+            retire(True)
+            fenced = True
         if clock() >= next_try:
             job.remove_container(RETRY_S)
             next_try = clock() + RETRY_S
         sleep(max(0.0, ROUND_S - (clock() - round_began)))
     if job.container_gone:
         return f"zen: the job's container was removed {clock() - began:.0f} s after the job ended (docker failed before)", True
-    if until_gone:  # the VM shuts down: the container goes with it, and Zen reruns nothing before
+    if retire is not None:  # the VM shuts down: the container goes with it, and Zen reruns nothing before
         return ("zen: the job's container could not be removed and may have run until this VM shut down; no final "
                 "report: Zen ends the attempt once the VM is silent"), False
     return (None if stopping() else f"zen: the job's container could not be removed within {wait_s:.0f} s: it may "

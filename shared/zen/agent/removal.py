@@ -4,7 +4,7 @@ docker CLI, and one still there may hold the GPUs. Each docker call has a short 
 cannot be made to remove is reported, never raised past the caller's budget. A container goes with its anonymous
 volumes (``docker rm -f -v``): an image's ``VOLUME`` gives each container one, writable whatever ``--read-only``
 says, which ``docker run --rm`` would remove and ``docker rm -f`` alone keeps on the VM's disk (what one user's
-job wrote there, left to the next job's VM).
+job wrote there, left to the next job's VM). Standard library only: the job's supervisor loads it from its file (``launch.py``).
 """
 
 from __future__ import annotations
