@@ -310,3 +310,54 @@ def test_a_job_that_may_run_longer_than_any_flex_start_run_stays_off_flex_start_
     assert group.regions and not any(pool.endswith("/flex-start") for pool in group.regions), group.regions
     [short] = demand_groups([row | {"longest": 3600}], cluster)
     assert any(pool.endswith("/flex-start") for pool in short.regions), short.regions
+
+
+def test_a_flex_start_vm_slow_to_boot_counts_its_run_from_when_it_ran_not_from_its_agents_first_word(mixed):
+    """GCE counts a flex-start VM's run from when its VM is RUNNING (where it sets its termination time), not
+    from when its agent first speaks: a VM whose startup took an hour (a large image, drivers) has an hour less
+    than its agent's first word less the boot estimate says. A scaling pass saw it billed then
+    (``mig_instances.running_at``): a job that would outlast what is truly left of its run is refused."""
+    from zen.store import fleet
+
+    zen, functions = mixed
+    vm = "zen-4xa100-40gb-us-central1-flex-ab12"
+    with zen.db.transaction() as session:  # the tick lists its VM RUNNING: GCE's run starts here
+        fleet.see_instances(session, MIXED, "us-central1/flex-start", [vm], zen.clock(), model="flex-start")
+    zen.clock.advance(3600)  # an hour of startup before its agent's first word
+    beat = {"kind": "vm", "cluster": MIXED, "region": "us-central1", "zone": "us-central1-a", "state": "IDLE"}
+    functions.heartbeat(beat | {"vm": vm, "seq": 1, "sent_at": zen.clock().isoformat()})
+    zen.clock.advance(19 * 3600)  # 20 hours into its day-long run: 4 hours left, whatever its agent says
+    flex = dict(provisioning="flex-start", max_start_wait_s=600)
+    functions.submit(job_request("f-long", max_runtime_s=4 * 3600 + 600, **flex))
+    functions.submit(job_request("f-short", max_runtime_s=3 * 3600, **flex))
+    functions.heartbeat(heartbeat("f-long", "CLAIMED", 2, vm=vm))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "f-long").status.value == "QUEUED"
+        refused = [r["reason"] for r in repository.list_rejections(session)]
+    assert [f"VM {vm} is a flex-start VM with about {4 * 3600} s of its run left (flex_start_run_s 86400), "
+            "less than the job's max_runtime_s 15000"] == [r[r.index("VM "):] for r in refused], refused
+    functions.heartbeat(heartbeat("f-short", "CLAIMED", 3, vm=vm))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "f-short").status.value == "ASSIGNED"
+
+
+def test_a_flex_start_vm_slow_to_boot_is_held_to_its_run_from_its_first_claim(mixed):
+    """A VM whose agent first speaks an hour after its VM was RUNNING is not the fresh VM asked for the job, free of
+    the check: a job bounded at its whole run less half an hour, claimed at that first word, would be deleted with
+    its VM half an hour before its bound."""
+    from zen.store import fleet
+
+    zen, functions = mixed
+    vm = "zen-4xa100-40gb-us-central1-flex-cd34"
+    with zen.db.transaction() as session:
+        fleet.see_instances(session, MIXED, "us-central1/flex-start", [vm], zen.clock(), model="flex-start")
+    zen.clock.advance(3600)
+    functions.submit(job_request("f-whole", max_runtime_s=86400 - 1800, provisioning="flex-start",
+                                 max_start_wait_s=600))
+    functions.heartbeat({"kind": "vm", "cluster": MIXED, "region": "us-central1", "zone": "us-central1-a",
+                         "state": "IDLE", "vm": vm, "seq": 1, "sent_at": zen.clock().isoformat()})
+    functions.heartbeat(heartbeat("f-whole", "CLAIMED", 2, vm=vm))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "f-whole").status.value == "QUEUED"
+        [refused] = [r["reason"] for r in repository.list_rejections(session)]
+    assert f"VM {vm} is a flex-start VM with about {86400 - 3600} s of its run left" in refused, refused

@@ -514,7 +514,7 @@ def test_a_vm_row_takes_only_newer_heartbeats_and_a_claim_sees_its_drain_and_its
         assert tx.upsert_vm(name="vm-a", state="RETIRED", seq=7, **beat | {"now": NOW + timedelta(hours=1)}) == "IDLE"
         assert tx.vm_is_draining("vm-a", 6)  # a claim drawn before its agent retired
         assert not tx.vm_is_draining("vm-a", 8)  # drawn after: a new agent's (a RETIRED one claims no more)
-        assert tx.vm_first_seen("vm-a") == NOW and tx.vm_first_seen("vm-z") is None  # its first heartbeat's
+        assert tx.vm_run_marks("vm-a") == (NOW, None) and tx.vm_run_marks("vm-z") == (None, None)  # its first word's
     with pytest.raises(DataRejected), store.transaction() as tx:  # the states a VM reports, and no other
         tx.upsert_vm(name="vm-x", state="BOOTING", seq=1, **beat)
     seed.drain_vm("vm-b")

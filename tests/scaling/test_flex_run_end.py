@@ -24,10 +24,12 @@ DAY = 86400.0
 OLD_VM = "zen-c-old1"
 
 
-def _pass(heard_s: float, longest_s: float | None, at: datetime = NOW, count: int = 1, gang: int = 1, part: int = 0):
+def _pass(heard_s: float, longest_s: float | None, at: datetime = NOW, count: int = 1, gang: int = 1, part: int = 0,
+          running_s: float | None = None):
     """One scaling pass of a flex-start cluster (7-day runs) with one idle VM whose agent first spoke
-    ``heard_s`` ago, and ``count`` queued VMs' worth of jobs (a gang's: ``gang``, ``part``) whose longest
-    names ``longest_s`` (its max_runtime_s). The MIG's calls, the report."""
+    ``heard_s`` ago (seen RUNNING ``running_s`` ago by a scaling pass; None: not recorded), and ``count`` queued
+    VMs' worth of jobs (a gang's: ``gang``, ``part``) whose longest names ``longest_s`` (its max_runtime_s). The
+    MIG's calls, the report."""
     config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=["us-central1"],
                            max_vms_per_region=4, max_vms=8, provisioning=["flex-start"])
     pools = cluster_pools(config)
@@ -35,7 +37,8 @@ def _pass(heard_s: float, longest_s: float | None, at: datetime = NOW, count: in
     calls: list = []
     mig = RecordingMig(key, calls, 1, [MigInstance(OLD_VM, "us-central1-a", "NONE", "RUNNING", None)])
     agents = {OLD_VM: {"state": "IDLE", "idle_since": at - timedelta(seconds=20), "last_seen_at": at,
-                       "first_seen_at": at - timedelta(seconds=heard_s)}}
+                       "first_seen_at": at - timedelta(seconds=heard_s),
+                       "running_at": None if running_s is None else at - timedelta(seconds=running_s)}}
     demand = (DemandGroup((key,), count, at - timedelta(seconds=30), gang=gang, part=part, longest_s=longest_s),)
     fleet = FakeFleet(FleetFacts(demand, {}, agents, {}, 0), at - timedelta(seconds=heard_s))
     m = ClusterManager(config, fleet, {key: mig}, lambda: at, Timing(), ZenPlanner(), telemetry=False, pools=pools)
@@ -49,6 +52,14 @@ def test_a_job_outlasting_an_idle_flex_vms_run_gets_vms_of_its_own(count, gang, 
     of two got one VM, and one node short got none)."""
     calls, report = _pass(heard_s=6 * DAY, longest_s=2 * DAY, count=count, gang=gang, part=part)
     assert sum(report.added.values()) == count, (report.added, [d.reason for d in report.decisions], calls)
+
+
+def test_a_flex_vm_slow_to_boot_counts_its_run_from_when_it_ran():
+    """Its agent first spoke five days ago, but a scaling pass saw its VM RUNNING six and a half days ago (a startup
+    of a day and a half, its agent stuck): GCE ends its run in half a day, less than the job's day. Counted from the
+    agent's first word it had two days left, and was the job's VM: no VM was asked, and the claim was refused."""
+    calls, report = _pass(heard_s=5 * DAY, longest_s=DAY, running_s=6.5 * DAY)
+    assert sum(report.added.values()) == 1, (report.added, [d.reason for d in report.decisions], calls)
 
 
 @pytest.mark.parametrize("heard_s, longest_s", [

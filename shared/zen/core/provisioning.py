@@ -87,21 +87,27 @@ def pools_of(regions: list[str] | tuple[str, ...], models: list[str] | tuple[str
     return tuple(pool_key(r, m, primary) for r in regions for m in models)
 
 
-# A flex-start VM heard from for less than this is taken to be the one asked for the job claiming it: every
-# claim it makes may win (else a job whose max_runtime_s is its cluster's flex_start_run_s could never start).
+# A flex-start VM that has run for less than this (plus the boot estimate) is taken to be the one asked for the job
+# claiming it: every claim it makes may win (else a job whose max_runtime_s is its cluster's flex_start_run_s could
+# never start). A VM that booted slowly is not: its run is counted from when it was RUNNING.
 FLEX_FRESH_S = 600.0
 
 
-def flex_run_left_s(run_s: float, heard_s: float, boot_estimate_s: float) -> float | None:
+def flex_run_left_s(run_s: float, heard_s: float, boot_estimate_s: float,
+                    running_s: float | None = None) -> float | None:
     """Seconds a flex-start VM whose agent first spoke ``heard_s`` ago has left of its run (``run_s``, its
-    cluster's ``flex_start_run_s``; GCE deletes it then), counted from its boot (``boot_estimate_s`` before
-    that first word); None for a VM heard from for less than ``FLEX_FRESH_S`` (the one asked for the job:
-    not held to it). A job whose ``max_runtime_s`` exceeds it may not start there: the claims refuse it
-    (``zen.jobs.claims``, cause ``flex-ending``) and the planner counts no such VM for it
-    (``zen.scaling.flexrun``), both from this."""
-    if heard_s < FLEX_FRESH_S:
+    cluster's ``flex_start_run_s``; GCE deletes it then). GCE counts the run from when the VM is RUNNING (it sets
+    the VM's termination time then): from ``running_s`` ago when a scaling pass saw it RUNNING then (the tick's
+    ``mig_instances.running_at``), else from ``boot_estimate_s`` before that first word, whichever is earlier (a VM
+    whose startup took an hour has an hour less than its first word says); None for a VM that has run for less than
+    ``FLEX_FRESH_S`` plus the boot estimate, so counted (the one asked for the job: not held to it; one whose agent
+    first spoke an hour after it was RUNNING is held to it from its first claim). A job whose ``max_runtime_s``
+    exceeds it may not start there: the claims refuse it (``zen.jobs.claims``, cause ``flex-ending``) and the
+    planner counts no such VM for it (``zen.scaling.flexrun``), both from this."""
+    ran_s = max(heard_s + boot_estimate_s, running_s or 0.0)
+    if ran_s < FLEX_FRESH_S + boot_estimate_s:
         return None
-    return run_s - heard_s - boot_estimate_s
+    return run_s - ran_s
 
 
 def outlasts_flex(max_runtime_s: float | None, run_s: float) -> bool:

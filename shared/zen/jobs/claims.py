@@ -210,23 +210,25 @@ def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx
 
 def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, region: str, tx: JobTx,
                   now: datetime) -> str | None:
-    """Why flex-start VM ``vm`` may not take ``job``: its run (``flex_start_run_s``, counted from its agent's
-    first word less the cluster's boot estimate) ends before the job's ``max_runtime_s`` would, and GCE would
-    end the job there (a rerun from its last checkpoint, or from the start). None for any other VM, a job
-    whose request names no ``max_runtime_s`` (stored as the configured cap, ``limits.max_runtime_s``: how long
-    it runs is not known, and most jobs run far less than the cap), and a VM heard from for less than
-    ``FLEX_FRESH_S`` (the VM asked for the job: ``zen.core.provisioning.flex_run_left_s``). The job waits for
-    another VM: the planner counts no VM for it whose run ends first (``zen.scaling.flexrun``), so it asks
-    for one, and the refusing VM is scaled down once idle and needed by no other job, as any idle VM is."""
+    """Why flex-start VM ``vm`` may not take ``job``: its run (``flex_start_run_s``, counted from when a scaling pass
+    first saw its VM RUNNING or from its agent's first word less the cluster's boot estimate, the earlier) ends
+    before the job's ``max_runtime_s`` would, and GCE would end the job there (a rerun from its last checkpoint,
+    or from the start). None for any other VM, a job whose request names no ``max_runtime_s`` (stored as the
+    configured cap, ``limits.max_runtime_s``: how long it runs is not known, and most jobs run far less than the
+    cap), and a VM that has run for less than ``FLEX_FRESH_S`` past the boot estimate (the VM asked for the job:
+    ``zen.core.provisioning.flex_run_left_s``). The job waits for another VM: the planner counts no VM for it
+    whose run ends first (``zen.scaling.flexrun``), so it asks for one, and the refusing VM is scaled down once
+    idle and needed by no other job, as any idle VM is."""
     named = job.request.get("max_runtime_s")
     if named is None or cluster.model_of(vm, region) != "flex-start":
         return None
     if outlasts_flex(named, cluster.flex_start_run_s):  # no flex-start VM lives that long, a fresh one neither
         return (f"VM {vm} is a flex-start VM, whose run ends after {cluster.flex_start_run_s} s (flex_start_run_s), "
                 f"less than the job's max_runtime_s {named}")
-    first_seen = tx.vm_first_seen(vm)
+    first_seen, running_at = tx.vm_run_marks(vm)
     heard_s = (now - first_seen).total_seconds() if first_seen is not None else 0.0
-    left = flex_run_left_s(cluster.flex_start_run_s, heard_s, config.scaling.boot_estimate_s)
+    running_s = (now - running_at).total_seconds() if running_at is not None else None
+    left = flex_run_left_s(cluster.flex_start_run_s, heard_s, config.scaling.boot_estimate_s, running_s)
     if left is None or left >= named:
         return None
     return (f"VM {vm} is a flex-start VM with about {max(int(left), 0)} s of its run left (flex_start_run_s "

@@ -239,8 +239,9 @@ class FleetRows(Protocol):
     def vm_model(self, vm: str) -> str | None:
         """The provisioning model a scaling pass recorded for ``vm`` when it first listed it; None: none recorded."""
 
-    def vm_first_seen(self, vm: str) -> datetime | None:
-        """When ``vm``'s agent was first heard (its row's first heartbeat); None for a VM never heard."""
+    def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
+        """When ``vm``'s agent was first heard (its row's first heartbeat), and when a scaling pass first saw its VM
+        RUNNING (``mig_instances.running_at``: GCE counts a flex-start VM's run from then); None: not yet."""
 
     def vm_shares(self, vm: str) -> bool | None:
         """Whether ``vm``'s agent may run several jobs at once (its VM heartbeats list them); None: never heard."""

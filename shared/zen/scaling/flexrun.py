@@ -1,7 +1,7 @@
 """Flex-start pools as the planner sees them: the end of a VM's run, and resize requests cancelled whole.
 
 The end of a flex-start VM's run, as the planner counts supply. GCE deletes a flex-start VM
-``flex_start_run_s`` after it booted; a claim of a job whose ``max_runtime_s`` outlasts what is left of that
+``flex_start_run_s`` after it is RUNNING; a claim of a job whose ``max_runtime_s`` outlasts what is left of that
 run is refused (``zen.jobs.claims``, cause ``flex-ending``), both by ``zen.core.provisioning.flex_run_left_s``.
 So an idle flex-start VM whose run ends first is no supply for a demand group holding such a job: the
 planner hides it from that group while matching (:func:`hidden`), asks for a VM the job can take, and the
@@ -31,7 +31,8 @@ def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: 
     """Whether flex-start VM ``vm``'s run ends before a job of ``longest_s`` seconds would (the claims' rule)."""
     if vm.first_heard_at is None:  # its agent has not spoken: the VM asked for the job
         return False
-    left = flex_run_left_s(run_s, (now - vm.first_heard_at).total_seconds(), timing.boot_estimate_s)
+    running_s = (now - vm.running_at).total_seconds() if vm.running_at is not None else None
+    left = flex_run_left_s(run_s, (now - vm.first_heard_at).total_seconds(), timing.boot_estimate_s, running_s)
     return left is not None and left < longest_s
 
 

@@ -1,10 +1,9 @@
 """The plain data the scaling planners read and write: one snapshot per cluster in, one plan out.
 
-Nothing here does I/O. ``ClusterManager`` builds a ``ClusterSnapshot`` from Postgres and the MIGs;
-the simulator builds the same from its simulated world. Every policy (Zen's planner and the
-baselines) is a ``Policy``: ``plan(snapshot) -> Plan``. The planner's memory between ticks (which
-regions stocked out, since when, when to probe again) lives in ``RegionMemory`` values that a plan
-returns and the next snapshot carries, so the planner itself stays a pure function.
+Nothing here does I/O. ``ClusterManager`` builds a ``ClusterSnapshot`` from Postgres and the MIGs; the simulator
+builds the same from its simulated world. Every policy (Zen's planner and the baselines) is a ``Policy``:
+``plan(snapshot) -> Plan``. The planner's memory between ticks (which regions stocked out, since when, when to probe
+again) lives in ``RegionMemory`` values that a plan returns and the next snapshot carries, so the planner stays pure.
 """
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ class Vm:
     heard_at: datetime | None = None  # its agent last heard (silence counts from here; see zen.scaling.vms)
     running: bool = False  # BOOTING and Compute lists it RUNNING: billed, its guest booting, usable soon
     retiring: bool = False  # DELETING because Zen retires it (a pull limit, a drain), not because GCE took it
-    first_heard_at: datetime | None = None  # its agent's first word (a flex-start VM's run counts from it)
+    first_heard_at: datetime | None = None  # its agent's first word (a flex-start VM's run: zen.scaling.flexrun)
+    running_at: datetime | None = None  # a scaling pass first saw its VM RUNNING (GCE counts a flex-start run from it)
 
     def silent_s(self, now: datetime) -> float:
         """Seconds its agent has not been heard at ``now``; 0 when it never was."""

@@ -295,9 +295,9 @@ class PostgresJobTx:
     def vm_model(self, vm: str) -> str | None:
         return repository.vm_model(self.session, vm)
 
-    @hooked("vm_first_seen")
-    def vm_first_seen(self, vm: str) -> datetime | None:
-        return repository.vm_first_seen(self.session, vm)
+    @hooked("vm_run_marks")
+    def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
+        return repository.vm_run_marks(self.session, vm)
 
     @hooked("vm_shares")
     def vm_shares(self, vm: str) -> bool | None:

@@ -542,9 +542,11 @@ SELECT vm, job_id FROM vm_holders(:left_running) WHERE cluster = :cluster;
 -- shares: its agent may run several jobs at once (its heartbeats list them all, none included: zen.scaling.sharing);
 -- job_ended_at: when Zen recorded the end of the job its agent says it runs, if it ended (a VM that never heard its
 -- STOPs: vms.leftovers): its row's last change, not its finished_at, which a final report read late puts earlier
--- (its publish time: zen.core.report_end), while the VM's next heartbeat, saying it is idle, may not be read yet
+-- (its publish time: zen.core.report_end), while the VM's next heartbeat, saying it is idle, may not be read yet;
+-- running_at: when a scaling pass first saw its VM RUNNING (a flex-start VM's run counts from it: zen.scaling.flexrun)
 SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at, jobs IS NOT NULL AS shares,
-       (SELECT j.updated_at FROM jobs j WHERE j.job_id = vms.job_id AND j.finished_at IS NOT NULL) AS job_ended_at
+       (SELECT j.updated_at FROM jobs j WHERE j.job_id = vms.job_id AND j.finished_at IS NOT NULL) AS job_ended_at,
+       (SELECT m.running_at FROM mig_instances m WHERE m.name = vms.name) AS running_at
 FROM vms
 WHERE cluster = :cluster;
 
@@ -608,8 +610,11 @@ SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
 SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
 UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last_seq > :seq;
 
--- name: vm_first_seen
-SELECT first_seen_at FROM vms WHERE name = :vm_name;
+-- name: vm_run_marks
+-- When a VM's agent was first heard, and when a scaling pass first saw its VM RUNNING (see_mig_instances): a
+-- flex-start VM's run counts from the earlier (zen.core.provisioning.flex_run_left_s).
+SELECT (SELECT first_seen_at FROM vms WHERE name = :vm_name) AS first_seen_at,
+       (SELECT running_at FROM mig_instances WHERE name = :vm_name) AS running_at;
 
 -- name: vm_model
 -- The provisioning model a scaling pass recorded for a VM when it first listed it (mig_instances.model, what its

@@ -248,10 +248,10 @@ def vm_model(session: Session, vm: str) -> str | None:
     return row["model"] if row is not None else None
 
 
-def vm_first_seen(session: Session, vm: str) -> datetime | None:
-    """When ``vm``'s agent was first heard; None for a VM never heard."""
-    row = session.one("vm_first_seen", vm_name=vm)
-    return row["first_seen_at"] if row is not None else None
+def vm_run_marks(session: Session, vm: str) -> tuple[datetime | None, datetime | None]:
+    """When ``vm``'s agent was first heard, and when a scaling pass first saw its VM RUNNING; None: not yet."""
+    row = session.one_row("vm_run_marks", vm_name=vm)
+    return row["first_seen_at"], row["running_at"]
 
 
 def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int) -> list[str]:

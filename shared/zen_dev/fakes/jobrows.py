@@ -576,9 +576,9 @@ class InMemoryJobTx:
     def vm_model(self, vm: str) -> str | None:
         return None  # no scaling pass records instances here: the VM's name tells its model
 
-    @hooked("vm_first_seen")
-    def vm_first_seen(self, vm: str) -> datetime | None:
-        return self._t.vms.get(vm, {}).get("first_seen_at")
+    @hooked("vm_run_marks")
+    def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
+        return self._t.vms.get(vm, {}).get("first_seen_at"), None  # no scaling pass records instances here
 
     @hooked("vm_shares")
     def vm_shares(self, vm: str) -> bool | None:
