@@ -55,9 +55,7 @@ class Checkpoint:
                  say: Callable[[str], None] = lambda line: None, node: int | None = None) -> None:
         """``node``: a gang's node's rank; each node keeps its own checkpoint, ``node-<rank>/`` of the job's
         (the nodes' files, named alike or not, and their manifests never overwrite each other's)."""
-        if node is not None:
-            spec = spec.model_copy(update={"uri": f"{spec.uri}node-{node}/"})
-        self.spec = spec
+        self.spec = spec if node is None else spec.model_copy(update={"uri": f"{spec.uri}node-{node}/"})
         self.disk_fault: str | None = None  # why a restore failed by this VM's disk: retires it, as stagings do
         self.directory, self.notice_path = root / "checkpoint", root / "notice" / NOTICE
         self.attempt, self._client, self._say = attempt, client, say
@@ -229,9 +227,9 @@ class Checkpoint:
                                         checkpoint_files.MAX_OBJECT_NAME - len(own.encode()))
 
     def save(self, why: str, cancel: threading.Event | None = None) -> bool:
-        """Upload the folder as the latest checkpoint, when it changed since the last save or restore and
-        fits ``max_bytes``; True when a new checkpoint was written. Cut (``cancel``) or failed: the one
-        before stays the latest; raises ``TransferError`` saying why."""
+        """Upload the folder as the latest checkpoint, when it changed since the last save or restore (or an object
+        holding a file nears the lifecycle's age: ``checkpoint_objects.aging``) and fits ``max_bytes``; True when a
+        new checkpoint was written. Cut (``cancel``) or failed: the one before stays; raises ``TransferError``."""
         cancel = cancel or threading.Event()
         with self._lock:
             if self._closed or not self.directory.is_dir():  # the attempt has ended: its report said what was saved
@@ -242,7 +240,8 @@ class Checkpoint:
                     raise Changed(f"checkpoint not saved ({why}): the folder changed while it was listed; {self.after}")
             except checkpoint_files.Vanished as gone:
                 raise Changed(f"checkpoint not saved ({why}): {gone}; {self.after}") from None
-            if listed == self._last or (not listed and self._last is None):
+            unchanged = listed == self._last and not checkpoint_objects.aging(self._held, time.time())
+            if unchanged or (not listed and self._last is None):
                 return False
             files = listed.files
             total = sum(size for size, _, _ in files.values())
@@ -262,11 +261,12 @@ class Checkpoint:
                 written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
-                # An incomplete save's files go, unless a manifest may name them (cut: no time, lifecycle).
-                # Its manifest may have landed (its answer lost), and a later attempt made it its own (``_take_over``)
-                # and named its objects again: those stay (an unreadable manifest: all of them).
+                # An incomplete save's files go, unless a manifest may name them. Cut (no time), or its manifest's
+                # write unanswered (a timeout: it may land yet): left to the lifecycle. Refused (412), it may have
+                # landed first and a later attempt taken it over (``_take_over``): what the manifest names stays.
                 latest = checkpoint_objects.named(self._bucket, self._prefix, MANIFEST) if written else set()
-                if not (cancel.is_set() or self._closed) and latest is not None:
+                given_up = written and not isinstance(exc, TransferError)  # no answer: that write may land yet
+                if not (cancel.is_set() or self._closed or given_up) and latest is not None:
                     checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in latest])
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; {self.after}") from None

@@ -7,7 +7,9 @@ took the notice's budget, and the rerun lost the notice-time state).
 
 An object is named again only while it is younger than ``REUSE_WITHIN_S``: the bucket's lifecycle rule deletes
 objects ``checkpoint_retention_days`` (at least 1) after they were written, whatever manifest names them; an older
-file is uploaded again. A save's objects still named by the next one are not deleted with the save before."""
+file is uploaded again, and an unchanged folder holding one is saved again (``aging``: the periodic saves keep an
+unchanged checkpoint, its manifest with it, from the lifecycle). A save's objects still named by the next one are not
+deleted with the save before."""
 
 from __future__ import annotations
 
@@ -37,6 +39,12 @@ def written_at(manifest: dict[str, Any], item: dict[str, Any]) -> float:
     """When a manifest's file's object was written (epoch seconds; unknown: 0, never named again)."""
     at = item.get("at", manifest.get("saved_at"))
     return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+
+
+def aging(held: Held, now: float) -> bool:
+    """Whether an object holding a file is too old to be named again: an unchanged checkpoint is saved again (its old
+    objects uploaded anew) before the lifecycle deletes them, and the manifest with them."""
+    return any(now - at >= REUSE_WITHIN_S for _, at, _ in held.values())
 
 
 def reusable(held: Held, files: Files, now: float) -> dict[str, tuple[str, float]]:
