@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.local.test_standins_ctrl_c import ctrl_c_heard
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
@@ -58,7 +60,7 @@ def _wait_line(process, text, timeout_s=20.0):
 def test_a_second_signal_while_the_stack_stops_does_not_abort_the_stop(tmp_path, sig):
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}:{ROOT}"}
     process = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_heard)
     try:
         _wait_line(process, "Watch:")
         process.send_signal(sig)
