@@ -147,6 +147,32 @@ def test_a_gangs_last_report_read_late_ends_it_when_published(functions, zen, cl
     assert row["gpu_seconds"] == GPUS * ((first_ended - claimed) + (published - claimed)).total_seconds(), row
 
 
+def test_a_gang_whose_every_report_was_held_back_is_billed_to_when_each_node_ended(functions, zen, clock):
+    """Both nodes end while Zen's functions are down; an hour later the backlog is read, each node's last RUNNING
+    and final report in turn: node 0 is charged until its report was published and the attempt ends when node 1's
+    was, not when Zen read them (the first node's end was taken as its reading, and the hour billed twice)."""
+    functions.submit(job_request("g", nodes=2))
+    for seq, vm in enumerate(("vm-1", "vm-2"), start=1):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{seq}"))
+    claimed = clock()  # the gang complete: its attempt's start
+    clock.advance(5)
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    clock.advance(570)
+    running = clock()  # the functions go down: the nodes' reports from here on are held back
+    clock.advance(30)
+    first_ended = clock()
+    clock.advance(120)
+    published = clock()
+    clock.advance(3600)
+    for seq, vm, ended in ((3, "vm-1", first_ended), (3, "vm-2", published)):
+        functions.heartbeat(heartbeat("g", "RUNNING", seq, vm=vm), publish_time=running)
+        functions.heartbeat(heartbeat("g", "SUCCEEDED", seq + 1, vm=vm, exit_code=0), publish_time=ended)
+    record, row = job(zen, "g"), usage_row(zen, "g")
+    assert (record.status.value, record.finished_at, row["ended_at"]) == ("SUCCEEDED", published, published)
+    assert row["gpu_seconds"] == GPUS * ((first_ended - claimed) + (published - claimed)).total_seconds(), row
+
+
 def test_a_job_whose_end_was_read_late_leaves_its_vm_alone(stack, clock):
     """``zen.scaling.vms.leftovers`` deletes a VM whose agent still says it runs a job that ended over
     ``agent_silence_s`` ago (no STOP of Zen's reached it). After an outage of Zen's, the backlog read in any order,

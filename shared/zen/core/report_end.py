@@ -5,7 +5,8 @@ outage; a VM's clock plays no part (its ``sent_at`` is not read: an agent whose 
 too little), and every delivery of one message carries the time it was first published.
 
 The end is held between the attempt's start (its run's, else when Zen heard its claim) and now; a gang's also
-after Zen last heard its other nodes, which may have run to then (``zen.core.gang``). The job's ``finished_at``
+after Zen last heard its other nodes, which may have run to then (``zen.core.gang``), a node that ended by its own
+report until that report was published (held the same way). The job's ``finished_at``
 and the attempt's usage row (``zen.jobs.decisions``) both take it; its history row keeps when Zen read the
 report, and says when the attempt ended once the two are a minute or more apart. Why: docs/explanations/accounting.md.
 """
@@ -27,6 +28,8 @@ NOTED_AFTER_S = 60.0  # a report read this much after it was published: its hist
 def decide(job: Job, hb: Heartbeat, now: datetime, published: datetime | None, config: GangConfig) -> Decision:
     """``gang.decide_heartbeat``; the attempt a final report ends, ended when Pub/Sub ``published`` it (above)."""
     decision = gang.decide_heartbeat(job, hb, now, config)
+    if hb.status in FINAL and published is not None:
+        _node_ended(job, hb, decision, now, published)
     end = next((i for i, change in enumerate(decision.changes) if change.to.terminal or change.to in OVER), None)
     if hb.status not in FINAL or end is None or (ended := ended_at(job, hb, decision, now, published)) >= now:
         return decision  # (a gang's node whose end leaves the others to stop ends no attempt yet)
@@ -39,6 +42,18 @@ def decide(job: Job, hb: Heartbeat, now: datetime, published: datetime | None, c
                                        f"{ended.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC, when its final "
                                        f"report was published ({late:.0f} s before Zen read it): billed to then")
     return decision
+
+
+def _node_ended(job: Job, hb: Heartbeat, decision: Decision, now: datetime, published: datetime) -> None:
+    """A gang's node whose own final report ``decision`` took (its end, heard ``now``: ``zen.core.gang``) ended when
+    Pub/Sub ``published`` that report, held between the gang's claim and now: its VM is charged until then, and the
+    attempt's end counts from then, not from when Zen read it (read after an outage, the outage was billed)."""
+    node = next((n for n in decision.fields.get("gang") or () if n.vm == hb.vm), None)
+    if node is None or node.status != hb.status.value or node.beat_at != now:  # (an end kept, or no word of its own)
+        return
+    ended = min(now, max(published, node.confirmed_at or job.started_at or now))
+    decision.fields["gang"] = [n.model_copy(update={"beat_at": ended}) if n.vm == hb.vm else n
+                               for n in decision.fields["gang"]]
 
 
 def ended_at(job: Job, hb: Heartbeat, decision: Decision, now: datetime, published: datetime | None) -> datetime:
