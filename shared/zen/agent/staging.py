@@ -108,11 +108,11 @@ def _not_regular(mode: int) -> str:
 def _open_listed(path: Path, listed: os.stat_result):
     """``path`` opened for reading without following a link (``O_NOFOLLOW``; ``O_NONBLOCK``: a fifo never
     blocks), only if it is a regular file (``fstat``) and still the file listed (device and inode: a
-    folder on its way swapped for a link leads elsewhere); raises ``_Skipped`` saying why not."""
+    folder on its way swapped for a link leads elsewhere); raises ``_Skipped`` saying why not, or the ``OSError``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _Skipped(_not_regular(stat.S_IFLNK) if exc.errno == errno.ELOOP else f"unreadable: {exc.strerror}")
+    except OSError as exc:  # not a link: a file it cannot open (its mode, the disk), which ``upload`` fails for
+        raise exc if exc.errno != errno.ELOOP else _Skipped(_not_regular(stat.S_IFLNK))
     found = os.fstat(fd)
     if not stat.S_ISREG(found.st_mode) or (found.st_dev, found.st_ino) != (listed.st_dev, listed.st_ino):
         os.close(fd)
@@ -338,15 +338,12 @@ class AttemptData:
         self.uploaded.started = time.monotonic()
         try:
             destination = self.destination()
-            if destination is None:
-                return
-            files = self.output_files()
-            if not files and not self.unlisted:
+            files = self.output_files() if destination is not None else []
+            if destination is None or not files and not self.unlisted:
                 return
             bucket_name, prefix = split_uri(destination)
             bucket = self.client().bucket(bucket_name)
             from google.cloud.storage.retry import DEFAULT_RETRY  # with the client: only for jobs with outputs
-
             for relative, path, listed in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
@@ -357,6 +354,9 @@ class AttemptData:
                     file = _open_listed(path, listed)
                 except _Skipped as skipped:
                     self.skipped.append((relative, str(skipped)))
+                    continue
+                except OSError as exc:  # a file it may not open (one the job made 0600): the upload fails, below
+                    self.unlisted.append(f"{relative} ({exc.strerror})")
                     continue
                 with file:
                     size = os.fstat(file.fileno()).st_size
