@@ -204,7 +204,7 @@ variable "max_delivery_attempts" {
 variable "attach_dead_letter_topics" {
   type        = bool
   default     = true
-  description = "Attach the dead-letter topics to the Eventarc-managed trigger subscriptions with gcloud during apply (the Eventarc API cannot set them; needs gcloud on the machine running terraform). False: the dead-letter topics exist but nothing routes to them."
+  description = "Attach the dead-letter topics to the Eventarc-managed trigger subscriptions with gcloud during apply (the Eventarc API cannot set them; needs gcloud on the machine running terraform). The same call sets each retried trigger subscription's ack deadline to its function's timeout. False: the dead-letter topics exist but nothing routes to them, and those subscriptions keep Eventarc's 10 s ack deadline, so a request served longer is delivered again."
 }
 
 variable "grant_pubsub_token_creator" {
