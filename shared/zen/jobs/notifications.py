@@ -26,7 +26,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.events import PubSubEnvelope
-from zen.core.models import Job, JobStatus
+from zen.core.models import Job
 from zen.core.notify import (DeliveryFailed, DeliveryRefused, NotifyTarget, delivery_key, email_body, merged,
                              notice_of, refused_target, slack_body, url_problem, verdict, webhook_body)
 
@@ -91,9 +91,10 @@ class Notifier:
         if job is None:
             log.warning("a job event names no job; no notice", extra={"job_id": event["job_id"], "notice": notice})
             return outcome
-        if event.get("to_status") == JobStatus.LOST.value and job.status in (JobStatus.FAILED, JobStatus.SUCCEEDED) and (
-                job.attempt == event.get("attempt")):
-            return outcome  # its attempts were spent, or its late report ended it: no rerun came, its end tells
+        if notice == "PREEMPTED" and job.status.terminal and job.attempt == event.get("attempt"):
+            # The attempt lost or taken back ended the job (its attempts spent, its late report; or it finished, hit
+            # its limit or was stopped by its user in the stop's grace): no rerun came, its end tells.
+            return outcome
         targets = [t for t in self._targets(job) if notice in t.on]
         if not targets:
             return outcome
