@@ -204,9 +204,9 @@ class Queueing:
         more = not freeing and any(q.preemption != "never" for q in members)
         stopping = {r["queue"]: r["freeing"] for r in held}
 
-        def line(q: QueueConfig, fits: int) -> list[Job]:  # its first waiting jobs, when ``fits`` may be admitted
-            most = int(self._most_ever(q, cluster))
-            return tx.pending_of_queue(q.name, cluster, max(0, min(fits, PASS_LIMIT)) + more, most)
+        def line(q: QueueConfig, fits: int, admitted: int = 0) -> list[Job]:  # its first waiting jobs, when ``fits``
+            most, rows = int(self._most_ever(q, cluster)), max(0, min(fits, PASS_LIMIT)) + more + admitted  # may be
+            return tx.pending_of_queue(q.name, cluster, rows, most)[admitted:]  # admitted, behind those this pass took
 
         for q in members:
             state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), line(q, room),
@@ -219,9 +219,9 @@ class Queueing:
                 return 0
             victims = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
             freed = sum(v.gpus for v, _ in victims)
-            # The next pass reads as many of each line as then fit: those this pass did not read may go first.
-            lines = {q.config.name: line(q.config, (cohort_quota - cohort_used_now + freed) // max(gpus, 1))
-                     [read[q.config.name] - len(q.waiting):] for q in state} if victims else {}
+            # The next pass reads each line as ``room`` then, past those admitted here (still PENDING): unread go first.
+            fits = (then := cohort_quota - cohort_used_now + freed) // max(gpus, 1) or max(then, 0)
+            lines = {q.config.name: line(q.config, fits, read[q.config.name] - len(q.waiting)) for q in state if victims}
             if not victims or not _admitted_once_gone(state, job, victims, cohort_used_now, cohort_quota, lines):
                 return 0
             result.preempted = victims
