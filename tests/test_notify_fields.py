@@ -27,8 +27,9 @@ def in_project(config, reference: str) -> str:
 
 BAD_NOTIFY = [
     ([{"slack": "https://hooks.slack.com/services/T/B/x"}],
-     "notify.0: slack: 'https://hooks.slack.com/services/T/B/x' is not a Secret Manager secret version"),
-    ([{"webhook": "zen-notify-hook"}], "notify.0: webhook: 'zen-notify-hook' is not a Secret Manager secret version"),
+     "notify.0: slack: its value (not quoted: it may be the secret itself) is not a Secret Manager secret version"),
+    ([{"webhook": "zen-notify-hook"}],
+     "notify.0: webhook: its value (not quoted: it may be the secret itself) is not a Secret Manager secret version"),
     ([{"slack": SLACK, "on": ["FAILED", "STARTED"]}],
      "notify.0.on.1: 'STARTED' is not an event Zen notifies of: give SUCCEEDED, FAILED, CANCELLED, PREEMPTED"),
     ([{"slack": SLACK, "webhook": HOOK}], "notify.0: give exactly one of slack, webhook"),

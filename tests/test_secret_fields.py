@@ -44,8 +44,9 @@ def assert_rejected(functions, zen, publisher, request: dict, reason: str) -> No
 
 
 BAD_SECRETS = [
-    ({"HF_TOKEN": "hf-token"}, "secrets: HF_TOKEN: 'hf-token' is not a Secret Manager secret version: "
-                               "give projects/<project>/secrets/<name>/versions/<version number or latest>"),
+    ({"HF_TOKEN": "hf-token"}, "secrets: HF_TOKEN: its value (not quoted: it may be the secret itself) is not a Secret "
+                               "Manager secret version: give projects/<project>/secrets/<name>/versions/<version "
+                               "number or latest>"),
     ({"HF_TOKEN": "projects/my-project/secrets/hf-token"}, "HF_TOKEN: 'projects/my-project/secrets/hf-token' is not"),
     ({"HF_TOKEN": "projects/my-project/secrets/hf token/versions/1"}, "is not a Secret Manager secret version"),
     ({"HF_TOKEN": "projects/my-project/secrets/../versions/1"}, "is not a Secret Manager secret version"),
@@ -162,7 +163,8 @@ def test_zen_submit_secret_flags_reach_the_request(user_env, tmp_path, capsys):
 
 @pytest.mark.parametrize("flag, code, said", [
     ("HF_TOKEN", 2, "--secret 'HF_TOKEN': expected KEY=VALUE"),
-    ("HF_TOKEN=hf-token", 2, "HF_TOKEN: 'hf-token' is not a Secret Manager secret version"),
+    ("HF_TOKEN=hf-token", 2,
+     "HF_TOKEN: its value (not quoted: it may be the secret itself) is not a Secret Manager secret version"),
     ("HF_TOKEN=projects/my-project/secrets/db/versions/1", 1,
      "secret HF_TOKEN: this Zen (it has no queues) allows no reference projects/my-project/secrets/db/versions/1"),
 ])
@@ -184,3 +186,36 @@ def test_a_name_zen_sets_or_the_container_launch_reads_is_rejected(functions, ze
     """A job's own ZEN_NODE_RANK once put its container on the VM's network (a gang's node's), and a secret's
     value is in the environment of the programs that start the container."""
     assert_rejected(functions, zen, publisher, job_request("j1", **fields), reason)
+
+
+# A Hugging Face token's shape, and a Slack incoming webhook's URL (whoever holds it may post to the channel).
+TOKEN = "hf_Xq3vLw9ZpT2rYk8sNc4bMd7fGh1jKa5eUo"
+SLACK_URL = "https://hooks.slack.com/services/T0AB12CDE/B0FG34HIJ/k3yM4t3r1alS3cr3tPart"
+
+
+@pytest.mark.parametrize("fields, value, reason", [
+    ({"secrets": {"HF_TOKEN": TOKEN}}, TOKEN, "secrets: HF_TOKEN: its value (not quoted: it may be the secret itself)"
+                                              " is not a Secret Manager secret version"),
+    ({"notify": [{"slack": SLACK_URL}]}, "k3yM4t3r1alS3cr3tPart", "notify.0: slack: its value (not quoted"),
+    ({"secrets": TOKEN}, TOKEN[:20], "secrets: Input should be a valid dictionary"),  # not even the mapping
+    ({"notify": [f"https://example.com/hook/{TOKEN}"]}, TOKEN[:8], "notify.0: Input should be a valid dictionary"),
+], ids=["token-in-secrets", "slack-url-in-notify", "token-as-secrets", "url-as-target"])
+def test_a_value_given_in_place_of_a_reference_is_refused_without_repeating_it(functions, zen, publisher, caplog,
+                                                                                  fields, value, reason):
+    """A token or a webhook URL pasted where its secret's reference goes is refused, naming the field; the reason
+    (the rejected row's, the job.rejected event every subscriber of zen-job-events reads, the function's log line)
+    never repeats it, nor its start: it is the credential the reference was meant to keep out of Zen."""
+    import logging
+
+    from zen.logs import JsonFormatter
+
+    with caplog.at_level(logging.WARNING, logger="zen"):
+        response = functions.send("on_job_submitted", json.dumps(job_request("j", **fields)).encode(), message_id="m-1")
+    assert response.status_code == 200  # acked
+
+    _, _, [rejected] = snapshot(zen)
+    [event] = rejected_events(publisher)
+    [record] = [r for r in caplog.records if r.getMessage() == "message rejected"]
+    assert reason in rejected["reason"]
+    for said in (rejected["reason"], json.dumps(event), JsonFormatter().format(record)):
+        assert value not in said, said

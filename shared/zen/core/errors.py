@@ -10,6 +10,10 @@ from pydantic import BaseModel, ValidationError
 
 from zen.core.text import escape_unstorable
 
+# Fields where a credential may be given by mistake in a secret reference's place (a token, a webhook's URL): a
+# value of the wrong type under them is not quoted, as ``zen.core.secrets.check_reference`` quotes no such value.
+UNQUOTED_FIELDS = frozenset({"secrets", "notify"})
+
 
 def describe_validation_error(exc: ValidationError, *, top: str = "(message)", limit: int = 2000,
                               model: type[BaseModel] | None = None) -> str:
@@ -29,7 +33,8 @@ def describe_validation_error(exc: ValidationError, *, top: str = "(message)", l
         if err["type"] == "value_error":  # our validators' own words: without pydantic's "Value error, " and
             message = message.removeprefix("Value error, ")  # the field's name said again in front of them
             message = message.removeprefix(f"{where}: ").removeprefix(f"{err['loc'][-1]}: ") if err["loc"] else message
-        if err["type"].endswith(("_type", "_parsing")) and isinstance(err.get("input"), (str, int, float)):
+        if err["type"].endswith(("_type", "_parsing")) and isinstance(err.get("input"), (str, int, float)) and (
+                not UNQUOTED_FIELDS.intersection(str(p) for p in err["loc"])):
             # a value of the wrong type, quoted (bounded): "10m" for seconds says what to change
             unit = " of seconds" if str(err["loc"][-1] if err["loc"] else "").endswith("_s") else ""
             message = f"{message}{unit}, not {repr(err['input'])[:40]}"

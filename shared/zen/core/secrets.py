@@ -26,9 +26,14 @@ _PATTERN = re.compile(r"projects/[^/\s]+/secrets/[^/\s]+/versions/[^/\s]+")
 
 
 def check_reference(variable: str, reference: str) -> str:
-    """``reference`` if it names a secret version, else ``ValueError`` naming the variable."""
+    """``reference`` if it names a secret version, else ``ValueError`` naming the variable. The value is quoted
+    only when it starts as a reference does (``projects/``, one with a mistake in it): anything else given in a
+    reference's place may be the credential itself (a token, a webhook's URL), and the reason is logged, stored
+    and announced on ``zen-job-events``."""
     if not REFERENCE.fullmatch(reference):
-        raise ValueError(f"{variable}: {reference[:300]!r} is not a Secret Manager secret version: give "
+        given = (repr(reference[:300]) if reference.startswith("projects/")
+                 else "its value (not quoted: it may be the secret itself)")
+        raise ValueError(f"{variable}: {given} is not a Secret Manager secret version: give "
                          f"{REFERENCE_SHAPE}, e.g. projects/my-project/secrets/hf-token/versions/latest")
     return reference
 
