@@ -13,7 +13,7 @@ import heapq
 import math
 import random
 
-from zen.core.prices import billed_seconds  # GCE's billing, shared with zen usage
+from zen.core.prices import BILLING_MINIMUM_S, billed_seconds  # GCE's billing, shared with zen usage
 from zen.scaling.model import ErrorKind, VmPhase
 from zen_dev.sim.jobs import sample
 from zen_dev.sim.state import SimMig as _Mig, SimVm as _Vm
@@ -280,7 +280,9 @@ class InstanceWorld:
         Dollars as GCE bills them: the paid seconds, at least one minute and per second after, at the
         region's price for the model the VM runs as; its job runs that counted are useful GPU-seconds
         (priced at the floor too), the one a preemption cut short is rework; ``RunResult.bill`` splits the
-        dollars by what they bought. ``stop_s``: a preempted VM's stop after ``end``, paid (as waste) if it ran."""
+        dollars by what they bought. ``stop_s``: a preempted VM's stop after ``end``, paid (as waste) if it ran.
+        A spot VM taken back in its first minute of RUNNING costs nothing, its stop included (GCE does not bill a
+        spot VM, or its GPUs, preempted in its first minute); its seconds still count in ``vm_seconds``."""
         result, cluster = self.result, vm.mig.cluster
         ran = end - vm.job_start_s if preempted and vm.job is not None else 0.0
         lost = ran - kept_s(vm.job, ran) if ran else 0.0
@@ -294,7 +296,8 @@ class InstanceWorld:
         result.floor_usd += (busy - lost) * gpus * cluster.floor_usd_per_gpu_s
         ran_job = vm.jobs_run > 0 or vm.job is not None
         boot = vm.booted_s - vm.running_s if ran_job else 0.0
-        if vm.mig.usd_per_hour is not None:
+        free = preempted and end - vm.running_s < BILLING_MINIMUM_S
+        if vm.mig.usd_per_hour is not None and not free:
             thrown = lost + vm.lost_s  # vm.lost_s: counted as rework already (a gang's other nodes)
             result.bill(billed_seconds(paid), vm.mig.usd_per_hour / 3600.0, busy - thrown, thrown, boot, ran_job)
         result.vm_seconds += paid
