@@ -7,7 +7,7 @@ as a real one does.
   at once and leaves its container running (as if it had died while the container ran on). With
   ``ends(code, stderr, oom_killed)``, the container ends at once: the CLI writes ``stderr`` and exits ``code``,
   and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it).
-- ``inspect --format {{.State.OOMKilled}} NAME``: ``true`` for a container ``ends(..., oom_killed=True)`` ended,
+- ``inspect --format {{.State.OOMKilled}} NAME`` (or its id): ``true`` for a container ``ends(..., oom_killed=True)`` ended,
   else ``false``; ``{{.State.Running}}``: ``false`` for a container ``ends`` ended, else ``true``; exits 1 for a
   container that does not exist.
 - ``slow_exit(seconds)``: a ``run`` CLI ends that long after its container was killed or removed.
@@ -76,7 +76,8 @@ if args[0] == "kill" and (root / "kill-keeps").exists():
     (root / ("oom-" + args[1])).write_text("false")  # it has run out, and stays
 elif args[0] == "kill":
     (containers / args[1]).unlink(missing_ok=True)
-if args[0] == "inspect":
+if args[0] == "inspect":  # by name, or by id (as ``ps -q`` gives them)
+    args[-1] = next((p.name for p in containers.iterdir() if p.read_text() == args[-1]), args[-1])
     if not (containers / args[-1]).exists():
         print("Error: No such object: " + args[-1], file=sys.stderr)
         sys.exit(1)
@@ -147,9 +148,12 @@ class FakeDocker:
         the kernel killed it for want of memory (docker's ``State.OOMKilled``)."""
         (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed}))
 
-    def add(self, name: str, container_id: str, volume: bool = False) -> None:
-        """A container some earlier agent started; ``volume``: with an anonymous volume (its image's ``VOLUME``)."""
+    def add(self, name: str, container_id: str, volume: bool = False, exited: bool = False) -> None:
+        """A container some earlier agent started; ``volume``: with an anonymous volume (its image's ``VOLUME``);
+        ``exited``: it has run out (``inspect`` says it runs no more), and stays."""
         (self.containers / name).write_text(container_id)
+        if exited:
+            (self.root / ("oom-" + name)).write_text("false")
         if volume:
             (self.root / "volumes").mkdir(exist_ok=True)
             (self.root / "volumes" / name).write_text("written by the job")

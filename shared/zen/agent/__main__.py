@@ -24,7 +24,8 @@ from zen.agent.container import Sandbox, Shape, ensure_networks
 from zen.agent.fence import fence_s
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
-from zen.agent.removal import ContainersLeft, remove_leftover_containers
+from zen.agent.leftover import fence_vm
+from zen.agent.removal import ContainersLeft, may_run, remove_leftover_containers
 from zen.agent.settings import AgentSettings, with_deadlines
 from zen.agent.slots import Slots, resolve_capacity
 from zen.core.config import load_config
@@ -70,14 +71,21 @@ def _runs_containers(env) -> bool:
 
 
 def _remove_leftovers(env) -> str | None:
-    """Remove the containers an earlier agent left (container mode only): why some may be left, else None."""
+    """Remove the containers an earlier agent left (container mode only): why some may be left, else None. One
+    docker cannot remove and does not say has stopped powers the VM off (``ZEN_AGENT_FENCE_FILE``): no agent reports
+    its attempt any more, and Zen runs the job again elsewhere once the attempt's reports stop."""
     if not _runs_containers(env):
         return None
+    docker = env.get("ZEN_AGENT_DOCKER") or "docker"
     try:
-        removed = remove_leftover_containers(env.get("ZEN_AGENT_DOCKER") or "docker")
+        removed = remove_leftover_containers(docker)
     except ContainersLeft as exc:
         log.error("containers left by a previous agent could not be removed; the VM retires",
                   extra={"reason": str(exc)})
+        running = [cid for cid in exc.found if may_run(cid, docker)]
+        if running and (fence_file := env.get("ZEN_AGENT_FENCE_FILE")):
+            fence_vm(fence_file, f"containers of earlier attempts may still run ({' '.join(running)}) and docker "
+                                 "cannot remove them: Zen runs their jobs again elsewhere once their reports stop")
         return str(exc)
     if removed:
         log.warning("removed containers left by a previous agent", extra={"containers": removed})

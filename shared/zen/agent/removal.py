@@ -103,17 +103,23 @@ def may_run(name: str, docker: str = "docker", timeout_s: float = DOCKER_TIMEOUT
 
 
 class ContainersLeft(Exception):
-    """Containers of earlier attempts that could not be removed (or docker could not say)."""
+    """Containers of earlier attempts that could not be removed (or docker could not say); ``found``: their ids."""
+
+    def __init__(self, message: str, found: list[str] | None = None):
+        super().__init__(message)
+        self.found = found or []
 
 
 def remove_leftover_containers(docker: str = "docker", *, tries: int = REMOVE_TRIES) -> list[str]:
     """Remove the ``zen-*`` containers a previous agent left (it crashed, or was killed), as
     ``remove_container`` does one: returns the ids removed. Raises ``ContainersLeft`` when some are still
     there, or docker cannot list them (no docker): the agent then retires its VM, as one of them may
-    hold its GPUs. Called first thing at agent start in container mode (``zen.agent.__main__``)."""
+    hold its GPUs, and powers it off when docker does not say one of them has stopped. Called first thing at
+    agent start in container mode (``zen.agent.__main__``)."""
     found, gone = _remove(docker, "^zen-", tries)
     if not gone:
         left = " ".join(found) if found else "docker cannot list them"
-        raise ContainersLeft(f"containers of earlier attempts could not be removed ({left}): one may hold the GPUs")
+        raise ContainersLeft(f"containers of earlier attempts could not be removed ({left}): one may hold the GPUs",
+                             found)
     return found
 
