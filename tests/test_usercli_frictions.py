@@ -520,3 +520,22 @@ def test_a_stop_right_after_the_submit_goes_out_before_the_database_shows_the_jo
     with db.transaction() as session:
         assert repository.get_job(session, job_id).status.value == "CANCELLED"
     assert zen_cli("stop", "never-published").returncode == 1  # an id this machine did not publish: as before
+
+
+def test_a_submit_in_a_checkout_whose_stack_is_down_says_to_start_it(zen_cli, publisher):
+    """No stack running here and no ZEN_PROJECT (a newcomer whose `zen local up` ended, or never ran): the line
+    ended "give --image IMAGE", and with an image given the next one was about Google credentials."""
+    result = zen_cli("submit", "--cluster", "1xl4", "--", "true", drop=("PUBSUB_EMULATOR_HOST", "ZEN_PROJECT"))
+    line = one_line(result)
+    assert result.returncode == 1 and line.startswith("zen: no local stack is running in this directory or above it: "
+                                                      "start one with `zen local up`"), line
+    assert publisher.on("zen-job-submitted") == []
+
+
+@pytest.mark.parametrize("argv, meant", [(["submit", "--clustr", "1xl4", "--", "true"], "--cluster"),
+                                         (["submit", "--max-paralel", "2", "--array", "2", "--", "true"], "--max-parallel"),
+                                         (["jobs", "list", "--usr", "bob"], "--user")])
+def test_a_mistyped_flag_is_told_the_flag_it_is_closest_to(zen_cli, argv, meant):
+    """As a job file's mistyped field is ("did you mean command?"): the line named the word alone."""
+    result = zen_cli(*argv)
+    assert result.returncode == 2 and f"(did you mean {meant}?)" in one_line(result)

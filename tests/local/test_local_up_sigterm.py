@@ -93,3 +93,16 @@ def test_the_stacks_own_stop_is_not_cut_by_a_ctrl_c(tmp_path, monkeypatch):
     before = signal.getsignal(signal.SIGINT)
     assert stack.down() == ["pubsub", "postgres"] and said == ["handed back"]
     assert signal.getsignal(signal.SIGINT) is before  # given back after
+
+
+def test_a_stack_stopped_by_zen_local_down_says_so_and_not_ctrl_c(tmp_path):
+    """`zen local down` from another terminal removes the record: the terminal of `zen local up` (or the file its
+    output goes to, `zen local up &`) said "stopping... (a second Ctrl-C is ignored ...)" though no Ctrl-C came,
+    and nothing after it."""
+    script = SCRIPT.replace('lambda home: {"running": True}', 'lambda home: None')  # the record is gone
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}:{ROOT}"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=60)
+    said = result.stdout.split("Watch:", 1)[1].splitlines()[1:]
+    assert result.returncode == 0 and "down finished" in result.stdout, (result.stdout, result.stderr[-800:])
+    assert said[0] == "stopped by `zen local down`" and not any("Ctrl-C" in line for line in said), said

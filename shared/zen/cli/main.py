@@ -5,6 +5,7 @@ docs/reference/cli.md; one-line errors and exit codes are ``zen.cli.kit``."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import shlex
 import sys
@@ -59,10 +60,11 @@ def _dispatch(argv: list[str]) -> int:
         return args.func(args, rest)
     if rest:
         _misplaced(parser, argv, rest)
-        hint = ""
-        if argv[:1] == ["submit"] and not trailing:  # a job's own flags (python -c ...) without the --
+        named = _named(parser, argv)
+        hint = _closest(named, rest)
+        if not hint and argv[:1] == ["submit"] and not trailing:  # a job's own flags (python -c ...) without the --
             hint = f" (a job's command goes after --: zen submit ... -- {shlex.join(args.words + rest)})"
-        _named(parser, argv).error(f"unrecognized arguments: {' '.join(rest)}{hint}")
+        named.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
     return args.func(args)
 
 
@@ -76,6 +78,17 @@ def _misplaced(parser: argparse.ArgumentParser, argv: list[str], rest: list[str]
         value = [argv[at + 1]] if "=" not in misplaced[0] and at + 1 < len(argv) and argv[at + 1] not in path and (
             named._option_string_actions[misplaced[0]].nargs != 0) else []
         named.error(f"{' '.join(misplaced)} goes after the command: zen {' '.join(path + [misplaced[0]] + value)} ...")
+
+
+def _closest(named: argparse.ArgumentParser, rest: list[str]) -> str:
+    """" (did you mean --cluster?)" for a mistyped flag of the command (``--clustr``), else "", as a job file's
+    mistyped field is told the field it is closest to."""
+    flags = [flag for flag in named._option_string_actions if flag.startswith("--")]
+    for word in rest:
+        close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.8) if word.startswith("--") else []
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def _named(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:

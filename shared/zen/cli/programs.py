@@ -93,12 +93,17 @@ def cmd_local_up(argv: list[str]) -> int:
         # Until Ctrl-C, SIGTERM, or `zen local down` from elsewhere (the record disappears).
         while read_stack(stack.home) is not None:
             time.sleep(1.0)
+        print("stopped by `zen local down`", flush=True)  # no Ctrl-C to speak of; down() below stops any left
+        interrupted = False
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     for sig in (signal.SIGINT, signal.SIGTERM):  # a second one while it stops: its processes would be left
         signal.signal(sig, signal.SIG_IGN)
-    print("stopping... (a second Ctrl-C is ignored: the stack's processes are all stopped first)", flush=True)
+    if interrupted:
+        print("stopping... (a second Ctrl-C is ignored: the stack's processes are all stopped first)", flush=True)
     stack.down()
+    if interrupted:
+        print("stopped", flush=True)
     return 0
 
 

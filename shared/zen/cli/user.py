@@ -198,10 +198,11 @@ def cmd_submit(args) -> int:
         raise CliError("the job request has no job_id", 2)
     cluster, regions = check_request(request, getattr(args, "chosen_job_id", True))
     if not request.image and not os.environ.get("PUBSUB_EMULATOR_HOST"):  # a deployed Zen's agents refuse it
-        raise CliError("no local stack is running in this directory or above it (`zen local up`), so this goes "
-                       "to a deployed Zen, which runs jobs in containers only (without "
-                       "an image a job would run on the VM as root with the VM's credentials; "
-                       "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
+        containers = ("runs jobs in containers only (without an image a job would run on the VM as root with the VM's "
+                      "credentials; docs/explanations/security.md)")
+        raise CliError(f"a deployed Zen {containers}: give --image IMAGE, or image: in the job file" if deployed() else
+                       "no local stack is running in this directory or above it: start one with `zen local up` "
+                       f"(for a deployed Zen, set ZEN_PROJECT; it {containers}: give --image IMAGE)", 1)
     if no_credentials is not None:
         raise no_credentials
     batches.await_dependencies(request.after or [], request.user_id, _read_job, condition=request.after_condition or "ok")
@@ -340,7 +341,8 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--cluster", help="cluster to run on (`zen clusters` lists them)")
     submit.add_argument("--gpu-type", help="instead of --cluster: a GPU type, e.g. nvidia-l4 (with --gpu-count)")
     submit.add_argument("--gpu-count", type=int, help="instead of --cluster: GPUs per VM (with --gpu-type)")
-    submit.add_argument("--image", help="container image to run (optional; the command runs in it)")
+    submit.add_argument("--image", help="container image the command runs in (a deployed Zen requires one; the "
+                        "local stack runs the command as a process of this machine, the image unused)")
     submit.add_argument("--priority", type=int, help="-1000..1000: a queue admits, scaling plans for, and a free VM "
                         "runs higher first (not a gang; default 0)")
     submit.add_argument("--max-runtime", type=int, metavar="SECONDS", help="stop an attempt after this long; a rerun after a preemption gets it again (default: the configured cap, limits.max_runtime_s)")
