@@ -209,3 +209,37 @@ def test_the_end_is_told_after_the_lines_read_with_it(functions, zen):
                   appear_timeout_s=2.0, message_id="m-1", request_hash=_published(request))
     text = both.getvalue()
     assert code == 0 and text.index("step 2") < text.index("SUCCEEDED"), text
+
+
+def test_reads_that_start_failing_are_told_at_once_then_given_up(functions, zen):
+    """A follow whose reads start failing (the local stack stopped, the database unreachable) says so at once,
+    not only when it gives up 120 s later: it printed nothing meanwhile."""
+    from zen.cli import follow as follow_module
+    from zen.core.errors import TransientError
+
+    functions.submit(job_request("quiet"))
+    status, reads, now = JobStatusSource(zen.db), [], [0.0]
+
+    class Failing:
+        def job(self, job_id):
+            reads.append(now[0])
+            if len(reads) > 1:
+                raise TransientError("cannot connect to Postgres: communication error")
+            return status.job(job_id)
+
+        def rejection(self, job_id, message_id=None):
+            return None
+
+    def clock() -> float:
+        now[0] += 20.0
+        return now[0]
+
+    err = io.StringIO()
+    try:
+        follow("quiet", NoOutput(), Failing(), out=io.StringIO(), err=err, poll_s=0.0, clock=clock)
+    except TransientError as exc:
+        given_up = str(exc)
+    lines = err.getvalue().splitlines()
+    told = [i for i, line in enumerate(lines) if line.startswith("zen: cannot read job quiet now")]
+    assert len(told) == 1 and "lost track of job quiet" in given_up, (lines, given_up)
+    assert reads[-1] - reads[1] >= follow_module.PATIENCE_S - 40.0

@@ -139,6 +139,9 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                 last_state = (job.status, job.attempt)
                 print(changed, file=err, flush=True)
         except (SinkError, TransientError) as exc:  # a throttled or failed read: the job may be fine
+            if failing_since is None:  # said at once: a stopped stack or database otherwise showed nothing for 120 s
+                print(f"zen: cannot read job {job_id} now ({exc}); trying again for up to {PATIENCE_S:g} s "
+                      "(Ctrl-C stops only this wait, not the job)", file=err, flush=True)
             failing_since = failing_since if failing_since is not None else clock()
             if clock() - failing_since >= PATIENCE_S:
                 raise TransientError(f"lost track of job {job_id} ({exc}); it may still be running: "
