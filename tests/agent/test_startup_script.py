@@ -14,6 +14,7 @@ from tests.agent.fakes import FakeMetadata
 
 SCRIPT = Path(zen.agent.__file__).with_name("startup.sh")
 CONFIG_YAML = "project: my-project\nclusters: []\n"
+SWEEP = "timeout 20 docker ps -aq --filter name=^zen- | xargs -r timeout 60 docker rm -f -v"
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_the_unit_removes_leftover_job_containers_before_the_agent_starts(metada
     then fails to start; a failure of this step ("-") does not keep it from starting."""
     assert run_script(metadata, tmp_path).returncode == 0
     lines = (tmp_path / "etc/systemd/system/zen-agent.service").read_text().splitlines()
-    sweep = "ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f -v'"
+    sweep = f"ExecStartPre=-/bin/sh -c '{SWEEP}'"
     assert sweep in lines and lines.index(sweep) < lines.index("ExecStart=/opt/zen/venv/bin/python -m zen.agent")
 
 
@@ -83,7 +84,7 @@ def test_the_unit_removes_the_job_containers_the_agent_leaves_when_it_goes(metad
     them as soon as the agent's process is gone ("-": a failure there is no failure of the stop)."""
     assert run_script(metadata, tmp_path).returncode == 0
     lines = (tmp_path / "etc/systemd/system/zen-agent.service").read_text().splitlines()
-    assert "ExecStopPost=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f -v'" in lines
+    assert f"ExecStopPost=-/bin/sh -c '{SWEEP}'" in lines
 
 
 def test_a_reboot_leaves_the_running_agent_alone_unless_what_it_runs_changed(metadata, tmp_path):

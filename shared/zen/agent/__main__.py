@@ -25,8 +25,9 @@ from zen.agent.fence import fence_s
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.leftover import fence_vm
+from zen.agent.ranlog import ran_since_boot
 from zen.agent.removal import ContainersLeft, may_run, remove_leftover_containers
-from zen.agent.settings import AgentSettings, with_deadlines
+from zen.agent.settings import AgentSettings, with_deadlines, work_dir_of
 from zen.agent.slots import Slots, resolve_capacity
 from zen.core.config import load_config
 from zen.core.errors import ConfigError
@@ -73,7 +74,9 @@ def _runs_containers(env) -> bool:
 def _remove_leftovers(env) -> str | None:
     """Remove the containers an earlier agent left (container mode only): why some may be left, else None. One
     docker cannot remove and does not say has stopped powers the VM off (``ZEN_AGENT_FENCE_FILE``): no agent reports
-    its attempt any more, and Zen runs the job again elsewhere once the attempt's reports stop."""
+    its attempt any more, and Zen runs the job again elsewhere once the attempt's reports stop. So does docker
+    listing none at all once an agent of this boot ran an attempt here (``ranlog.ran_since_boot``); else the VM only
+    retires (one whose docker never works is not powered off at every boot)."""
     if not _runs_containers(env):
         return None
     docker = env.get("ZEN_AGENT_DOCKER") or "docker"
@@ -83,9 +86,13 @@ def _remove_leftovers(env) -> str | None:
         log.error("containers left by a previous agent could not be removed; the VM retires",
                   extra={"reason": str(exc)})
         running = [cid for cid in exc.found if may_run(cid, docker)]
-        if running and (fence_file := env.get("ZEN_AGENT_FENCE_FILE")):
+        fence_file = env.get("ZEN_AGENT_FENCE_FILE")
+        if running and fence_file:
             fence_vm(fence_file, f"containers of earlier attempts may still run ({' '.join(running)}) and docker "
                                  "cannot remove them: Zen runs their jobs again elsewhere once their reports stop")
+        elif fence_file and not exc.found and ran_since_boot(work_dir_of(env)):
+            fence_vm(fence_file, "docker cannot list containers, and an agent of this boot ran attempts here: one's "
+                                 "container may still run: Zen runs its job again elsewhere once its reports stop")
         return str(exc)
     if removed:
         log.warning("removed containers left by a previous agent", extra={"containers": removed})

@@ -28,6 +28,22 @@ def path_for(work_dir: str | os.PathLike, vm: str) -> Path:
     return Path(work_dir) / ".ran" / (_UNSAFE.sub("-", vm).strip(".") or "-")
 
 
+def ran_since_boot(work_dir: str | os.PathLike) -> bool:
+    """Whether an agent of this boot ran an attempt here: a log under ``<work_dir>/.ran/`` written since the VM booted
+    (any VM's: read before the VM's name is, and a VM's work directory is its own). An attempt's container outlives
+    neither a reboot nor its VM's disk (a VM its MIG recreates gets a new one). Boot time unknown: any log."""
+    try:
+        with open("/proc/stat") as stat:
+            booted = next((float(line.split()[1]) for line in stat if line.startswith("btime ")), 0.0)
+    except OSError:
+        booted = 0.0
+    try:
+        return any(entry.is_file() and entry.stat().st_size and entry.stat().st_mtime >= booted
+                   for entry in os.scandir(Path(work_dir) / ".ran"))
+    except OSError:
+        return False  # no log: no attempt ran here
+
+
 class RanLog:
     def __init__(self, path: Path, kept: int):
         self.path, self.kept, self._lines, self._failed = path, kept, 0, False

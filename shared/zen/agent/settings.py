@@ -28,6 +28,11 @@ def _deadline(name: str) -> float:
     return float(Deadlines.model_fields[name].default)
 
 
+def work_dir_of(env: Mapping[str, str]) -> str:
+    """``ZEN_AGENT_WORK_DIR``, else ``<temp dir>/zen-agent``: readable before anything else (``zen.agent.__main__``)."""
+    return env.get("ZEN_AGENT_WORK_DIR") or os.path.join(tempfile.gettempdir(), "zen-agent")
+
+
 @dataclass(frozen=True)
 class AgentSettings:
     heartbeat_s: float = _deadline("agent_heartbeat_s")  # the configuration's (with_deadlines), unless set here
@@ -103,7 +108,7 @@ class AgentSettings:
             local=None if not local_raw else local_raw in ("1", "true", "yes"),
             docker=env.get("ZEN_AGENT_DOCKER") or cls.docker,
             output=output_limits(number),
-            work_dir=env.get("ZEN_AGENT_WORK_DIR") or os.path.join(tempfile.gettempdir(), "zen-agent"),
+            work_dir=work_dir_of(env),
             max_jobs_per_day=parse_limit("ZEN_AGENT_MAX_JOBS_PER_DAY", env.get("ZEN_AGENT_MAX_JOBS_PER_DAY", ""),
                                          integer=True),
             cache_dir=env.get("ZEN_AGENT_CACHE_DIR") or None,

@@ -71,6 +71,8 @@ STOP_GRACE_S="${ZEN_AGENT_STOP_GRACE_S:-10}"
 RETRY_S="${ZEN_STARTUP_RETRY_S:-2}"
 METADATA_TRIES=10  # pauses 2, 4, ... 18 s: 90 s in all before the script gives up
 INSTALL_TRIES=4
+# The unit's removal of leftover job containers (name zen-*), each docker call bounded (a hung daemon never answers).
+SWEEP="timeout 20 docker ps -aq --filter name=^zen- | xargs -r timeout 60 docker rm -f -v"
 
 log() { echo "zen-startup: $*" >&2; }
 
@@ -394,6 +396,12 @@ EOF
 Description=Zen VM agent (pulls, runs and reports GPU jobs)
 Wants=network-online.target docker.service
 After=network-online.target docker.service
+# An agent that fails at every start (a crash after each claim) restarted for ever, each start taking a job that
+# was then lost, job after job, on a VM heard every start and so never removed. More than 5 starts in 10 minutes:
+# systemd starts it no more; the VM falls silent and Zen deletes it (the job it holds run again elsewhere first).
+# A start that fails only after the control subscription's 120 s (Pub/Sub unreachable) never reaches 5 in 600 s.
+StartLimitIntervalSec=600
+StartLimitBurst=5
 
 [Service]
 # As zen-agent (see the top of the startup script): docker through its group, its home its only writable
@@ -403,13 +411,15 @@ Group=$AGENT_USER
 SupplementaryGroups=docker
 ExecStartPre=+/opt/zen/guard-metadata.sh
 # Job containers an agent before this one left (it crashed, or the VM rebooted): removed before it starts
-# (the agent does it too, first thing). "-": a failure here does not keep the agent from starting.
-ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f -v'
+# (the agent does it too, first thing). "-": a failure here does not keep the agent from starting; each docker
+# call bounded: a hung daemon made this wait out the start's timeout, restart, and never run the agent (whose
+# own removal retires the VM, or powers it off: zen.agent.__main__).
+ExecStartPre=-/bin/sh -c '$SWEEP'
 ExecStart=/opt/zen/venv/bin/python -m zen.agent
 # And as soon as the agent is gone, however it went (a crash, one systemd no longer restarts, an exit it did
 # not mean, a stop by hand): a job's container docker runs on without it is no longer fenced nor reported,
 # and Zen runs the job again elsewhere once its lease lapses. After the agent's own stop it finds none.
-ExecStopPost=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f -v'
+ExecStopPost=-/bin/sh -c '$SWEEP'
 $CONFIG_ENV
 $GRACE_ENV
 Environment=PYTHONUNBUFFERED=1
