@@ -162,17 +162,23 @@ class SubscriptionQueue:
         max_bytes: int | None,
         ack_deadline: float,
         stream: StreamBudget | None = None,
+        response_bytes: int | None = None,
     ) -> list[Entry]:
-        """Lease up to ``max_count`` available messages (and until ``max_bytes`` is reached)."""
+        """Lease up to ``max_count`` available messages (and until ``max_bytes`` is reached), of at most
+        ``response_bytes`` together (the first one whatever its size)."""
         self._promote(now)
         picked: list[Entry] = []
         used = 0
         while self._ready and len(picked) < max_count:
             if max_bytes is not None and used >= max_bytes:
                 break
-            entry = self.entries.get(heapq.heappop(self._ready))
+            entry = self.entries.get(self._ready[0])
             if entry is None or entry.deadline is not None or entry.available_at > now:
+                heapq.heappop(self._ready)
                 continue  # stale heap item
+            if response_bytes is not None and picked and used + entry.size > response_bytes:
+                break  # the next response takes it
+            heapq.heappop(self._ready)
             entry.lease_no += 1
             entry.deadline = now + ack_deadline
             entry.stream = stream

@@ -22,6 +22,9 @@ from .backlog import Entry, StreamBudget, SubscriptionQueue
 
 MAX_WAIT = 0.5  # longest a StreamingPull waiter sleeps before re-checking (seconds)
 MAX_PULL_MESSAGES = 1000
+# The official clients reach an emulator on a plain gRPC channel, which takes responses of 4 MiB at most: a
+# response is kept under that (room left for ack ids), and Pub/Sub may return fewer messages than asked for.
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 256 * 1024
 
 
 @dataclass(eq=False)
@@ -97,7 +100,8 @@ class Delivery:
             now = self._state.tick()
             sub = self._receivable(name, now)
             count = min(max_messages, MAX_PULL_MESSAGES)
-            return self._received(sub, sub.queue.take(now, count, None, sub.ack_deadline))
+            taken = sub.queue.take(now, count, None, sub.ack_deadline, response_bytes=MAX_RESPONSE_BYTES)
+            return self._received(sub, taken)
 
     def _parse_ack_id(self, sub: LiveSubscription, ack_id: str) -> tuple[int, int] | None:
         parts = ack_id.split("-")
@@ -214,7 +218,7 @@ class Delivery:
                 room = stream.budget.room()
                 if room is not None:
                     budget = stream.budget
-                    taken = sub.queue.take(now, room[0], room[1], budget.ack_deadline, budget)
+                    taken = sub.queue.take(now, room[0], room[1], budget.ack_deadline, budget, MAX_RESPONSE_BYTES)
                     if taken:
                         return T.StreamingPullResponse(
                             received_messages=self._received(sub, taken),

@@ -61,6 +61,9 @@ class PubSubStandIn:
         server = grpc.server(
             ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="pubsub-standin"),
             handlers=all_handlers(self.state),
+            # Pub/Sub takes a Publish request of up to 10 MB of messages and answers INVALID_ARGUMENT past that
+            # (resources.MAX_PUBLISH_BYTES): gRPC's own limit, 4 MB by default, must not refuse one first.
+            options=[("grpc.max_receive_message_length", -1)],
         )
         port = server.add_insecure_port(f"{self.host}:{self._requested_port}")
         if not port:
