@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from zen.core.secrets import EnvName
+from zen.core.secrets import EnvName, zens_names
 
 MAX_JOB_ID = 128  # a job_id's length (zen.core.models.JOB_ID_PATTERN): a task's id is its array's and "-<index>"
 RESERVED_PREFIX = "ZEN_"
@@ -61,6 +61,8 @@ def check_array(array_id: str, spec: ArraySpec, max_tasks: int, env: dict[str, s
         return (f"array: its tasks' ids ({longest!r}) would be longer than a job_id may be (128 characters): "
                 "give a shorter job_id")
     for i, params in enumerate(spec.params or ()):
+        if taken := zens_names(params):  # as env's (JobRequest): a gang's nodes would find Zen's value instead
+            return f"array.params[{i}]: {taken}"
         clash = sorted(set(params) & set(secrets))
         if clash:
             return f"array.params[{i}]: {', '.join(clash)} is also a secret's variable: give it one source"

@@ -74,13 +74,21 @@ def reserved_secret(name: str) -> bool:
     return bool(_RESERVED.fullmatch(name) or _RESERVED_FOR_SECRETS.fullmatch(name))
 
 
+def zens_names(env: dict[str, str]) -> str | None:
+    """Why these environment variables (a job's ``env``, an array task's parameters) may not be set: names Zen
+    sets itself, over the job's own."""
+    taken = sorted(n for n in env if _RESERVED.fullmatch(n))
+    if taken:
+        return (f"{', '.join(taken)}: names Zen sets itself (ZEN_*, and MASTER_ADDR, MASTER_PORT, NNODES, "
+                f"NODE_RANK for a gang's nodes); name your variables otherwise")
+    return None
+
+
 def reserved_names(env: dict[str, str], secrets: dict[str, str] | None) -> str | None:
     """Why a job may not have these ``env`` and ``secrets`` names: one Zen sets itself, or (a secret) one the
     programs that start its container read."""
-    taken = sorted(n for n in env if _RESERVED.fullmatch(n))
-    if taken:
-        return (f"env: {', '.join(taken)}: names Zen sets itself (ZEN_*, and MASTER_ADDR, MASTER_PORT, NNODES, "
-                f"NODE_RANK for a gang's nodes); name your variables otherwise")
+    if taken := zens_names(env):
+        return f"env: {taken}"
     unsafe = sorted(n for n in secrets or {} if reserved_secret(n))
     if unsafe:
         return (f"secrets: {', '.join(unsafe)}: a secret may not be named as Zen's variables or those the programs "
