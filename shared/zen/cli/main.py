@@ -12,6 +12,7 @@ import sys
 from typing import Sequence
 
 from zen.cli import clusters, demo, follow, programs, queues, records, stats, usage, user, watch
+from zen.cli.jobfiles import is_job_file
 from zen.cli.kit import Context, Parser, run
 
 COMMANDS = (records, clusters, programs, user, watch, queues, follow, stats, usage, demo)
@@ -61,7 +62,9 @@ def _dispatch(argv: list[str]) -> int:
     if rest:
         _misplaced(parser, argv, rest)
         named = _named(parser, argv)
-        hint = _closest(named, rest)
+        program = [w for w in args.words[:1] if not is_job_file(w)] + args.words[1:] if argv[:1] == ["submit"] else []
+        # A word after the job's program is the job's own (its flags, the -- left out), not a mistyped flag of Zen's.
+        hint = _closest(named, [w for w in rest if not program or argv.index(w) < argv.index(program[0])])
         if not hint and argv[:1] == ["submit"] and not trailing:  # a job's own flags (python -c ...) without the --
             hint = f" (a job's command goes after --: zen submit ... -- {shlex.join(args.words + rest)})"
         named.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
