@@ -592,3 +592,24 @@ def test_the_job_service_imports_no_store_adapter():
             "print(','.join(sorted(m for m in sys.modules if m.startswith(('zen.store', 'zen_dev', 'pg8000')))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_queued_jobs_short_of_a_region_added_since_are_found_oldest_first(store):
+    """Jobs whose request named no regions, not allowed one the cluster has now with the tags they require: widened to
+    it by the tick (``zen.jobs.claims.recleared``). A job that named its regions, or allowed every one, is not read."""
+    def queued(job_id: str, allowed: list[str], asked: dict[str, Any] | None = None, **changes: Any) -> Job:
+        request = {"job_id": job_id, "command": ["true"], **(asked or {})}
+        return a_job(job_id, JobStatus.QUEUED, regions=allowed, request=request, **changes)
+
+    inserted(store, queued("all", [REGION, "us-west1"]), queued("short", [REGION]),
+             queued("null", [REGION], {"regions": None}), queued("pinned", [REGION], {"regions": [REGION]}),
+             queued("tagged", [REGION], {"requires_tags": ["hipaa"]}), queued("nodes", [REGION], nodes=2))
+    for second, job_id in enumerate(["tagged", "null", "short", "all", "pinned", "nodes"]):
+        moved(store, job_id, [], queued_at=NOW + timedelta(seconds=second))
+    with store.transaction() as tx:
+        assert tx.queued_jobs_short(CLUSTER, {REGION: [], "us-west1": []}, 10) == ["null", "short", "nodes"]
+        assert tx.queued_jobs_short(CLUSTER, {REGION: [], "us-west1": []}, 1) == ["null"]
+        assert tx.queued_jobs_short(CLUSTER, {REGION: ["hipaa"], "us-west1": ["hipaa"]}, 10) == [
+            "tagged", "null", "short", "nodes"]
+        assert tx.queued_jobs_short(CLUSTER, {REGION: []}, 10) == []
+        assert tx.queued_jobs_short("other", {REGION: [], "us-west1": []}, 10) == []

@@ -121,6 +121,8 @@ HOT_QUERIES = [
     ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9",
                     "most": 8}),
     ("queue_head", {"queue": "q1", "cluster": "1xl4", "most": 8}),
+    # The tick's look for jobs short of a region added to their cluster (its queued jobs here allow all it has).
+    ("queued_jobs_short", {"cluster": "1xl4", "carried": '{"us-central1": []}', "limit": 500}),
 ]
 
 

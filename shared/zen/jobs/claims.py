@@ -307,12 +307,20 @@ def recleared(config: ZenConfig, job: Job, now: datetime) -> Decision | None:
     """A QUEUED job allowed regions the configuration no longer lets it run in (a tag it requires left them while
     it waited), looked at by the tick before the scaling pass counts it (``zen.jobs.sweeps``): narrowed to the
     regions cleared now, its start sent there (as at a claim from a dropped region: ``_not_cleared``), or, with none
-    left, held as at such a claim (``held_uncleared``): no VM is asked for where it cannot run. None: nothing
-    dropped (a gang with nodes claimed waits with them: its claims are refused as they come)."""
+    left, held as at such a claim (``held_uncleared``): no VM is asked for where it cannot run. One allowed fewer
+    regions than it may run in now (a region added to its cluster since, its request naming none) is widened to
+    them, its start sent again unless it goes to a few regions or VMs for now (``zen.core.routing``, which widens it
+    to them later). None: nothing dropped or added (a gang with nodes claimed waits with them: its claims are
+    refused as they come)."""
     cleared = regions_cleared_now(config, job)
     dropped = [r for r in job.regions if r not in cleared]
-    if job.status is not JobStatus.QUEUED or job.gang or not dropped:
+    added = [r for r in cleared if r not in job.regions]
+    if job.status is not JobStatus.QUEUED or job.gang or not (dropped or added):
         return None
+    if not dropped:
+        routed = job.start_regions is not None or bool(job.start_vms)
+        return Decision(publish_start=not routed, fields=dict(regions=cleared), note=(
+            f"regions now {cleared}: cluster {job.cluster} runs in {', '.join(added)} too (the configuration changed)"))
     why = _why_not_cleared(config, job, dropped)
     if not cleared:
         return _held(why, now)

@@ -69,9 +69,12 @@ class JobRows(Protocol):
         """The cluster's QUEUED jobs (no gang node claimed) allowed a region whose tags (``carried``: region -> the
         tags its VMs carry now) lack some their request requires, oldest first."""
 
+    def queued_jobs_short(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+        """Such jobs whose request names no regions, not yet allowed a region of ``carried`` carrying their tags."""
+
     def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
-        """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs other than ``vm``
-        now (``start_vms``, unless their ``widen_at`` is due), highest priority first, then oldest, at most ``limit``
+        """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs but ``vm`` now
+        (``start_vms``, unless their ``widen_at`` is due), highest priority first, then oldest, at most ``limit``
         (not locked)."""
 
     def lock_job_unless_held(self, job_id: str) -> Job | None:
@@ -95,8 +98,7 @@ class EarlyStops(Protocol):
         """Drop stops kept before ``cutoff``."""
 
     def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
-        """Jobs (or arrays) that exist although a stop for them was kept (a stop that raced its submit), oldest
-        stop first."""
+        """Jobs (or arrays) that exist although a stop for them was kept (raced its submit), oldest stop first."""
 
 
 class ProbeLook(NamedTuple):
@@ -218,9 +220,8 @@ class FleetRows(Protocol):
 
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
                     now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
-        """(name, region, offered) of idle, recently heard, undrained VMs holding no job whose warm cache
-        holds all of ``inputs`` (non-empty) or ``image``; those not offered a start first, then the most
-        recently heard from."""
+        """(name, region, offered) of idle, recently heard, undrained VMs holding no job whose warm cache holds all
+        of ``inputs`` (non-empty) or ``image``; those not offered a start first, then the most recently heard from."""
 
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
                   attempt: int | None, seq: int, sent_at: datetime, now: datetime,

@@ -83,6 +83,10 @@ class PostgresJobTx:
     def queued_jobs_uncleared(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
         return repository.queued_jobs_uncleared(self.session, cluster, carried, limit)
 
+    @hooked("queued_jobs_short")
+    def queued_jobs_short(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+        return repository.queued_jobs_short(self.session, cluster, carried, limit)
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return repository.pending_jobs(self.session, limit, queue_less)

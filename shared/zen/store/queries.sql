@@ -270,6 +270,21 @@ WHERE status = 'QUEUED' AND cluster = :cluster AND gang IS NULL
 ORDER BY queued_at, job_id
 LIMIT :limit;
 
+-- name: queued_jobs_short
+-- A cluster's QUEUED jobs (no gang node claimed) whose request names no regions, not allowed a region the cluster
+-- has now whose VMs carry every tag they require (:carried: region -> its tags now): a region added while they
+-- waited (zen.jobs.sweeps.Sweeps.narrow_uncleared), oldest first. A job allowed every region of the cluster (most
+-- of them) fails the first test, on a column: its request is not read.
+SELECT job_id FROM jobs
+WHERE status = 'QUEUED' AND cluster = :cluster AND gang IS NULL
+  AND NOT (regions @> (SELECT COALESCE(jsonb_agg(region), '[]') FROM jsonb_object_keys(CAST(:carried AS jsonb)) AS r(region)))
+  AND jsonb_typeof(request -> 'regions') IS DISTINCT FROM 'array'
+  AND EXISTS (SELECT 1 FROM jsonb_each(CAST(:carried AS jsonb)) AS here(region, tags)
+              WHERE NOT (regions ? here.region)
+                AND here.tags @> COALESCE(NULLIF(request -> 'requires_tags', 'null'), '[]'))
+ORDER BY queued_at, job_id
+LIMIT :limit;
+
 -- name: queued_jobs_outranking
 -- A cluster's QUEUED single-VM jobs of higher priority than :priority, not offered to other VMs now (offered to :vm, a
 -- JSON array of its name, or their offer due to widen), highest priority first, then oldest, at most :limit: those a

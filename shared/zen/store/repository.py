@@ -285,6 +285,11 @@ def queued_jobs_uncleared(session: Session, cluster: str, carried: dict[str, lis
                                              limit=limit)]
 
 
+def queued_jobs_short(session: Session, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+    """The cluster's QUEUED jobs of requests naming no regions, not allowed a region of ``carried`` fit for them."""
+    return [r["job_id"] for r in session.run("queued_jobs_short", cluster=cluster, carried=to_json(carried), limit=limit)]
+
+
 def queued_jobs_outranking(session: Session, cluster: str, priority: int, vm: str, now: datetime,
                            limit: int) -> list[Job]:
     """The cluster's QUEUED single-VM jobs of higher ``priority``, not offered to VMs other than ``vm`` now, highest

@@ -178,6 +178,15 @@ class InMemoryJobTx:
                                                                       for r in j.regions)]
         return [job_id for _, job_id in sorted(found)[:limit]]
 
+    @hooked("queued_jobs_short")
+    def queued_jobs_short(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
+        found = [(j.queued_at, j.job_id) for j in self._t.jobs.values()
+                 if j.status is JobStatus.QUEUED and j.cluster == cluster and not j.gang
+                 and not isinstance(j.request.get("regions"), list)
+                 and any(r not in j.regions and set(j.request.get("requires_tags") or ()) <= set(tags)
+                         for r, tags in carried.items())]
+        return [job_id for _, job_id in sorted(found)[:limit]]
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return [j.job_id for j in sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
