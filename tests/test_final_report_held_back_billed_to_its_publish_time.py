@@ -125,9 +125,8 @@ def test_a_publish_time_outside_the_attempt_is_held_to_its_start_and_to_now(func
     assert (job(zen, "d").finished_at, usage_row(zen, "d")["ended_at"]) == (read, read)
 
 
-def test_a_gangs_last_report_read_late_ends_it_when_published(functions, zen, clock):
-    """Node 0 ends first and is read at once; node 1's report, the gang's last, is read an hour after it was
-    published: the attempt ends then, and each node's VM is charged until its own end at the latest."""
+def gang_running(functions, clock):
+    """Gang ``g`` of two nodes claimed (its attempt's start, returned) and RUNNING 5 s later."""
     functions.submit(job_request("g", nodes=2))
     for seq, vm in enumerate(("vm-1", "vm-2"), start=1):
         functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{seq}"))
@@ -135,6 +134,13 @@ def test_a_gangs_last_report_read_late_ends_it_when_published(functions, zen, cl
     clock.advance(5)
     for vm in ("vm-1", "vm-2"):
         functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    return claimed
+
+
+def test_a_gangs_last_report_read_late_ends_it_when_published(functions, zen, clock):
+    """Node 0 ends first and is read at once; node 1's report, the gang's last, is read an hour after it was
+    published: the attempt ends then, and each node's VM is charged until its own end at the latest."""
+    claimed = gang_running(functions, clock)
     clock.advance(600)
     functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-1", exit_code=0))
     first_ended = clock()
@@ -151,13 +157,7 @@ def test_a_gang_whose_every_report_was_held_back_is_billed_to_when_each_node_end
     """Both nodes end while Zen's functions are down; an hour later the backlog is read, each node's last RUNNING
     and final report in turn: node 0 is charged until its report was published and the attempt ends when node 1's
     was, not when Zen read them (the first node's end was taken as its reading, and the hour billed twice)."""
-    functions.submit(job_request("g", nodes=2))
-    for seq, vm in enumerate(("vm-1", "vm-2"), start=1):
-        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{seq}"))
-    claimed = clock()  # the gang complete: its attempt's start
-    clock.advance(5)
-    for vm in ("vm-1", "vm-2"):
-        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    claimed = gang_running(functions, clock)
     clock.advance(570)
     running = clock()  # the functions go down: the nodes' reports from here on are held back
     clock.advance(30)

@@ -14,9 +14,11 @@ from zen.agent.checkpoint import MANIFEST
 from zen.agent.staging import Progress, TransferError
 
 
-def manifest_write_wrapped(client, after_landing: Callable[[Callable[..., None], tuple, dict], None]) -> Callable[[], None]:
+def manifest_write_wrapped(client, after_landing: Callable[[Callable[..., None], tuple, dict], None],
+                           land_first: bool = True) -> Callable[[], None]:
     """From now on the manifest's upload lands, then ``after_landing(upload, args, kwargs)`` runs (it decides
-    what the writer hears); returns the call that undoes it."""
+    what the writer hears; without ``land_first`` it alone sends the upload, or not); returns the call that undoes
+    it."""
     real = client.bucket
 
     class Bucket:
@@ -29,7 +31,8 @@ def manifest_write_wrapped(client, after_landing: Callable[[Callable[..., None],
                 upload = blob.upload_from_string
 
                 def landed(*args, **kwargs):
-                    upload(*args, **kwargs)
+                    if land_first:
+                        upload(*args, **kwargs)
                     after_landing(upload, args, kwargs)
                 blob.upload_from_string = landed
             return blob

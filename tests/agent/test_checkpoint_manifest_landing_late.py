@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests.agent.test_checkpoint import PREFIX, attempt, client, manifest, names  # noqa: F401 (client: a fixture)
-from tests.agent.test_checkpoint_dropped import restored
+from tests.agent.test_checkpoint_dropped import manifest_write_wrapped, restored
 from zen.agent.checkpoint import MANIFEST
 from zen.agent.staging import TransferError
 
@@ -25,32 +25,17 @@ def test_a_manifest_the_client_gave_up_on_that_lands_later_names_files_that_are_
     (lost.directory / "model.pt").write_text("epoch 2")
 
     held, landing = storage.state.hold(PREFIX + MANIFEST, "store"), list[threading.Thread]()
-    real = client.bucket
 
-    class Bucket:
-        def __init__(self, name):
-            self._bucket = real(name)
+    def gave_up(upload, args, kwargs):  # the request goes; the client hears nothing back in time
+        landing.append(threading.Thread(target=upload, args=args, kwargs=kwargs, daemon=True))
+        landing[-1].start()
+        assert held.reached.wait(10)
+        raise requests.exceptions.ReadTimeout("read timed out")
 
-        def blob(self, name):
-            blob = self._bucket.blob(name)
-            if name.endswith(MANIFEST):
-                upload = blob.upload_from_string
-
-                def gave_up(*args, **kwargs):  # the request goes; the client hears nothing back in time
-                    landing.append(threading.Thread(target=upload, args=args, kwargs=kwargs, daemon=True))
-                    landing[-1].start()
-                    assert held.reached.wait(10)
-                    raise requests.exceptions.ReadTimeout("read timed out")
-                blob.upload_from_string = gave_up
-            return blob
-
-        def __getattr__(self, name):
-            return getattr(self._bucket, name)
-
-    client.bucket = Bucket
+    undo = manifest_write_wrapped(client, gave_up, land_first=False)
     with pytest.raises(TransferError, match="read timed out"):
         lost.save("every 600 s")
-    client.bucket = real
+    undo()
     held.release.set()  # Cloud Storage stores it now
     landing[0].join(10)
     assert manifest(client)["generation"] == "attempt-1/save-2/"
