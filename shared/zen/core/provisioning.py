@@ -14,6 +14,7 @@ memory and decisions unchanged; another model's pool is ``<region>/<model>``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Collection, Iterable
 
 from pydantic import BeforeValidator
@@ -93,18 +94,19 @@ def pools_of(regions: list[str] | tuple[str, ...], models: list[str] | tuple[str
 FLEX_FRESH_S = 600.0
 
 
-def flex_run_left_s(run_s: float, heard_s: float, boot_estimate_s: float,
-                    running_s: float | None = None) -> float | None:
-    """Seconds a flex-start VM whose agent first spoke ``heard_s`` ago has left of its run (``run_s``, its
-    cluster's ``flex_start_run_s``; GCE deletes it then). GCE counts the run from when the VM is RUNNING (it sets
-    the VM's termination time then): from ``running_s`` ago when a scaling pass saw it RUNNING then (the tick's
-    ``mig_instances.running_at``), else from ``boot_estimate_s`` before that first word, whichever is earlier (a VM
-    whose startup took an hour has an hour less than its first word says); None for a VM that has run for less than
-    ``FLEX_FRESH_S`` plus the boot estimate, so counted (the one asked for the job: not held to it; one whose agent
-    first spoke an hour after it was RUNNING is held to it from its first claim). A job whose ``max_runtime_s``
-    exceeds it may not start there: the claims refuse it (``zen.jobs.claims``, cause ``flex-ending``) and the
-    planner counts no such VM for it (``zen.scaling.flexrun``), both from this."""
-    ran_s = max(heard_s + boot_estimate_s, running_s or 0.0)
+def flex_run_left_s(run_s: float, now: datetime, first_heard: datetime | None, running_at: datetime | None,
+                    boot_estimate_s: float) -> float | None:
+    """Seconds a flex-start VM whose agent first spoke at ``first_heard`` (None: not yet, now) has left of its run
+    (``run_s``, its cluster's ``flex_start_run_s``; GCE deletes it then) at ``now``. GCE counts the run from when the
+    VM is RUNNING (it sets the VM's termination time then): from ``running_at``, when a scaling pass first saw it
+    RUNNING (the tick's ``mig_instances.running_at``), or from ``boot_estimate_s`` before that first word, whichever
+    is earlier (a VM whose startup took an hour has an hour less than its first word says); None for a VM that has
+    run for less than ``FLEX_FRESH_S`` plus the boot estimate, so counted (the one asked for the job: not held to
+    it; one whose agent first spoke an hour after it was RUNNING is held to it from its first claim). A job whose
+    ``max_runtime_s`` exceeds it may not start there: the claims refuse it (``zen.jobs.claims``, cause
+    ``flex-ending``) and the planner counts no such VM for it (``zen.scaling.flexrun``), both from this."""
+    heard_s = (now - first_heard).total_seconds() if first_heard is not None else 0.0
+    ran_s = max(heard_s + boot_estimate_s, (now - running_at).total_seconds() if running_at is not None else 0.0)
     if ran_s < FLEX_FRESH_S + boot_estimate_s:
         return None
     return run_s - ran_s

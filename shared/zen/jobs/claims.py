@@ -225,10 +225,7 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
     if outlasts_flex(named, cluster.flex_start_run_s):  # no flex-start VM lives that long, a fresh one neither
         return (f"VM {vm} is a flex-start VM, whose run ends after {cluster.flex_start_run_s} s (flex_start_run_s), "
                 f"less than the job's max_runtime_s {named}")
-    first_seen, running_at = tx.vm_run_marks(vm)
-    heard_s = (now - first_seen).total_seconds() if first_seen is not None else 0.0
-    running_s = (now - running_at).total_seconds() if running_at is not None else None
-    left = flex_run_left_s(cluster.flex_start_run_s, heard_s, config.scaling.boot_estimate_s, running_s)
+    left = flex_run_left_s(cluster.flex_start_run_s, now, *tx.vm_run_marks(vm), config.scaling.boot_estimate_s)
     if left is None or left >= named:
         return None
     return (f"VM {vm} is a flex-start VM with about {max(int(left), 0)} s of its run left (flex_start_run_s "

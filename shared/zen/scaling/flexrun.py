@@ -31,8 +31,7 @@ def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: 
     """Whether flex-start VM ``vm``'s run ends before a job of ``longest_s`` seconds would (the claims' rule)."""
     if vm.first_heard_at is None:  # its agent has not spoken: the VM asked for the job
         return False
-    running_s = (now - vm.running_at).total_seconds() if vm.running_at is not None else None
-    left = flex_run_left_s(run_s, (now - vm.first_heard_at).total_seconds(), timing.boot_estimate_s, running_s)
+    left = flex_run_left_s(run_s, now, vm.first_heard_at, vm.running_at, timing.boot_estimate_s)
     return left is not None and left < longest_s
 
 
