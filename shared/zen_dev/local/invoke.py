@@ -21,6 +21,14 @@ from zen.core import eventarc
 FUNCTIONS_MAIN = Path(__file__).resolve().parents[3] / "functions" / "main.py"
 
 
+def _keep_source_folder_once() -> None:
+    """Drop the copy of ``functions/`` that ``create_app`` just appended to ``sys.path`` when one was there
+    already: it appends one at each load, and a process that built invokers test after test had thousands,
+    each looked in by every import not yet cached (Flask's own lookups at each ``create_app`` among them)."""
+    if len(sys.path) > 1 and sys.path[-1] in sys.path[:-1]:
+        sys.path.pop()
+
+
 class FunctionsInvoker:
     def __init__(self, zen, main: Path = FUNCTIONS_MAIN):
         self.zen = zen
@@ -36,6 +44,7 @@ class FunctionsInvoker:
         for target in self.topics:
             app = functions_framework.create_app(target, str(main), "cloudevent")
             sys.modules["main"]._zen = zen  # the module create_app just loaded
+            _keep_source_folder_once()
             self._clients[target] = app.test_client()
 
     def event(self, target: str, payload: Any, *, message_id: str | None = None,
