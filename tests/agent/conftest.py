@@ -30,7 +30,7 @@ from zen.core.config import Deadlines, load_config
 from zen.core.models import Job
 from zen.store import repository
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
-from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup
+from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup, WarmForks
 from zen_dev.local.topology import ensure_topology
 
 CLUSTER = "4xa100-40gb"
@@ -118,8 +118,15 @@ class Scheduler:
         self.zen.on_scale_tick()
 
 
+@pytest.fixture(scope="session")
+def function_forks():
+    """One process per test worker that imported the functions' libraries once and forks each test's group."""
+    with WarmForks(WARM_CORE) as forks:
+        yield forks
+
+
 @pytest.fixture
-def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_clients, tmp_path):
+def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_clients, function_forks, tmp_path):
     publisher_client, subscriber_client = pubsub_clients
     ensure_topology(config, publisher_client, subscriber_client)
     env = {"ZEN_DATABASE_URL": db_url, "ZEN_PROJECT": config.project, "ZEN_CONFIG": str(config_file),
@@ -129,7 +136,7 @@ def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_client
     targets = {topics.job_submitted: "on_job_submitted", topics.heartbeats: "on_heartbeat",
                topics.job_stop: "on_stop_requested"}
     functions = [Function(target, 0, tmp_path / f"{target}.log") for target in targets.values()]
-    with FunctionGroup(functions, env, warm=WARM_CORE) as group:  # no Compute here (ZEN_SCALING=off)
+    with FunctionGroup(functions, env, forks=function_forks) as group:  # no Compute here (ZEN_SCALING=off)
         routes = [Route(topic, group.url(target)) for topic, target in targets.items()]
         with EventBridge(config.project, routes, FAST, publisher_client, subscriber_client):
             yield Scheduler(config, db, zen, publisher_client,

@@ -1,6 +1,7 @@
 """A group of functions (``FunctionGroup``: the local stack's five, the agent tests' three) serves each
 function in a process of its own with its own environment and log, forked from one process that imported
-their libraries once; a function that cannot start fails the start at once, and a stop leaves no process."""
+their libraries once; a function that cannot start fails the start at once, and a stop leaves no process. Each
+case runs with the group's own process and with one forked from a ``WarmForks`` (the agent tests')."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.helpers import alive
-from zen_dev.local.functions_server import Function, FunctionGroup, PortHold, listening
+from zen_dev.local.functions_server import Function, FunctionGroup, PortHold, WarmForks, listening
 
 FLAKY = Path(__file__).parent / "fixtures" / "flaky_main.py"
 
@@ -34,11 +35,21 @@ def processes_of(pid: int) -> list[int]:
     return children + [grand for child in children for grand in processes_of(child)]
 
 
-def test_each_function_runs_in_its_own_process_with_its_own_environment_and_a_stop_leaves_none(tmp_path):
+@pytest.fixture(scope="module", params=["alone", "forked"])
+def forks(request):
+    if request.param == "alone":
+        yield None
+        return
+    with WarmForks(warm=()) as forks:
+        yield forks
+    assert forks.process.returncode == 0
+
+
+def test_each_function_runs_in_its_own_process_with_its_own_environment_and_a_stop_leaves_none(tmp_path, forks):
     logs = {name: tmp_path / f"{name}.jsonl" for name in ("a", "b")}
     functions = [Function("flaky", 0, tmp_path / f"{name}.log", {"FLAKY_LOG": str(log)}, FLAKY)
                  for name, log in logs.items()]
-    group = FunctionGroup(functions, env={"FLAKY_FAILS": "0"}, log_path=tmp_path / "group.log", warm=())
+    group = FunctionGroup(functions, env={"FLAKY_FAILS": "0"}, log_path=tmp_path / "group.log", warm=(), forks=forks)
     with group:
         assert [post_event(f"http://127.0.0.1:{f.port}/", f"event-{i}") for i, f in enumerate(group.functions)] == [200, 200]
         spawned = processes_of(group.process.pid)
@@ -48,12 +59,12 @@ def test_each_function_runs_in_its_own_process_with_its_own_environment_and_a_st
     assert group.process.returncode is not None and not [pid for pid in spawned if alive(pid)]
 
 
-def test_a_function_that_cannot_start_fails_the_start_at_once_and_leaves_no_process(tmp_path):
+def test_a_function_that_cannot_start_fails_the_start_at_once_and_leaves_no_process(tmp_path, forks):
     broken = tmp_path / "broken_main.py"
     broken.write_text("raise ImportError('this source cannot be imported')\n")
     fine = Function("flaky", 0, tmp_path / "ok.log", {"FLAKY_LOG": str(tmp_path / "x")}, FLAKY)
     group = FunctionGroup([fine, Function("nothing", 0, tmp_path / "broken.log", {}, broken)],
-                          env={"FLAKY_FAILS": "0"}, warm=())
+                          env={"FLAKY_FAILS": "0"}, warm=(), forks=forks)
     began = time.monotonic()
     with pytest.raises(RuntimeError, match="process exited with"):
         group.start(timeout_s=60)
@@ -63,11 +74,11 @@ def test_a_function_that_cannot_start_fails_the_start_at_once_and_leaves_no_proc
     assert not listening(group.functions[0].port)
 
 
-def test_a_function_killed_by_a_signal_ends_the_group_by_that_signal(tmp_path):
+def test_a_function_killed_by_a_signal_ends_the_group_by_that_signal(tmp_path, forks):
     """As a lone function server's process would: its Popen says -9, not an exit code made of it."""
     functions = [Function("flaky", 0, tmp_path / f"{n}.log", {"FLAKY_LOG": str(tmp_path / n)}, FLAKY)
                  for n in ("a", "b")]
-    with FunctionGroup(functions, env={"FLAKY_FAILS": "0"}, warm=()) as group:
+    with FunctionGroup(functions, env={"FLAKY_FAILS": "0"}, warm=(), forks=forks) as group:
         os.kill(processes_of(group.process.pid)[0], signal.SIGKILL)
         assert group.process.wait(timeout=30) == -signal.SIGKILL
     # The other stopped with it; the killed one's gunicorn worker, its arbiter gone, notices within a second

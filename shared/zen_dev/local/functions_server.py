@@ -17,12 +17,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from zen_dev.local.invoke import FUNCTIONS_MAIN
 
@@ -70,7 +71,7 @@ def listening(port: int, sock: socket.socket | None = None) -> bool:
             return False
 
 
-def wait_for_port(port: int, timeout_s: float = 30.0, process: subprocess.Popen | None = None) -> None:
+def wait_for_port(port: int, timeout_s: float = 30.0, process: subprocess.Popen | ForkedGroup | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
@@ -161,16 +162,89 @@ class Function:
                 "env": self.env, "source": str(self.source)}
 
 
+class WarmForks:
+    """A process that imported ``warm`` once and forks a whole group for each ``FunctionGroup`` given it
+    (``forks=``): a test worker's agent tests each start a group of three functions, and a group's own process
+    importing their libraries cost about 1 s of CPU each time (2 cores, 2026-12-06); forked from this one it
+    costs a few milliseconds. The group runs as one started alone does: in a session of its own, with the
+    group's environment and log. ``close`` ends this process and any group still running."""
+
+    def __init__(self, warm: Sequence[str] = WARM_CORE):
+        self._lock = threading.Lock()
+        self.process = subprocess.Popen([sys.executable, "-m", "zen_dev.local.functions_server", "--forks"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        start_new_session=True)
+        self._ask({"warm": list(warm)})
+
+    def _ask(self, request: dict) -> Any:
+        with self._lock:
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the forks process ended (exit {self.process.wait(10)}): see the tests' stderr")
+        return json.loads(line).get("answer")
+
+    def start(self, functions: Sequence[Function], env: dict[str, str], log_path: Path | None) -> "ForkedGroup":
+        return ForkedGroup(self, self._ask({"start": {"env": env, "log": str(log_path) if log_path else None,
+                                                      "functions": [f.spec() for f in functions]}}))
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def __enter__(self) -> "WarmForks":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ForkedGroup:
+    """A group ``WarmForks`` forked, seen as its ``Popen`` would be: ``pid``, ``poll``, ``wait``, ``returncode``
+    (negative: the signal that ended it); ``stop`` as ``stop_session`` stops a group started alone."""
+
+    def __init__(self, forks: WarmForks, pid: int):
+        self._forks = forks
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._forks._ask({"poll": self.pid})
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"group {self.pid}", timeout or 0)
+            time.sleep(0.05)
+        return code
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.returncode is None:
+            self.returncode = self._forks._ask({"stop": self.pid, "grace_s": grace_s})
+
+
 class FunctionGroup:
-    """Several functions, one process each, forked from one that imported their libraries once."""
+    """Several functions, one process each, forked from one process that imported their libraries once
+    (``warm``): one started for the group or, with ``forks``, that one (``WarmForks``, its own ``warm``)."""
 
     def __init__(self, functions: Sequence[Function], env: dict[str, str] | None = None,
-                 log_path: Path | None = None, warm: Sequence[str] = WARM):
+                 log_path: Path | None = None, warm: Sequence[str] = WARM, forks: WarmForks | None = None):
         self.functions = list(functions)
         self.warm = warm
+        self.forks = forks
         self.env = {**os.environ, **(env or {})}
         self.log_path = log_path
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | ForkedGroup | None = None
 
     def url(self, target: str) -> str:
         return next(f"http://127.0.0.1:{f.port}/" for f in self.functions if f.target == target)
@@ -183,6 +257,10 @@ class FunctionGroup:
         return self
 
     def _start(self, timeout_s: float) -> None:
+        if self.forks is not None:
+            self.process = self.forks.start(self.functions, self.env, self.log_path)
+            self._wait_for_ports(timeout_s)
+            return
         # In a session of its own; the functions go over stdin, so their environments (database passwords)
         # are in no argv.
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
@@ -197,6 +275,9 @@ class FunctionGroup:
         self.process.stdin.write(json.dumps({"warm": list(self.warm),
                                              "functions": [f.spec() for f in self.functions]}).encode())
         self.process.stdin.close()
+        self._wait_for_ports(timeout_s)
+
+    def _wait_for_ports(self, timeout_s: float) -> None:
         try:
             for function in self.functions:
                 wait_for_port(function.port, timeout_s, self.process)
@@ -205,7 +286,8 @@ class FunctionGroup:
             raise
 
     def stop(self) -> None:
-        stop_session(self.process)  # the group passes SIGTERM on and waits for its functions
+        # The group passes SIGTERM on and waits for its functions.
+        self.process.stop() if isinstance(self.process, ForkedGroup) else stop_session(self.process)
 
     def __enter__(self) -> "FunctionGroup":
         return self.start()
@@ -247,17 +329,23 @@ def _serve(spec: dict) -> NoReturn:
 
 
 def main() -> int:
-    """The group: read the functions and the modules to import from stdin, import those, fork one process
-    per function, pass SIGTERM and SIGINT on to them, and end when one ends (stopping the rest) as it ended
-    (its exit code, or its signal), so that whoever started the group sees a function die as it saw a lone
-    function server's. Nothing in it may start a thread before the forks (a forked process has only the
-    thread that forked); SIGTERM and SIGINT wait while it forks, then reach every function."""
+    """The group: read the functions and the modules to import from stdin, import those, and run the group
+    (``_run_group``). With ``--forks``: a process that forks whole groups (``WarmForks``, ``_forks``)."""
+    if sys.argv[1:] == ["--forks"]:
+        return _forks()
     given = json.loads(sys.stdin.read())
-    specs = given["functions"]
     for name in given["warm"]:
         importlib.import_module(name)
     sys.stdout.flush()
     sys.stderr.flush()
+    return _run_group(given["functions"])
+
+
+def _run_group(specs: list[dict]) -> int:
+    """Fork one process per function, pass SIGTERM and SIGINT on to them, and end when one ends (stopping the
+    rest) as it ended (its exit code, or its signal), so that whoever started the group sees a function die
+    as it saw a lone function server's. Nothing in it may start a thread before the forks (a forked process
+    has only the thread that forked); SIGTERM and SIGINT wait while it forks, then reach every function."""
     children: dict[int, str] = {}
 
     def pass_on(signum, frame) -> None:
@@ -293,6 +381,82 @@ def main() -> int:
             signal.signal(os.WTERMSIG(first), signal.SIG_DFL)  # not pass_on (SIGKILL has no handler to reset)
         os.kill(os.getpid(), os.WTERMSIG(first))
     return 0 if first is None else os.waitstatus_to_exitcode(first)
+
+
+def _forks() -> int:
+    """``--forks`` (``WarmForks``'s process): import the modules the first line of stdin names, then answer one
+    request a line, one JSON line each on the first stdout (print and a library's output go to stderr):
+    ``{"start": {"env", "log", "functions"}}`` forks a group (``_forked_group``) and answers its pid;
+    ``{"poll": pid}`` answers its exit code as ``Popen.returncode`` gives it (None while it runs);
+    ``{"stop": pid, "grace_s": s}`` SIGTERMs it, SIGKILLs its session after ``grace_s``, answers its code.
+    At the end of stdin (the tests' process gone) it SIGKILLs the groups still running and ends."""
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    for name in json.loads(sys.stdin.readline())["warm"]:
+        importlib.import_module(name)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    running: set[int] = set()
+    ended: dict[int, int] = {}
+
+    def code(pid: int, block: bool = False) -> int | None:
+        if pid in running:
+            done, status = os.waitpid(pid, 0 if block else os.WNOHANG)
+            if done:
+                running.discard(pid)
+                ended[pid] = os.waitstatus_to_exitcode(status)
+        return ended.get(pid)
+
+    answers.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "start" in request:
+            pid = os.fork()
+            if pid == 0:
+                answers.close()
+                _forked_group(request["start"])
+            running.add(pid)
+            answer: int | None = pid
+        elif "poll" in request:
+            answer = code(request["poll"])
+        else:
+            pid = request["stop"]
+            if code(pid) is None:
+                os.kill(pid, signal.SIGTERM)
+                deadline = time.monotonic() + request["grace_s"]
+                while code(pid) is None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                if code(pid) is None:
+                    os.killpg(pid, signal.SIGKILL)
+            answer = code(pid, block=True)
+        answers.write(json.dumps({"answer": answer}) + "\n")
+    for pid in list(running):
+        os.killpg(pid, signal.SIGKILL)
+        code(pid, block=True)
+    return 0
+
+
+def _forked_group(request: dict) -> NoReturn:
+    """In a process ``_forks`` forked: a group as ``python -m zen_dev.local.functions_server`` runs one, in a
+    session of its own, with the group's environment (not the forks process's), its output to its log."""
+    code = 1
+    try:
+        os.setsid()
+        out = os.open(request["log"] or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        given = os.open(os.devnull, os.O_RDONLY)
+        for fd, to in ((out, 1), (out, 2), (given, 0)):
+            os.dup2(fd, to)
+        os.close(out)
+        os.close(given)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        code = _run_group(request["functions"])
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 if __name__ == "__main__":
