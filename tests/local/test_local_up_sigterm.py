@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.test_standins_ctrl_c import ctrl_c_heard
+from tests.local.test_standins_ctrl_c import HEAR_CTRL_C
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,14 +53,16 @@ def _wait_line(process, text, timeout_s=20.0):
         seen.append(line)
         if text in line:
             return seen
-    raise AssertionError(f"{text!r} never came: {seen}")
+    code = process.poll()
+    raise AssertionError(f"{text!r} never came: {seen}" + (f" (exit {code}: {process.stderr.read()[-800:]})"
+                                                           if code is not None else ""))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_a_second_signal_while_the_stack_stops_does_not_abort_the_stop(tmp_path, sig):
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}:{ROOT}"}
-    process = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_heard)
+    process = subprocess.Popen([sys.executable, "-c", HEAR_CTRL_C + SCRIPT], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_line(process, "Watch:")
         process.send_signal(sig)
