@@ -53,11 +53,11 @@ browser:
 		|| (DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) \
 		|| echo "make: chromium could not be installed: the console's browser test will be skipped"
 
-# The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Five
+# The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Six
 # pytest-xdist workers, a test file each at a time: most tests wait on subprocesses, Postgres and
-# Pub/Sub, so five share two cores well (on 2 cores, 2026-12-05, in fresh clones: 474-509 s of tests with
-# five, 506-556 s with four; docs/how-to/test.md). TEST_WORKERS=0 runs them in this process.
-TEST_WORKERS ?= 5
+# Pub/Sub, so six share two cores well (on 2 cores, 2026-12-06, in one fresh clone: 486 s of tests with
+# six, 510 s with five; docs/how-to/test.md). TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 6
 # Whole files to each worker, in the order tests/conftest.py gives them (the longest first).
 XDIST = --dist loadfile --no-loadscope-reorder
 # `make test` alone sets up its two virtualenvs side by side (39 s in a fresh clone on 2 cores from empty
