@@ -23,7 +23,7 @@ import traceback
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from zen_dev.local.invoke import FUNCTIONS_MAIN
 
@@ -302,22 +302,37 @@ STOPS = {signal.SIGTERM, signal.SIGINT}
 def _serve(spec: dict) -> NoReturn:
     """In a forked process: serve one function as ``python -m functions_framework`` would. Never returns:
     gunicorn forks its worker from here, and neither may run on into the group's loop."""
-    code = 1
-    try:
+
+    def serve() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # blocked by the group while it forked
         if spec["log"]:
-            log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(log)
+            _output_to(spec["log"])
         os.environ.update(spec["env"])
         from functions_framework import create_app
         from functions_framework._http import create_server
 
         create_server(create_app(spec["target"], spec["source"], "cloudevent"), False).run("127.0.0.1", spec["port"])
-        code = 0
+        return 0
+
+    _end_fork(serve)
+
+
+def _output_to(path: str) -> None:
+    """This process's stdout and stderr appended to ``path``."""
+    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+
+
+def _end_fork(run: Callable[[], int]) -> NoReturn:
+    """End a forked process with what ``run`` returns (1 where it raised: printed), its output flushed; it
+    never returns into the code that forked it."""
+    code = 1
+    try:
+        code = run()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -439,24 +454,18 @@ def _forks() -> int:
 def _forked_group(request: dict) -> NoReturn:
     """In a process ``_forks`` forked: a group as ``python -m zen_dev.local.functions_server`` runs one, in a
     session of its own, with the group's environment (not the forks process's), its output to its log."""
-    code = 1
-    try:
+
+    def run() -> int:
         os.setsid()
-        out = os.open(request["log"] or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _output_to(request["log"] or os.devnull)
         given = os.open(os.devnull, os.O_RDONLY)
-        for fd, to in ((out, 1), (out, 2), (given, 0)):
-            os.dup2(fd, to)
-        os.close(out)
+        os.dup2(given, 0)
         os.close(given)
         os.environ.clear()
         os.environ.update(request["env"])
-        code = _run_group(request["functions"])
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        return _run_group(request["functions"])
+
+    _end_fork(run)
 
 
 if __name__ == "__main__":
