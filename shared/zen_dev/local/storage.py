@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import re
+import socket
 import threading
 import uuid
 from collections import Counter
@@ -66,8 +67,26 @@ class StorageState:
         self.locations: dict[str, str] = {}
         self._generations = itertools.count(1_700_000_000_000_000)
         self.uploads: dict[str, dict] = {}  # resumable sessions: upload_id -> bucket, name, type, data
+        self.finished: dict[str, tuple[str, str, StoredObject]] = {}  # resumable uploads done: -> what they stored
         self.downloads: Counter[str] = Counter()  # "bucket/name" -> media reads (what a warm cache saves)
         self._holds: list[Hold] = []
+        self._lost: list[str] = []  # lose_answer
+        self.answers_lost = 0
+
+    def lose_answer(self, part: str) -> None:
+        """The next upload of an object whose name contains ``part`` is stored, and its answer lost: the request
+        that stores it (a multipart upload, a resumable upload's last chunk) gets the connection closed instead
+        of an answer, as when the network fails between Cloud Storage and the client, which tries it again."""
+        with self._lock:
+            self._lost.append(part)
+
+    def answer_lost(self, name: str) -> bool:
+        with self._lock:
+            lost = next((part for part in self._lost if part in name), None)
+            if lost is not None:
+                self._lost.remove(lost)
+                self.answers_lost += 1
+        return lost is not None
 
     def hold(self, part: str, what: str) -> Hold:
         """Hold the next ``what`` (``store`` or ``read``) request of an object named ``*part*`` (:class:`Hold`)."""
@@ -266,6 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
             location = f"{self.server.base_url}/upload/storage/v1/b/{bucket}/o?uploadType=resumable&upload_id={upload_id}"
             return self._send(200, b"", headers={"Location": location})
         if kind == "resumable" and method == "PUT":
+            if (done := state.finished.get(query.get("upload_id", ""))) is not None:  # its last chunk sent again
+                return self._json(200, self._resource(*done))  # as Cloud Storage answers: with the object it made
             session = state.uploads.get(query.get("upload_id", ""))
             if session is None:
                 raise ApiError(404, "No such upload session")
@@ -282,13 +303,23 @@ class _Handler(BaseHTTPRequestHandler):
         if total != "*" and int(total) == len(session["data"]):
             del self.server.state.uploads[upload_id]
             return self._stored(session["bucket"], session["name"], bytes(session["data"]), session["type"],
-                                session["match"])
+                                session["match"], upload_id)
         received = len(session["data"])
         self._send(308, b"", headers={"Range": f"bytes=0-{received - 1}"} if received else {})
 
-    def _stored(self, bucket: str, name: str, data: bytes, content_type: str | None, match: str | None = None) -> None:
+    def _stored(self, bucket: str, name: str, data: bytes, content_type: str | None, match: str | None = None,
+                upload_id: str | None = None) -> None:
         self.server.state.wait_if_held(name, "store")
         stored = self.server.state.put(bucket, name, data, content_type or "application/octet-stream", match)
+        if upload_id is not None:
+            finished = self.server.state.finished
+            finished[upload_id] = (bucket, name, stored)
+            if len(finished) > 64:  # the latest are the ones a lost answer sends again; a long-running stack keeps no more
+                del finished[next(iter(finished))]
+        if self.server.state.answer_lost(name):  # stored, and no answer (StorageState.lose_answer)
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self._json(200, self._resource(bucket, name, stored))
 
 
