@@ -335,7 +335,8 @@ def test_a_flex_start_vm_slow_to_boot_counts_its_run_from_when_it_ran_not_from_i
         assert repository.get_job(session, "f-long").status.value == "QUEUED"
         refused = [r["reason"] for r in repository.list_rejections(session)]
     assert [f"VM {vm} is a flex-start VM with about {4 * 3600} s of its run left (flex_start_run_s 86400), "
-            "less than the job's max_runtime_s 15000"] == [r[r.index("VM "):] for r in refused], refused
+            "less than the job's max_runtime_s 15000 and the 900 s kept after it for its stop, last checkpoint and "
+            "outputs' upload (deadlines.flex_end_margin_s)"] == [r[r.index("VM "):] for r in refused], refused
     functions.heartbeat(heartbeat("f-short", "CLAIMED", 3, vm=vm))
     with zen.db.transaction() as session:
         assert repository.get_job(session, "f-short").status.value == "ASSIGNED"

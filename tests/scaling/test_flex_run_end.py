@@ -99,3 +99,12 @@ def test_a_busy_flex_vm_whose_run_ends_first_has_no_room_for_the_job(longest_s, 
     m = ClusterManager(config, fleet, {key: mig}, lambda: NOW, Timing(), ZenPlanner(), telemetry=False, pools=pools)
     report = m.run()
     assert sum(report.added.values()) == asked, ([d.reason for d in report.decisions], calls)
+
+
+def test_an_idle_flex_vm_without_time_for_the_jobs_upload_after_its_run_gets_it_a_vm_of_its_own():
+    """Six days into a seven-day run, and a job that may run 10 minutes less than what is left: its run fits, its
+    stop grace and upload after it (``Timing.flex_end_margin_s``, as the claim counts it) do not. The VM was
+    counted as the job's, whose claim is refused: the job waited on it."""
+    left = DAY - Timing().boot_estimate_s
+    calls, report = _pass(heard_s=6 * DAY, longest_s=left - 600)
+    assert sum(report.added.values()) == 1, (report.added, [d.reason for d in report.decisions], calls)

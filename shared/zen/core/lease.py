@@ -96,6 +96,9 @@ class Deadlines(Strict):
     vm_heartbeat_s: float = Field(default=60, gt=0, description=(
         "An agent's VM heartbeat period; an agent unheard for 3 of them (at least heartbeat_timeout_s) is gone"))
     stop_grace_s: float = Field(default=10, ge=0, description="SIGTERM to SIGKILL when an agent stops a job")
+    flex_end_margin_s: float = Field(default=900, ge=0, description=(
+        "The end of a flex-start VM's run kept past a job's max_runtime_s, for its stop grace, last checkpoint, "
+        "outputs' upload and final report: a VM with less left takes no such job (zen.core.provisioning.flex_too_short)"))
 
     @model_validator(mode="after")
     def _lease_fits(self) -> "Deadlines":

@@ -103,13 +103,22 @@ def flex_run_left_s(run_s: float, now: datetime, first_heard: datetime | None, r
     is earlier (a VM whose startup took an hour has an hour less than its first word says); None for a VM that has
     run for less than ``FLEX_FRESH_S`` plus the boot estimate, so counted (the one asked for the job: not held to
     it; one whose agent first spoke an hour after it was RUNNING is held to it from its first claim). A job whose
-    ``max_runtime_s`` exceeds it may not start there: the claims refuse it (``zen.jobs.claims``, cause
-    ``flex-ending``) and the planner counts no such VM for it (``zen.scaling.flexrun``), both from this."""
+    ``max_runtime_s``, and the margin after it, exceed it may not start there (``flex_too_short``)."""
     heard_s = (now - first_heard).total_seconds() if first_heard is not None else 0.0
     ran_s = max(heard_s + boot_estimate_s, (now - running_at).total_seconds() if running_at is not None else 0.0)
     if ran_s < FLEX_FRESH_S + boot_estimate_s:
         return None
     return run_s - ran_s
+
+
+def flex_too_short(left_s: float | None, max_runtime_s: float, margin_s: float) -> bool:
+    """Whether a flex-start VM with ``left_s`` of its run left (``flex_run_left_s``; None: not held to it) ends it
+    before a job that may run ``max_runtime_s`` has ended its attempt: stopped at ``max_runtime_s`` the job still
+    has its stop grace, its last checkpoint's save, its outputs' upload and its final report to do (``margin_s``,
+    ``deadlines.flex_end_margin_s``), and GCE deletes the VM at the end of its run whatever it is doing: a job cut
+    there runs again. The claims refuse such a job (``zen.jobs.claims``) and the planner counts no such VM for
+    it (``zen.scaling.flexrun``), both from this."""
+    return left_s is not None and left_s < max_runtime_s + margin_s
 
 
 def outlasts_flex(max_runtime_s: float | None, run_s: float) -> bool:

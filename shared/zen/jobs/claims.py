@@ -22,7 +22,7 @@ from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
-from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
+from zen.core.provisioning import accepted_models, flex_run_left_s, flex_too_short, outlasts_flex
 from zen.core.reports import refused_floor
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now, required_now
@@ -212,13 +212,14 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
                   now: datetime) -> str | None:
     """Why flex-start VM ``vm`` may not take ``job``: its run (``flex_start_run_s``, counted from when a scaling pass
     first saw its VM RUNNING or from its agent's first word less the cluster's boot estimate, the earlier) ends
-    before the job's ``max_runtime_s`` would, and GCE would end the job there (a rerun from its last checkpoint,
-    or from the start). None for any other VM, a job whose request names no ``max_runtime_s`` (stored as the
-    configured cap, ``limits.max_runtime_s``: how long it runs is not known, and most jobs run far less than the
-    cap), and a VM that has run for less than ``FLEX_FRESH_S`` past the boot estimate (the VM asked for the job:
-    ``zen.core.provisioning.flex_run_left_s``). The job waits for another VM: the planner counts no VM for it
-    whose run ends first (``zen.scaling.flexrun``), so it asks for one, and the refusing VM is scaled down once
-    idle and needed by no other job, as any idle VM is."""
+    before the job's ``max_runtime_s`` and ``deadlines.flex_end_margin_s`` after it would (its stop grace, last
+    checkpoint, outputs' upload and report: ``flex_too_short``), and GCE would end the job there (a rerun from its
+    last checkpoint, or from the start, its finished work uploaded or not). None for any other VM, a job whose
+    request names no ``max_runtime_s`` (stored as the configured cap, ``limits.max_runtime_s``: how long it runs is
+    not known, and most jobs run far less than the cap), and a VM that has run for less than ``FLEX_FRESH_S`` past
+    the boot estimate (the VM asked for the job: ``zen.core.provisioning.flex_run_left_s``). The job waits for
+    another VM: the planner counts no VM for it whose run ends first (``zen.scaling.flexrun``), so it asks for one,
+    and the refusing VM is scaled down once idle and needed by no other job, as any idle VM is."""
     named = job.request.get("max_runtime_s")
     if named is None or cluster.model_of(vm, region) != "flex-start":
         return None
@@ -226,10 +227,12 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
         return (f"VM {vm} is a flex-start VM, whose run ends after {cluster.flex_start_run_s} s (flex_start_run_s), "
                 f"less than the job's max_runtime_s {named}")
     left = flex_run_left_s(cluster.flex_start_run_s, now, *tx.vm_run_marks(vm), config.scaling.boot_estimate_s)
-    if left is None or left >= named:
+    margin = config.deadlines.flex_end_margin_s
+    if not flex_too_short(left, named, margin):
         return None
-    return (f"VM {vm} is a flex-start VM with about {max(int(left), 0)} s of its run left (flex_start_run_s "
-            f"{cluster.flex_start_run_s}), less than the job's max_runtime_s {named}")
+    return (f"VM {vm} is a flex-start VM with about {max(int(left or 0), 0)} s of its run left (flex_start_run_s "
+            f"{cluster.flex_start_run_s}), less than the job's max_runtime_s {named} and the {margin:g} s kept after "
+            "it for its stop, last checkpoint and outputs' upload (deadlines.flex_end_margin_s)")
 
 
 def _data_not_cleared(config: ZenConfig, job: Job, hb: Heartbeat) -> str | None:

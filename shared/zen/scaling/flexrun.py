@@ -1,8 +1,9 @@
 """Flex-start pools as the planner sees them: the end of a VM's run, and resize requests cancelled whole.
 
 The end of a flex-start VM's run, as the planner counts supply. GCE deletes a flex-start VM
-``flex_start_run_s`` after it is RUNNING; a claim of a job whose ``max_runtime_s`` outlasts what is left of that
-run is refused (``zen.jobs.claims``, cause ``flex-ending``), both by ``zen.core.provisioning.flex_run_left_s``.
+``flex_start_run_s`` after it is RUNNING; a claim of a job whose ``max_runtime_s``, and the margin kept after it for
+its upload (``deadlines.flex_end_margin_s``), outlast what is left of that run is refused (``zen.jobs.claims``, cause
+``flex-ending``), both by ``zen.core.provisioning.flex_too_short``.
 So an idle flex-start VM whose run ends first is no supply for a demand group holding such a job: the
 planner hides it from that group while matching (:func:`hidden`), asks for a VM the job can take, and the
 old VM, needed by no other group, is scaled down as any idle VM is. Counted by the group's longest job (its
@@ -23,16 +24,17 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, Mapping
 
-from zen.core.provisioning import PENDING_SEP, flex_run_left_s
+from zen.core.provisioning import PENDING_SEP, flex_run_left_s, flex_too_short
 from zen.scaling.model import Action, ClusterLimits, Decision, DemandGroup, Plan, Timing, Vm, VmIndex
 
 
 def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: datetime) -> bool:
-    """Whether flex-start VM ``vm``'s run ends before a job of ``longest_s`` seconds would (the claims' rule)."""
+    """Whether flex-start VM ``vm``'s run ends before a job of ``longest_s`` seconds and the margin after it
+    (``timing.flex_end_margin_s``) would (the claims' rule)."""
     if vm.first_heard_at is None:  # its agent has not spoken: the VM asked for the job
         return False
     left = flex_run_left_s(run_s, now, vm.first_heard_at, vm.running_at, timing.boot_estimate_s)
-    return left is not None and left < longest_s
+    return flex_too_short(left, longest_s, timing.flex_end_margin_s)
 
 
 def ends_before(vm: Vm, longest_s: float | None, cluster: ClusterLimits, timing: Timing, now: datetime) -> bool:

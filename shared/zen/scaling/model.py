@@ -107,8 +107,7 @@ def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime, float | None]]) 
     """``(key, jobs, oldest, longest max_runtime_s)`` parts summed into one group per key, in first-come order."""
     groups: dict[DemandKey, list[Any]] = {}  # key -> [count, oldest, longest]
     for key, count, oldest, longest in parts:
-        group = groups.get(key)
-        if group is None:
+        if (group := groups.get(key)) is None:
             groups[key] = [count, oldest, longest]
         else:
             group[0] += count
@@ -217,6 +216,7 @@ class Timing:
     cost_slack_s: float = 120  # priced pools: one expected this much slower than the fastest may win on price
     hedge_price_ratio: float = 1.25  # priced pools: a hedge costs at most this x its first choice's price
     flex_start_estimate_s: float = 900  # a flex-start pool's asked-to-usable time (not learned: Ranking.boot_s)
+    flex_end_margin_s: float = 900  # a flex-start VM's run kept past a job's max_runtime_s (zen.scaling.flexrun)
     max_start_wait_s: float = 600  # a job's default start bound: past it, its demand ranks pools by speed alone
     spare_boots: bool = True  # priced pools: a one-VM job races a spare boot in its pool (Ranking.races_spare)
 

@@ -15,4 +15,5 @@ def timing_from_config(config: ZenConfig) -> Timing:
                   trust_s=scaling.stockout_memory_s, preference_s=scaling.preference_s,
                   cost_slack_s=scaling.cost_slack_s, hedge_price_ratio=scaling.hedge_price_ratio,
                   flex_start_estimate_s=scaling.flex_start_estimate_s, spare_boots=scaling.spare_boots,
-                  agent_silence_s=config.deadlines.agent_silence_s)
+                  agent_silence_s=config.deadlines.agent_silence_s,
+                  flex_end_margin_s=config.deadlines.flex_end_margin_s)

@@ -18,6 +18,7 @@ from zen.scaling.model import Timing
 SOURCES: dict[str, tuple[type[BaseModel], str, str]] = {
     "boot_timeout_s": (Deadlines, "boot_timeout_s", "deadlines.boot_timeout_s"),
     "idle_timeout_s": (Deadlines, "idle_timeout_s", "deadlines.idle_timeout_s"),
+    "flex_end_margin_s": (Deadlines, "flex_end_margin_s", "deadlines.flex_end_margin_s"),
     "block_s": (Scaling, "stockout_block_s", "scaling.stockout_block_s"),
     "max_block_s": (Scaling, "max_stockout_block_s", "scaling.max_stockout_block_s"),
     "trust_s": (Scaling, "stockout_memory_s", "scaling.stockout_memory_s"),
