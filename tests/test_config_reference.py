@@ -2,6 +2,7 @@
 
 import re
 import typing
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -72,3 +73,18 @@ def test_an_email_key_in_the_deployed_project_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("ZEN_PROJECT", "their-project")
     with pytest.raises(ConfigError, match="not my-project's"):
         deployed_config()
+
+
+def test_the_reference_gives_each_limit_and_its_ceiling():
+    """docs/reference/configuration.md#limits: each field of ``limits:`` and ``attempts:`` is named, and each one
+    with a ceiling (``zen.core.limits.CEILINGS``) has its row in the table, with the ceiling refused above."""
+    from zen.core.limits import CEILINGS, Attempts, Limits
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "configuration.md").read_text()
+    section = text[text.index("\n## Limits\n"):text.index("\n## ", text.index("\n## Limits\n") + 1)]
+    unnamed = [f"{name}.{field}" for name, model in (("limits", Limits), ("attempts", Attempts))
+               for field in model.model_fields if f"`{name}.{field}`" not in section]
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in section.splitlines()
+            if line.startswith("| `")}
+    assert unnamed == [] and {field: rows.get(f"`{field}`") for field in CEILINGS} == {
+        field: str(most) for field, (most, _) in CEILINGS.items()}

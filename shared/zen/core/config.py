@@ -21,6 +21,7 @@ from zen.core.documents import DuplicateKey, load_yaml
 from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.gang_records import GangConfig
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
+from zen.core.limits import Attempts as Attempts, Limits as Limits  # the `attempts:` and `limits:` sections
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
 from zen.core.cluster_config import Number, Strict as _Strict, describe_pull_limits as describe_pull_limits
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
@@ -71,24 +72,6 @@ class Scaling(_Strict):
         "A flex-start pool's asked-to-usable time (its queue and boot; not learned: docs/explanations/scaling.md)"))
     spare_boots: bool = Field(default=True, description=(
         "Priced pools: a one-VM job races a second boot in its pool and starts on the first up"))
-
-
-class Attempts(_Strict):
-    default_max_attempts: int = Field(default=3, ge=1)
-    max_max_attempts: int = Field(default=10, ge=1, description="Cap on a request's max_attempts")
-
-    @model_validator(mode="after")
-    def _order(self) -> "Attempts":
-        if self.default_max_attempts > self.max_max_attempts:
-            raise ValueError("default_max_attempts is above max_max_attempts")
-        return self
-
-
-class Limits(_Strict):
-    max_message_bytes: int = Field(default=64 * 1024, gt=0, description="Larger payloads are rejected")
-    max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0, le=2**31 - 1,  # a job's column is a Postgres integer
-                               description="Cap on a job's max_runtime_s, and its value when it gives none")
-    max_array_tasks: int = Field(default=1000, gt=0, description="Most tasks one array submission may have")
 
 
 _Gpus = Annotated[Number[int], Field(ge=0)]  # 16.0 is 16, as every integer field reads it; no bool, no text

@@ -1,0 +1,72 @@
+"""The configuration's ``limits`` and ``attempts`` sections (``Limits``, ``Attempts``): how large a message, how long a
+job and how many tasks an array may be, and a job's attempt budget; with the ceilings Google Cloud and Zen's own
+columns put on them (``CEILINGS``), checked at load. A limit above its ceiling loaded, was taken at submission, and
+then failed where its user could not see why: docs/reference/configuration.md#limits.
+
+``limits.max_array_tasks`` has none of its own: one array is made in one transaction of ``on_job_submitted``, whose
+timeout and memory are terraform's (``functions``), not this file's; the reference gives the arithmetic.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from zen.core.cluster_config import Strict
+from zen.core.models import INT32_MAX
+
+# Google's limit on an Eventarc event given to a 2nd gen Cloud Run function, which cannot be raised ("512KB for
+# Eventarc events": cloud.google.com/functions/quotas; Eventarc's "Event size: 512 KB"). KB as Google's clients
+# read Pub/Sub's "10 MB" (10 * 1000 * 1000, google.cloud.pubsub_v1.publisher._batch.thread).
+EVENTARC_EVENT_BYTES = 512_000
+
+# section.field -> (the most it may be, why): what a refusal at load says.
+CEILINGS: dict[str, tuple[int, str]] = {
+    "limits.max_message_bytes": (EVENTARC_EVENT_BYTES, (
+        "the largest Eventarc event Google gives a 2nd gen Cloud Run function (512 KB, not raisable): Zen's functions "
+        "receive submissions, stops and heartbeats as such events, and a larger message this limit let through "
+        "(zen submit checks it before publishing) would never reach them")),
+    "limits.max_runtime_s": (INT32_MAX, "the largest a job's max_runtime_s column holds (a Postgres integer)"),
+    "attempts.default_max_attempts": (INT32_MAX, (
+        "the largest a job's max_attempts column holds (a Postgres integer): the database would refuse every job "
+        "that names no max_attempts")),
+    "attempts.max_max_attempts": (INT32_MAX, (
+        "the largest a job's max_attempts column holds (a Postgres integer), above any max_attempts a request may name")),
+}
+
+
+def at_most(section: str, field: str, value: int) -> int:
+    """``value``, or ``ValueError`` naming its ceiling and why (the field is named by where pydantic found it)."""
+    most, why = CEILINGS[f"{section}.{field}"]
+    if value > most:
+        raise ValueError(f"{value} is above {most}, {why}")
+    return value
+
+
+class Attempts(Strict):
+    default_max_attempts: int = Field(default=3, ge=1)
+    max_max_attempts: int = Field(default=10, ge=1, description="Cap on a request's max_attempts")
+
+    @field_validator("default_max_attempts", "max_max_attempts")
+    @classmethod
+    def _ceiling(cls, value: int, info: ValidationInfo) -> int:
+        assert info.field_name is not None
+        return at_most("attempts", info.field_name, value)
+
+    @model_validator(mode="after")
+    def _order(self) -> "Attempts":
+        if self.default_max_attempts > self.max_max_attempts:
+            raise ValueError("default_max_attempts is above max_max_attempts")
+        return self
+
+
+class Limits(Strict):
+    max_message_bytes: int = Field(default=64 * 1024, gt=0, description="Larger payloads are rejected")
+    max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0,
+                               description="Cap on a job's max_runtime_s, and its value when it gives none")
+    max_array_tasks: int = Field(default=1000, gt=0, description="Most tasks one array submission may have")
+
+    @field_validator("max_message_bytes", "max_runtime_s")
+    @classmethod
+    def _ceiling(cls, value: int, info: ValidationInfo) -> int:
+        assert info.field_name is not None
+        return at_most("limits", info.field_name, value)
