@@ -56,9 +56,8 @@ def duplicate_keys(node: yaml.Node | None, path: tuple[Any, ...] = (), walked: s
     return found
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """PyYAML's safe loader (libyaml's parser where PyYAML was built with it: a function instance's
-    configuration parsed in 2 ms instead of 9) with YAML 1.2's booleans: ``true`` and ``false`` alone. YAML 1.1's ``on``, ``off``,
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans: ``true`` and ``false`` alone. YAML 1.1's ``on``, ``off``,
     ``yes`` and ``no`` are strings, so a notification target's documented ``on: [FAILED]`` key is read as
     written (it was the boolean True: "notify.0.1: Keys should be strings"); a boolean field still takes
     them (pydantic reads "yes" and "on" as true)."""
