@@ -5,6 +5,9 @@ could never see what the agent does when an input changes while it is staged."""
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import storage as gcs
@@ -47,3 +50,28 @@ def test_a_deleted_object_is_not_found_by_generation_and_a_stale_generation_cann
     bucket.get_blob("y").delete()
     with pytest.raises(gexc.NotFound):
         first.download_as_bytes()
+
+
+def test_the_bytes_of_a_resumable_upload_go_with_its_object(bucket):
+    """A finished resumable upload is remembered, to answer its last chunk sent again (its answer lost) with the
+    object it made; it kept the object's bytes, over 8 MiB each (the client's multipart limit): a stack that
+    uploaded and deleted checkpoints held 64 of them."""
+    big = 9 * 1024 * 1024
+
+    def upload_and_delete(n: int) -> None:
+        blob = bucket.blob(f"ckpt/{n}")
+        blob.upload_from_string(bytes([n]) * big)  # resumable: over the multipart limit
+        blob.delete()
+
+    upload_and_delete(0)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(1, 5):
+            upload_and_delete(n)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < big, f"{kept / 2**20:.0f} MiB kept after 4 uploads of 9 MiB, each deleted"

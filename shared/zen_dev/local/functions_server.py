@@ -165,7 +165,7 @@ class Function:
 class WarmForks:
     """A process that imported ``warm`` once and forks a whole group for each ``FunctionGroup`` given it
     (``forks=``): a test worker's agent tests each start a group of three functions, and a group's own process
-    importing their libraries cost about 1 s of CPU each time (2 cores, 2026-12-06); forked from this one it
+    importing their libraries cost about 0.65 s of CPU each time (2 cores, 2026-12-06); forked from this one it
     costs a few milliseconds. The group runs as one started alone does: in a session of its own, with the
     group's environment and log. ``close`` ends this process and any group still running."""
 
@@ -430,6 +430,7 @@ def _forks() -> int:
             if pid == 0:
                 answers.close()
                 _forked_group(request["start"])
+            ended.pop(pid, None)  # the pid of a group reaped before, used again by the kernel: this one runs
             running.add(pid)
             answer: int | None = pid
         elif "poll" in request:

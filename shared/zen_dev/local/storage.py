@@ -67,7 +67,7 @@ class StorageState:
         self.locations: dict[str, str] = {}
         self._generations = itertools.count(1_700_000_000_000_000)
         self.uploads: dict[str, dict] = {}  # resumable sessions: upload_id -> bucket, name, type, data
-        self.finished: dict[str, tuple[str, str, StoredObject]] = {}  # resumable uploads done: -> what they stored
+        self.finished: dict[str, dict] = {}  # resumable uploads done: upload_id -> the answer (no bytes: finish)
         self.downloads: Counter[str] = Counter()  # "bucket/name" -> media reads (what a warm cache saves)
         self._holds: list[Hold] = []
         self._lost: list[str] = []  # lose_answer
@@ -87,6 +87,15 @@ class StorageState:
                 self._lost.remove(lost)
                 self.answers_lost += 1
         return lost is not None
+
+    def finish(self, upload_id: str, resource: dict) -> None:
+        """A resumable upload done: ``resource``, its object's description, answers its last chunk sent again; the
+        latest 64 are kept. Not the object: each is over 8 MiB (the client's multipart limit), and a long-running
+        stack held the bytes of 64 of them, deleted or replaced since (old checkpoints)."""
+        with self._lock:
+            self.finished[upload_id] = resource
+            while len(self.finished) > 64:
+                del self.finished[next(iter(self.finished))]
 
     def hold(self, part: str, what: str) -> Hold:
         """Hold the next ``what`` (``store`` or ``read``) request of an object named ``*part*`` (:class:`Hold`)."""
@@ -286,7 +295,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b"", headers={"Location": location})
         if kind == "resumable" and method == "PUT":
             if (done := state.finished.get(query.get("upload_id", ""))) is not None:  # its last chunk sent again
-                return self._json(200, self._resource(*done))  # as Cloud Storage answers: with the object it made
+                return self._json(200, done)  # as Cloud Storage answers: with the object it made
             session = state.uploads.get(query.get("upload_id", ""))
             if session is None:
                 raise ApiError(404, "No such upload session")
@@ -312,10 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.state.wait_if_held(name, "store")
         stored = self.server.state.put(bucket, name, data, content_type or "application/octet-stream", match)
         if upload_id is not None:
-            finished = self.server.state.finished
-            finished[upload_id] = (bucket, name, stored)
-            if len(finished) > 64:  # the latest are the ones a lost answer sends again; a long-running stack keeps no more
-                del finished[next(iter(finished))]
+            self.server.state.finish(upload_id, self._resource(bucket, name, stored))
         if self.server.state.answer_lost(name):  # stored, and no answer (StorageState.lose_answer)
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
