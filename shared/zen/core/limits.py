@@ -9,6 +9,8 @@ timeout and memory are terraform's (``functions``), not this file's; the referen
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from zen.core.cluster_config import Strict
@@ -42,15 +44,17 @@ def at_most(section: str, field: str, value: int) -> int:
     return value
 
 
+def ceiling(section: str, value: int, info: ValidationInfo) -> int:
+    """``at_most`` for the field a validator of ``section`` is checking."""
+    assert info.field_name is not None
+    return at_most(section, info.field_name, value)
+
+
 class Attempts(Strict):
     default_max_attempts: int = Field(default=3, ge=1)
     max_max_attempts: int = Field(default=10, ge=1, description="Cap on a request's max_attempts")
 
-    @field_validator("default_max_attempts", "max_max_attempts")
-    @classmethod
-    def _ceiling(cls, value: int, info: ValidationInfo) -> int:
-        assert info.field_name is not None
-        return at_most("attempts", info.field_name, value)
+    _ceiling = field_validator("default_max_attempts", "max_max_attempts")(partial(ceiling, "attempts"))
 
     @model_validator(mode="after")
     def _order(self) -> "Attempts":
@@ -65,8 +69,4 @@ class Limits(Strict):
                                description="Cap on a job's max_runtime_s, and its value when it gives none")
     max_array_tasks: int = Field(default=1000, gt=0, description="Most tasks one array submission may have")
 
-    @field_validator("max_message_bytes", "max_runtime_s")
-    @classmethod
-    def _ceiling(cls, value: int, info: ValidationInfo) -> int:
-        assert info.field_name is not None
-        return at_most("limits", info.field_name, value)
+    _ceiling = field_validator("max_message_bytes", "max_runtime_s")(partial(ceiling, "limits"))
