@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.messages import job_request
+from tests.messages import heartbeat, job_request
 from zen.core.config import DEFAULT_CONFIG_PATH, load_config
 from zen.core.errors import ConfigError
 
@@ -31,10 +31,10 @@ def _configuration(tmp_path, **sections) -> str:
     ({"limits": {"max_message_bytes": 10_000_001}},  # Pub/Sub's own 10 MB a message is further still
      "limits.max_message_bytes: 10000001 is above 512000, the largest Eventarc event"),
     ({"attempts": {"default_max_attempts": 2**31, "max_max_attempts": 2**31}},
-     "attempts.default_max_attempts: 2147483648 is above 2147483647, the largest a job's max_attempts column holds "
-     "(a Postgres integer): the database would refuse every job that names no max_attempts"),
+     "attempts.default_max_attempts: 2147483648 is above 1000000, the most a job's max_attempts column (a Postgres "
+     "integer) may start at and keep room for the one it grows by at every attempt that does not count"),
     ({"attempts": {"max_max_attempts": 2**32}},
-     "attempts.max_max_attempts: 4294967296 is above 2147483647, the largest a job's max_attempts column holds"),
+     "attempts.max_max_attempts: 4294967296 is above 1000000, the most a job's max_attempts column"),
     ({"limits": {"max_runtime_s": 2**31}},
      "limits.max_runtime_s: 2147483648 is above 2147483647, the largest a job's max_runtime_s column holds "
      "(a Postgres integer)"),
@@ -48,8 +48,8 @@ def test_a_limit_above_its_ceiling_is_refused_at_load_with_the_reason(tmp_path, 
 def test_limits_at_their_ceilings_load(tmp_path):
     config = load_config(_configuration(
         tmp_path, limits={"max_message_bytes": 512_000, "max_runtime_s": 2**31 - 1, "max_array_tasks": 10**6},
-        attempts={"default_max_attempts": 2**31 - 1, "max_max_attempts": 2**31 - 1}))
-    assert (config.limits.max_message_bytes, config.attempts.default_max_attempts) == (512_000, 2**31 - 1)
+        attempts={"default_max_attempts": 10**6, "max_max_attempts": 10**6}))
+    assert (config.limits.max_message_bytes, config.attempts.default_max_attempts) == (512_000, 10**6)
 
 
 def test_an_attempt_budget_that_loads_is_one_a_job_can_be_stored_with(tmp_path, project, db, db_url, publisher,
@@ -64,7 +64,7 @@ def test_an_attempt_budget_that_loads_is_one_a_job_can_be_stored_with(tmp_path, 
     try:
         config = load_config(path).model_copy(update={"project": project})
     except ConfigError as refused:
-        assert "attempts.default_max_attempts: 2147483648 is above 2147483647" in str(refused)
+        assert "attempts.default_max_attempts: 2147483648 is above 1000000" in str(refused)
         return
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     functions = FunctionsInvoker(Zen(config, db, publisher, clock))
@@ -76,3 +76,28 @@ def test_an_attempt_budget_that_loads_is_one_a_job_can_be_stored_with(tmp_path, 
         stored = session.sql("SELECT job_id FROM jobs")
         refusals = [row["reason"] for row in repository.list_rejections(session)]
     assert stored == [{"job_id": "budget"}], refusals
+
+
+def test_a_job_at_the_largest_attempt_budget_is_requeued_after_a_preemption(tmp_path, project, db, db_url, publisher,
+                                                                           clock, monkeypatch):
+    """A preemption (as a retry, a gang's reassembly) raises the budget by one, not spent: a job given the largest
+    budget the configuration allows must still have room in its column for that (at a Postgres integer's largest,
+    the write was refused and the preempted job never went back to the queue)."""
+    from zen.app import Zen
+    from zen.core.limits import CEILINGS
+    from zen.store import repository
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    most = CEILINGS["attempts.max_max_attempts"][0]
+    config = load_config(_configuration(tmp_path, attempts={"default_max_attempts": 3, "max_max_attempts": most}))
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions = FunctionsInvoker(Zen(config.model_copy(update={"project": project}), db, publisher, clock))
+    try:
+        functions.submit(job_request("budget", max_attempts=most))
+        for status, seq in (("CLAIMED", 1), ("RUNNING", 2), ("PREEMPTED", 3)):
+            functions.heartbeat(heartbeat("budget", status, seq))
+    finally:
+        functions.zen.relay.marks.flush()
+    with db.transaction() as session:
+        record = repository.get_job(session, "budget")
+    assert (record.status.value, record.attempt, record.max_attempts) == ("QUEUED", 2, most + 1)

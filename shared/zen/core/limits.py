@@ -21,6 +21,13 @@ from zen.core.models import INT32_MAX
 # read Pub/Sub's "10 MB" (10 * 1000 * 1000, google.cloud.pubsub_v1.publisher._batch.thread).
 EVENTARC_EVENT_BYTES = 512_000
 
+# A job's attempt budget: its max_attempts column is a Postgres integer, and every attempt that does not count (a
+# preemption, a retry, a gang's reassembly) raises the budget by one, unspent. At the integer's largest, that write
+# was refused and a preempted job never went back to the queue; a million attempts leaves room for all of them.
+MOST_ATTEMPTS = 1_000_000
+ATTEMPTS_ROOM = ("the most a job's max_attempts column (a Postgres integer) may start at and keep room for the one "
+                 "it grows by at every attempt that does not count (a preemption, a retry, a gang's reassembly)")
+
 # section.field -> (the most it may be, why): what a refusal at load says.
 CEILINGS: dict[str, tuple[int, str]] = {
     "limits.max_message_bytes": (EVENTARC_EVENT_BYTES, (
@@ -28,11 +35,8 @@ CEILINGS: dict[str, tuple[int, str]] = {
         "receive submissions, stops and heartbeats as such events, and a larger message this limit let through "
         "(zen submit checks it before publishing) would never reach them")),
     "limits.max_runtime_s": (INT32_MAX, "the largest a job's max_runtime_s column holds (a Postgres integer)"),
-    "attempts.default_max_attempts": (INT32_MAX, (
-        "the largest a job's max_attempts column holds (a Postgres integer): the database would refuse every job "
-        "that names no max_attempts")),
-    "attempts.max_max_attempts": (INT32_MAX, (
-        "the largest a job's max_attempts column holds (a Postgres integer), above any max_attempts a request may name")),
+    "attempts.default_max_attempts": (MOST_ATTEMPTS, ATTEMPTS_ROOM),
+    "attempts.max_max_attempts": (MOST_ATTEMPTS, ATTEMPTS_ROOM),
 }
 
 
