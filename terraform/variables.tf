@@ -132,6 +132,13 @@ variable "functions" {
     condition     = toset(keys(var.functions)) == toset(["on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick"])
     error_message = "functions must configure exactly on_job_submitted, on_heartbeat, on_stop_requested and on_scale_tick."
   }
+
+  # Google runs an event-driven 2nd gen function (all four are: Eventarc triggers) for 540 s at most; a longer
+  # timeout_s failed the apply after the database and the topics were made.
+  validation {
+    condition     = alltrue([for f in values(var.functions) : f.timeout_s >= 1 && f.timeout_s <= 540])
+    error_message = "functions' timeout_s is 1 to 540 s: Google runs an event-driven 2nd gen function for 540 s at most."
+  }
 }
 
 variable "vm_proof" {
