@@ -134,7 +134,7 @@ variable "functions" {
   }
 
   # Google runs an event-driven 2nd gen function (all four are: Eventarc triggers) for 540 s at most; a longer
-  # timeout_s failed the apply after the database and the topics were made.
+  # timeout_s was left for Google's API to refuse in the middle of an apply.
   validation {
     condition     = alltrue([for f in values(var.functions) : f.timeout_s >= 1 && f.timeout_s <= 540])
     error_message = "functions' timeout_s is 1 to 540 s: Google runs an event-driven 2nd gen function for 540 s at most."

@@ -1,7 +1,7 @@
 """Each function's ``timeout_s`` (terraform's ``functions`` variable) is refused at plan time above the 540 s Google
-runs an event-driven 2nd gen function for (all four are Eventarc-triggered): terraform took any number, and the
-apply failed at the function after the database and the topics were made. Evaluated by ``terraform console``
-where the binary is installed."""
+runs an event-driven 2nd gen function for (all four are Eventarc-triggered): terraform took any number, left for
+Google's API to refuse in the middle of an apply. Evaluated by ``terraform console`` where the binary is
+installed."""
 
 from __future__ import annotations
 
