@@ -8,6 +8,7 @@ literals (unescaping ``\\"``), drops comments and block markers, and leaves expr
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import textwrap
@@ -109,6 +110,21 @@ def references(texts: list[str], pattern: str) -> set[tuple[str, ...]]:
     return found
 
 
+def top_block(path: Path, header: str) -> str:
+    """The text of the top-level block of ``path`` opening with the line ``header`` (``variable "x" {``), to its
+    closing ``}``."""
+    found = re.search(rf"^{re.escape(header)}\n.*?^\}}\n", path.read_text(), re.S | re.M)
+    assert found, header
+    return found.group(0)
+
+
+def console(folder: Path, expression: str, var_file: str | None = None) -> subprocess.CompletedProcess:
+    """``terraform console`` in ``folder`` (with ``-var-file=var_file``) given ``expression``; its result as run."""
+    return subprocess.run(["terraform", "console", *([f"-var-file={var_file}"] if var_file else [])],
+                          input=expression + "\n", cwd=folder, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"})
+
+
 def main_local(name: str) -> str:
     """The source of main.tf's multi-line map ``local.<name>`` (``  name = {`` to its closing ``  }``)."""
     return re.search(rf"\n(  {name} = \{{\n.*?\n  \}})\n", (TERRAFORM / "main.tf").read_text(), re.S).group(1)
@@ -125,7 +141,6 @@ def render_local(name: str, zen_config: str, tmp_path: Path) -> Any:
         %s
         }
         """) % block)
-    result = subprocess.run(["terraform", "console"], input=f"jsonencode(local.{name})\n", cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60)
+    result = console(tmp_path, f"jsonencode(local.{name})")
     assert result.returncode == 0, result.stderr
     return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))

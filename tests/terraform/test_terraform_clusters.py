@@ -6,16 +6,14 @@ locals and the declared variables, for the default configuration and one of a us
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import textwrap
 
 import pytest
 import yaml
 
-from tests.terraform.hcl import TERRAFORM
+from tests.terraform.hcl import TERRAFORM, console, top_block
 from zen.core.config import ZenConfig, load_config
 
 pytestmark = pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
@@ -31,24 +29,16 @@ OWN_CONFIG = textwrap.dedent("""
 FIELDS = ("name", "gpu_type", "gpu_count", "machine_type", "regions", "max_vms_per_region", "max_vms", "min_vms")
 
 
-def _block(path, header: str) -> str:
-    found = re.search(rf"^{re.escape(header)}\n.*?^\}}\n", path.read_text(), re.S | re.M)
-    assert found, header
-    return found.group(0)
-
-
 def evaluate(tmp_path, config_text: str, tfvars: str, query: str):
     (tmp_path / "zen.yaml").write_text(config_text)
     variables = TERRAFORM / "variables.tf"
     (tmp_path / "main.tf").write_text("\n".join([
-        _block(variables, 'variable "clusters" {'), _block(variables, 'variable "cluster_settings" {'),
-        _block(variables, 'variable "spot" {'),
+        top_block(variables, 'variable "clusters" {'), top_block(variables, 'variable "cluster_settings" {'),
+        top_block(variables, 'variable "spot" {'),
         'locals {\n  zen_config = yamldecode(file("${path.module}/zen.yaml"))\n}\n',
-        _block(TERRAFORM / "clusters.tf", "locals {")]))
+        top_block(TERRAFORM / "clusters.tf", "locals {")]))
     (tmp_path / "test.tfvars").write_text(tfvars)
-    result = subprocess.run(["terraform", "console", "-var-file=test.tfvars"], input=f"jsonencode({query})\n",
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"})
+    result = console(tmp_path, f"jsonencode({query})", "test.tfvars")
     assert result.returncode == 0, result.stderr
     return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
 

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
 import shutil
-import subprocess
 import threading
 
 import pytest
 
 from tests.messages import heartbeat, job_request
-from tests.terraform.hcl import TERRAFORM, Module, block
+from tests.terraform.hcl import TERRAFORM, Module, block, console, top_block
 
 
 @pytest.fixture(scope="module")
@@ -131,14 +129,6 @@ def test_the_plan_checks_the_connections_against_the_database(module):
         assert hint in message, hint
 
 
-def _block(path, header: str) -> str:
-    """The text of the top-level block opening with ``header`` in ``path``."""
-    text = path.read_text()
-    found = re.search(rf"^{re.escape(header)}\n.*?^\}}\n", text, re.S | re.M)
-    assert found, header
-    return found.group(0)
-
-
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
 def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
     """The locals and the precondition's condition of sql.tf, evaluated by terraform itself over the
@@ -146,8 +136,8 @@ def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
     sql = (TERRAFORM / "sql.tf").read_text()
     budget = re.search(r"^locals \{\n  # What one request holds.*?^\}\n", sql, re.S | re.M).group(0)
     (tmp_path / "main.tf").write_text("\n".join([
-        _block(TERRAFORM / "variables.tf", 'variable "functions" {'),
-        _block(TERRAFORM / "monitoring_variables.tf", 'variable "db_max_connections" {'),
+        top_block(TERRAFORM / "variables.tf", 'variable "functions" {'),
+        top_block(TERRAFORM / "monitoring_variables.tf", 'variable "db_max_connections" {'),
         budget]))
     condition = block(module.resources_of("google_sql_database_instance")["zen"]["lifecycle"])["precondition"][0]
     condition = condition["condition"][2:-1]
@@ -155,9 +145,7 @@ def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
     def evaluate(tfvars: str = "") -> list:
         (tmp_path / "test.tfvars").write_text(tfvars)
         script = f"jsonencode([local.db_connections_needed, local.db_max_open, {condition}])\n"
-        result = subprocess.run(["terraform", "console", "-var-file=test.tfvars"], input=script, cwd=tmp_path,
-                                capture_output=True, text=True, timeout=60,
-                                env={**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"})
+        result = console(tmp_path, script.rstrip("\n"), "test.tfvars")
         assert result.returncode == 0, result.stderr
         return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
 

@@ -5,15 +5,12 @@ installed."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 
 import pytest
 
-from tests.terraform.hcl import TERRAFORM
-from tests.terraform.test_terraform_db_connections import _block
+from tests.terraform.hcl import TERRAFORM, console, top_block
 
 FUNCTIONS = """functions = {{
   on_job_submitted  = {{ max_instances = 5, concurrency = 4, timeout_s = {timeout_s} }}
@@ -26,12 +23,9 @@ FUNCTIONS = """functions = {{
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
 @pytest.mark.parametrize("timeout_s, accepted", [(540, True), (541, False), (3600, False), (0, False)])
 def test_a_function_timeout_past_what_google_allows_is_refused_at_plan(tmp_path, timeout_s, accepted):
-    (tmp_path / "main.tf").write_text(_block(TERRAFORM / "variables.tf", 'variable "functions" {'))
+    (tmp_path / "main.tf").write_text(top_block(TERRAFORM / "variables.tf", 'variable "functions" {'))
     (tmp_path / "test.tfvars").write_text(FUNCTIONS.format(timeout_s=timeout_s))
-    result = subprocess.run(["terraform", "console", "-var-file=test.tfvars"],
-                            input="var.functions.on_job_submitted.timeout_s\n", cwd=tmp_path, capture_output=True,
-                            text=True, timeout=60,
-                            env={**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"})
+    result = console(tmp_path, "var.functions.on_job_submitted.timeout_s", "test.tfvars")
     said = re.sub(r"\x1b\[[0-9;]*m|[\s│]+", " ", result.stdout + result.stderr)  # colours and the box off
     assert ("540 s at most" not in said) == accepted, said
     if accepted:
