@@ -231,8 +231,8 @@ class FleetRows(Protocol):
         ``heard_at``, when it was sent, still counts as hearing the VM: an agent's clock stepped back across a restart)."""
 
     def vm_is_draining(self, vm: str, seq: int) -> bool:
-        """Whether a scale-down marked ``vm``, or its agent retired it before drawing ``seq`` (a claim's); serialised
-        with its drain."""
+        """Whether a scale-down marked ``vm``, its agent retired it before drawing ``seq`` (a claim's), or a pass saw it
+        leave its MIG and none listed it since; serialised with its drain."""
 
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""

@@ -621,9 +621,14 @@ SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
 -- name: vm_is_draining
 -- Drained by a scale-down, or retired by its agent (a pull limit reached: it is deleted next) after the claim's
 -- :seq was drawn (agents draw seqs from one counter of epoch milliseconds, and a RETIRED agent claims no more:
--- a claim drawn after the word is a new agent's, its VM recreated by its MIG after a preemption, or restarted).
+-- a claim drawn after the word is a new agent's, its VM recreated by its MIG after a preemption, or restarted),
+-- or gone: a scaling pass saw it leave its MIG (forget_vanished_instances, its drain mark with it) and none has
+-- listed it since, so a claim from it was sent before it went and delivered late (a new VM given a gone one's
+-- name, 4 random characters of GCE's, is refused so until a pass lists it: a tick at most, its boot takes longer).
 SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
-UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last_seq > :seq;
+UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last_seq > :seq
+UNION ALL SELECT 1 FROM vm_lifetimes WHERE name = :vm_name
+  AND NOT EXISTS (SELECT 1 FROM mig_instances WHERE name = :vm_name);
 
 -- name: vm_run_marks
 -- When a VM's agent was first heard, and when a scaling pass first saw its VM RUNNING (see_mig_instances): a

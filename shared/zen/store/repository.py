@@ -230,8 +230,9 @@ def jobs_on_vm(session: Session, vm: str) -> dict[str, int]:
 def vm_is_draining(session: Session, vm: str, seq: int) -> bool:
     """Whether a scale-down has marked ``vm`` as going away, or its agent reported it RETIRED (a pull
     limit reached: ``zen.agent.limits``) after drawing ``seq`` (a claim's: one drawn later is a new agent's),
-    read under the VM's advisory lock (so a claim and a drain of one VM are ordered: see
-    ``fleet.drain_unless_busy``)."""
+    or a scaling pass saw it leave its MIG and none listed it since (a claim sent before its VM went, delivered
+    after its drain mark was forgotten with the instance), read under the VM's advisory lock (so a claim and a
+    drain of one VM are ordered: see ``fleet.drain_unless_busy``)."""
     session.run("lock_vm", vm_name=vm)
     return session.one("vm_is_draining", vm_name=vm, seq=seq) is not None
 
