@@ -43,7 +43,7 @@ def test_a_vm_claiming_an_older_job_is_offered_the_one_of_higher_priority(zen, f
     low, high = get(zen, "low"), get(zen, "high")
     assert (low.status.value, low.vm) == ("QUEUED", None)
     assert (high.start_vms, high.start_regions, high.widen_at) == (["vm-a"], None, clock() + timedelta(seconds=60))
-    assert history(zen, "high")[-1][2] == ("start offered to VM vm-a first, ahead of job low (priority 0) it claimed; "
+    assert history(zen, "high")[-1][2] == ("start offered to VM vm-a first, ahead of a job (priority 0) it claimed; "
                                            "widened after 60 s unclaimed")
 
     functions.heartbeat(heartbeat("high", "CLAIMED", 2, vm="vm-a", gives_way=True))

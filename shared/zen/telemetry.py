@@ -79,7 +79,7 @@ _CLASSES = (
         # who is asking (zen.adapters.submitters, zen.jobs.authorization): a proof or a rule refused it
         r"|the message carries no zen_auth|the zen_auth token|the request says user_id|\S+ may not (submit|stop) "
         r"|priority -?\d+ is above queue"
-        r"|job \S+ \(priority -?\d+\) waits")),  # a claim outranked (zen.jobs.claims.outranked): ordinary work
+        r"|a job (of queue \S+ )?\(priority -?\d+\) waits")),  # a claim outranked (zen.jobs.claims.outranked): ordinary work
 )
 
 

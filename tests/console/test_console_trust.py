@@ -4,13 +4,14 @@ alone), and neither a client's resume point nor a log entry's VM label writes fi
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import quote
 
 import pytest
 
 from tests.console.test_console_app import setup  # noqa: F401 - fixture
-from tests.messages import agent_run, job_request
+from tests.messages import agent_run, heartbeat, job_request
 from tests.test_queues import RECLAIM, borrow_all_and_reclaim, queued_zen, statuses  # noqa: F401 - fixture
 from zen.adapters.joblogs import LocalSink, OutputEntry
 from zen.console.app import create_app
@@ -69,3 +70,24 @@ def test_an_output_entrys_vm_label_cannot_inject_events_into_the_output_stream(s
     stream = client.get("/jobs/a1/output").get_data(as_text=True)
     assert "FORGED" not in stream.replace('\\"FORGED\\"', ""), stream  # only as JSON-escaped data, never a field
     assert not re.search(r"^data: \{\"status\": \"FORGED\"\}$", stream, re.M), stream
+
+
+@pytest.mark.queues(MEMBERS)
+def test_a_job_offered_ahead_of_another_queues_claim_names_that_job_by_its_queue(queued_zen, publisher, clock):
+    """A VM's claim of alice's low (team-a) gives way to bob's high (team-b, priority 5): high is offered to the VM.
+    bob may not see low (404), yet high's page (its history) named it; and the refusal announced of alice's low named
+    bob's high. Each names the other by its queue and priority."""
+    zen, functions = queued_zen
+    functions.submit(job_request("low", user_id="alice"))
+    clock.advance(1)
+    functions.submit(job_request("high", user_id="bob", priority=5))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a", gives_way=True))
+    assert statuses(zen, "low", "high") == ["QUEUED", "QUEUED"]
+    client = create_app(zen.config, zen.db, local_identity("bob"), clock=clock).test_client()
+    assert "no job low that bob may see" in page(client, "/jobs/low", "bob", status=404)
+    html = page(client, "/jobs/high", "bob") + page(client, "/jobs/high?fragment=1", "bob")
+    assert "start offered to VM vm-a first" in html
+    assert "job low" not in html and "ahead of a job of queue team-a (priority 0)" in html  # it named low
+    [ignored] = [json.loads(m.data) for m in publisher.on("zen-job-events")
+                 if m.attributes["type"] == "job.message_ignored" and json.loads(m.data)["job_id"] == "low"]
+    assert "high" not in ignored["reason"] and ignored["reason"].startswith("a job of queue team-b (priority 5) waits")

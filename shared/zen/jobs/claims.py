@@ -174,11 +174,17 @@ def outranked(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
         offer(other, Decision(publish_start=True) if pending else Decision(
             publish_start=True, fields=dict(start_vms=[hb.vm], start_regions=None,
                                             widen_at=now + timedelta(seconds=OFFER_S)),
-            note=f"start offered to VM {hb.vm} first, ahead of job {job.job_id} (priority {job.priority}) it claimed; "
+            note=f"start offered to VM {hb.vm} first, ahead of {_by_queue(job)} it claimed; "
                  f"widened after {OFFER_S:g} s unclaimed"))
-        return (f"job {other.job_id} (priority {other.priority}) waits for a VM in {hb.region}: it is offered to "
+        return (f"{_by_queue(other)} waits for a VM in {hb.region}: it is offered to "
                 f"VM {hb.vm} first; this job (priority {job.priority}) waits for the next")
     return None
+
+
+def _by_queue(job: Job) -> str:
+    """The other job of an outranked claim, by its queue and priority, not its id: each job's people (its owner, its
+    queue's members) may not see the other (docs/how-to/console.md), yet each one's history or refusal names it."""
+    return f"a job{f' of queue {job.queue}' if job.queue else ''} (priority {job.priority})"
 
 
 def _may_take(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb: Heartbeat, now: datetime) -> bool:
