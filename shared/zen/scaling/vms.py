@@ -111,7 +111,8 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
                             "and its MIG does nothing about it: no VM that runs jobs"))
         elif (state == "BUSY" and silent_before is not None and view[3] is not None  # its job ended long since: no STOP heard
               and (ended := view[3].get("job_ended_at")) is not None and ended < silent_before):
-            out.append((vm, f"its agent still runs job {view[3]['job_id']}, which ended at {ended:%Y-%m-%d %H:%M:%S} UTC "
+            # No job's id: a decision is every console viewer's (docs/how-to/console.md); the VM's row names it.
+            out.append((vm, f"its agent still runs a job that ended at {ended:%Y-%m-%d %H:%M:%S} UTC "
                             "(no STOP of Zen's reached it): billed for nothing"))
         elif (state == "STOPPING" and silent_before is not None and vm.heard_at is not None
               and vm.heard_at < silent_before):
