@@ -29,14 +29,14 @@ from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigNotFound, MigPort, MigState, MigSummary, MigUnconfirmed
 from zen.scaling.port import PassAsks, QuotaPort, whole_units
 from zen.scaling.model import (Action, ClusterLimits, ClusterSnapshot, Decision, ErrorKind, MigError, Plan, Policy,
-                               Pool, RegionMemory, Timing, VmPhase, vm_index)
+                               Pool, RegionMemory, Timing)
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.pricing import PoolPrices, cluster_pools
 from zen.scaling.quotas import check_quotas
 from zen.scaling.sharing import absorb
 from zen.scaling.timing import timing_from_config
 from zen.scaling.unread import last_known_size, planner_view, target_or_error
-from zen.scaling.vms import VmViews, leftovers
+from zen.scaling.vms import VmViews, leftover_reasons, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.core.prices import PriceTable
@@ -83,6 +83,7 @@ class ClusterManager:
         self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
         self.quota_short: dict[str, Shortfall] = {}  # as the tick read GPU quotas: pool -> the quota no VM fits in
         self.quota_room: dict[str, int] | None = None  # pools short of a region's worth of VMs: their room; to one pass
+        self._limits: tuple[dict[str, Pool], ClusterLimits] | None = None  # the pools, and the limits made with them
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -164,7 +165,8 @@ class ClusterManager:
         targets: dict[str, int] = {}
         errors = []
         seen: dict[str, list[str]] = {}  # the regions read: their instances' names; and ``billed``, those GCE bills
-        billed, listings = dict[str, list[str]](), dict[str, list[MigInstance]]()
+        billed: dict[str, list[str]] = {}  # (annotated, not ``dict[...]()``: a type made and called every pass)
+        listings: dict[str, list[MigInstance]] = {}
         for region in self._migs:
             state = states[region]
             if isinstance(state, MigApiError):
@@ -180,8 +182,10 @@ class ClusterManager:
             listings[region] = state.instances
         first_seen = self._fleet.see_instances(name, seen, now, billed)
         vms, zones = self._views.build(listings, first_seen, facts)
-        limits = ClusterLimits(name, tuple(self.pools), (c := self.cluster).max_vms_per_region, c.max_vms, c.min_vms,
-                               pools=self.pools, flex_run_s=c.flex_start_run_s, shared=c.max_jobs_per_vm > 1)
+        if self._limits is None or self._limits[0] is not self.pools:  # made again only when a tick priced pools anew
+            self._limits = (self.pools, ClusterLimits(name, tuple(self.pools), (c := self.cluster).max_vms_per_region,
+                            c.max_vms, c.min_vms, pools=self.pools, flex_run_s=c.flex_start_run_s, shared=c.max_jobs_per_vm > 1))
+        limits = self._limits[1]
         demand = facts.demand
         if demand and self.quota_short:  # a pool no VM fits in is struck as after a QUOTA_EXCEEDED, without asking
             errors += [MigError(pool, ErrorKind.QUOTA, now, detail=short.text())
@@ -198,17 +202,12 @@ class ClusterManager:
 
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
         """The plan, plus deleting the VMs on their way out that nobody deletes (``leftovers``)."""
-        deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()  # the policy's grouping
-                    if phase is VmPhase.DELETING or phase is VmPhase.BUSY for vm in group if vm.job_id is None)
         silence = self._timing.agent_silence_s  # (infinite in the simulator, whose agents only report changes)
-        found = leftovers(deleting, self._views.view, {name for _, name in plan.delete},
+        found = leftovers(self._views.leaving(snapshot.vms), self._views.view, {name for _, name in plan.delete},
                           None if silence == float("inf") else snapshot.now - timedelta(seconds=silence))
         if not found:
             return plan
-        limits = self.cluster.pull_limits_text()
-        why = {"retired": f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})",
-               "drained": "drained for a scale-down but still in its MIG (the delete failed): deleted again",
-               "silent": f"its agent said it was shutting down, then nothing for {silence:g}s, and it still runs"}
+        why = leftover_reasons(self.cluster.pull_limits_text(), silence)
         return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm, _ in found], decisions=plan.decisions
                        + [Decision(Action.DELETE, vm.region, why.get(kind, kind), vm=vm.name) for vm, kind in found])
 
@@ -218,8 +217,9 @@ class ClusterManager:
         # MIG's target size read again now, not the snapshot's, deletions of this pass not yet
         # subtracted: never above the cap; a MIG that cannot be read counts as the snapshot says).
         read = [r for r in self._migs if r not in snapshot.unread] if plan.add else []  # an unread one: not again
-        fresh = dict(zip(read, self._map(lambda r: target_or_error(self._migs[r]), read)))
-        total = sum(t if isinstance(t := fresh.get(r), int) else snapshot.target_sizes.get(r, 0) for r in self._migs)
+        fresh = dict(zip(read, self._map(lambda r: target_or_error(self._migs[r]), read))) if read else {}
+        total = sum(t if isinstance(t := fresh.get(r), int) else snapshot.target_sizes.get(r, 0)
+                    for r in self._migs) if plan.add else 0  # (only adds count it)
         for region, count in plan.add.items():
             mig = self._migs[region]
             try:

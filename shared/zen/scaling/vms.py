@@ -11,7 +11,7 @@ import math
 from datetime import datetime
 from typing import Any, Callable, Iterable, KeysView, Mapping
 
-from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index
+from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index, vm_index
 from zen.scaling.port import FleetFacts, MigInstance
 
 # An instance GCE holds stopped, suspended or under repair (not booting: PROVISIONING, STAGING, "" before a VM exists).
@@ -120,6 +120,15 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
     return out
 
 
+def leftover_reasons(pull_limits: str, silence_s: float) -> dict[str, str]:
+    """What a pass says of deleting a VM ``leftovers`` found, by its kind (another kind is its own reason):
+    ``pull_limits``, the cluster's pull limits as ``ClusterConfig.pull_limits_text`` says them."""
+    limits = "set on the VM" if pull_limits == "no limit" else pull_limits
+    return {"retired": f"reached its pull limit ({limits})",
+            "drained": "drained for a scale-down but still in its MIG (the delete failed): deleted again",
+            "silent": f"its agent said it was shutting down, then nothing for {silence_s:g}s, and it still runs"}
+
+
 class VmViews:
     """The manager's views of a cluster's VMs, kept between passes so that only what changed is
     classified again (the simulator's adapters hand over the same objects for what did not)."""
@@ -129,6 +138,7 @@ class VmViews:
         # region -> (its instances as last read, their names, the names of those GCE bills)
         self._names: dict[str, tuple[list[MigInstance], list[str], list[str]]] = {}
         self._last: Pass = ((), (), None, None, None, (), {}, frozenset())
+        self._leaving: tuple[tuple[Vm, ...], tuple[Vm, ...]] = ((), ())  # VMs, and ``leaving`` of them
 
     def names_of(self, region: str, instances: list[MigInstance]) -> tuple[list[str], list[str]]:
         """The names of ``instances``, and of those GCE bills (``MigInstance.billed``), kept while the same
@@ -182,8 +192,9 @@ class VmViews:
             zones[name] = instance.zone
             since, job, agent, gone = first_seen[name], held.get(name), agents.get(name), name in drained
             rebooted, view = rebooting.get(name), views.get(name)
-            if (view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job
-                    or view[5] != gone or view[6] != rebooted):
+            # (each input compared by identity first: most are the very objects the last pass read)
+            if (view is None or view[0] is not instance and view[0] != instance or view[1] is not since and view[1] != since
+                    or view[3] is not agent and view[3] != agent or view[2] != job or view[5] != gone or view[6] != rebooted):
                 view = (instance, since, job, agent, classify(instance, region, since, held, agents, gone, rebooted),
                         gone, rebooted)
             kept[name] = view
@@ -200,6 +211,15 @@ class VmViews:
         else:
             return None
         return changed if last[7] == facts.drained else changed | (last[7] ^ facts.drained)
+
+    def leaving(self, vms: tuple[Vm, ...]) -> tuple[Vm, ...]:
+        """Of ``vms``, the DELETING and BUSY ones that hold no job, in the policy's grouping (``vm_index``):
+        what ``leftovers`` looks at. Kept with the tuple, which ``build`` hands over again while nothing changed."""
+        if self._leaving[0] is not vms:
+            self._leaving = (vms, tuple(vm for (_, phase), group in vm_index(vms).phases.items()
+                                        if phase is VmPhase.DELETING or phase is VmPhase.BUSY
+                                        for vm in group if vm.job_id is None))
+        return self._leaving[1]
 
     def view(self, vm: Vm) -> View | None:
         """(instance, first seen, job, agent, Vm, drained, rebooting since) as the last pass read ``vm``."""

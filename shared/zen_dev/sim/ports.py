@@ -31,17 +31,37 @@ def _instance(name: str, zone: str | None, action: str, status: str, error: Erro
     return made
 
 
-def _error(region: str, at: datetime, instance: str, count: int) -> MigError:
-    """``MigError(region, STOCKOUT, at, instance, count)``, the same way as :func:`_instance`."""
+def _errors_like(region: str, at: datetime, count: int) -> dict:
+    """The fields of ``MigError(region, STOCKOUT, at, instance, count)`` but the instance's (see :func:`_error`)."""
+    return {"region": region, "kind": ErrorKind.STOCKOUT, "at": at, "instance": None, "count": count, "detail": None,
+            "quota": None}
+
+
+def _error(like: dict, instance: str) -> MigError:
+    """``MigError(region, STOCKOUT, at, instance, count)`` with the other fields ``like`` those (:func:`_errors_like`),
+    the same way as :func:`_instance`: instances waiting together fail alike, and a long replay reports millions."""
     made = object.__new__(MigError)
-    made.__dict__.update(region=region, kind=ErrorKind.STOCKOUT, at=at, instance=instance, count=count, detail=None,
-                         quota=None)
+    fields = made.__dict__
+    fields.update(like)
+    fields["instance"] = instance
     return made
 
 
-# Both set every field: they follow the dataclasses.
+def _facts(demand: tuple[DemandGroup, ...], held: dict, agents: dict, memory: dict, arrivals: int,
+           changed: tuple | None) -> FleetFacts:
+    """``FleetFacts(demand, held, agents, memory, arrivals, changed)``, the same way as :func:`_instance`
+    (one per pass: the planner's memory is new after each)."""
+    made = object.__new__(FleetFacts)
+    made.__dict__.update(demand=demand, held=held, agents=agents, memory=memory, arrivals=arrivals, changed=changed,
+                         drained=frozenset(), last_pass_at=None, heard_since=None)
+    return made
+
+
+# Each sets every field: they follow the dataclasses.
 assert list(MigInstance.__dataclass_fields__) == ["name", "zone", "current_action", "status", "creation_error"]
 assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count", "detail", "quota"]
+assert list(FleetFacts.__dataclass_fields__) == ["demand", "held", "agents", "memory", "arrivals", "changed", "drained",
+                                                 "last_pass_at", "heard_since"]
 
 
 def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
@@ -164,10 +184,11 @@ class SimMigPort:
             if counted is None:
                 visible = horizon.count(times)
                 shown = visible - (0 if after is None else min(visible, after.count(times)))
-                counted = seen[times] = (shown, world.dt(times[visible - 1]) if shown > 0 else None, times[visible:])
-            shown, at, rest = counted
-            if shown > 0:
-                out.append(_error(mig.key, at, name, shown))
+                like = _errors_like(mig.key, world.dt(times[visible - 1]), shown) if shown > 0 else None
+                counted = seen[times] = (like, times[visible:])
+            like, rest = counted
+            if like is not None:
+                out.append(_error(like, name))
             if rest:
                 later[name] = rest
         mig.errors = later
@@ -249,7 +270,7 @@ class SimFleet:
         facts, demand = state.facts_view, self._demand(state)
         if (facts is None or facts.demand is not demand or facts.held is not held or facts.agents is not agents
                 or facts.memory is not state.memory or facts.arrivals != len(arrivals)):
-            facts = state.facts_view = FleetFacts(demand, held, agents, state.memory, len(arrivals), state.fleet_since)
+            facts = state.facts_view = _facts(demand, held, agents, state.memory, len(arrivals), state.fleet_since)
         return facts  # the last one again when all of it is
 
     def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:
@@ -264,8 +285,8 @@ class SimFleet:
                 if not jobs:
                     continue
                 bound = cluster_bound if wait is None else wait  # a job's own, else its cluster's
-                late = [t for t in jobs.values() if now - t >= bound]
                 fresh = [t for t in jobs.values() if now - t < bound]
+                late = [t for t in jobs.values() if now - t >= bound] if len(fresh) < len(jobs) else []
                 for part in (late, fresh):
                     if part:
                         groups.append(DemandGroup(regions, len(part), self._world.dt(min(part)), priority,

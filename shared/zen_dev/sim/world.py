@@ -173,10 +173,12 @@ class Simulation(InstanceWorld):
         manager = cluster.manager
         memory = manager.memory()
         summaries: dict = {}
+        regions = cluster.migs  # the manager's (its ports are these MIGs'; ``manager.regions`` makes a list per call)
         if listed:
-            for region in manager.regions:
+            for region in regions:
                 summaries.update(manager.mig(region).region_summaries())
-        states = {region: manager.read_mig(region, memory, summaries) for region in manager.regions}
+        read = manager.read_mig
+        states = {region: read(region, memory, summaries) for region in regions}
         report = manager.run(states)
         plan = manager.policy.last
         result = self.result
