@@ -69,7 +69,7 @@ class Checkpoint:
         self._held: checkpoint_objects.Held = {}  # what holds each file as last saved or restored (checkpoint_objects)
         self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
         self._seq, self._stop = 0, threading.Event()  # _stop: ends the periodic saves, and cuts the one under way
-        self._writing, self._closed = threading.Lock(), False  # a manifest being written (``close`` waits); ended: none
+        self._writing, self._closed = threading.RLock(), False  # a manifest being written and recorded (``close`` waits)
         self._thread: threading.Thread | None = None
         self._left_out = set[str]()  # files whose names no object may have, said once
 
@@ -259,7 +259,13 @@ class Checkpoint:
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why, "saved_at": now,
                             "files": entries, "folders": list(listed.folders)}
                 written = True
-                overwritten = self._write(manifest, cancel)
+                with self._writing:  # (reentrant) held until the save is recorded: ``close`` then tells one landed as saved
+                    overwritten = self._write(manifest, cancel)
+                    named = checkpoint_objects.objects_of(self._prefix, {"files": entries})
+                    before = list(set(self._current + overwritten) - set(named))  # the save before's, not named again
+                    self._current, self._last, self._held = named, listed, checkpoint_objects.held_by({"files": entries}, files)
+                    self.saves, self.latest_why = self.saves + 1, why
+                    self.notes, self._failed = [n for n in self.notes if n not in self._failed], set()  # no longer the latest word
             except BaseException as exc:
                 # An incomplete save's files go, unless a manifest may name them. Cut (no time), or its manifest's
                 # write unanswered (a timeout: it may land yet): left to the lifecycle. Refused (412), it may have
@@ -271,16 +277,10 @@ class Checkpoint:
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; {self.after}") from None
                 if isinstance(exc, Exception):
-                    raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.after}") \
-                        from None
+                    raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.after}") from None
                 raise
             finally:
                 self.saved.ended = time.monotonic()
-            named = checkpoint_objects.objects_of(self._prefix, {"files": entries})
-            before = [name for name in self._current + overwritten if name not in set(named)]  # those not named again
-            self._current, self._last, self._held = named, listed, checkpoint_objects.held_by({"files": entries}, files)
-            self.saves, self.latest_why = self.saves + 1, why
-            self.notes, self._failed = [n for n in self.notes if n not in self._failed], set()  # no longer the latest word
         self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}" + (
             f"; {len(kept)} unchanged file(s) kept from the save before" if kept else ""))
         checkpoint_objects.delete(self._bucket, before)  # the save before: outside the lock, so the next save need not wait for it
@@ -372,8 +372,8 @@ class Checkpoint:
             self._thread.join(wait_s)
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
-        """The attempt has ended: no save writes the manifest any more (one under way is cut, one waiting for its turn does
-        nothing). False when a manifest being written did not end within ``wait_s``: the checkpoint is that save's or the one before."""
+        """The attempt has ended: no save writes the manifest any more (one under way is cut, one waiting does nothing; one
+        landed is recorded first). False when a manifest being written did not end within ``wait_s``: the latest is that save or the one before."""
         self._stop.set()
         written, self._closed = self._writing.acquire(timeout=wait_s), True
         if written:
