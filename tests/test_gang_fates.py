@@ -211,7 +211,7 @@ def test_a_gang_whose_nodes_ran_as_different_models_is_priced_as_each_node_ran(f
     from tests.test_usage import PRICE, SPOT, _seen_as
 
     _seen_as(zen, clock, ["standard"], ["vm-1"])
-    _seen_as(zen, clock, ["spot", "standard"], ["vm-2"])
+    _seen_as(zen, clock, ["spot", "standard"], ["vm-1", "vm-2"])  # vm-1 still listed: seen as it was first
     running(functions)
     clock.advance(60)
     functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-2", exit_code=0))

@@ -20,7 +20,7 @@ back. A blocked pool's requests no waiting job could take are counted for ``canc
 from __future__ import annotations
 
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, Mapping
 
@@ -51,12 +51,12 @@ def ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[V
     return lambda vm, longest_s: ends_before(vm, longest_s, cluster, timing, now)
 
 
-@contextmanager
 def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[Vm, ...]], cluster: ClusterLimits,
-           timing: Timing, now: datetime) -> Iterator[None]:
+           timing: Timing, now: datetime) -> AbstractContextManager[None]:
     """Within the block, ``counts`` (idle VMs left per pool) without the idle flex-start VMs of ``group``'s
     pools whose run ends before its longest job would; given back after. Nothing for a group with no
-    ``longest_s`` or a cluster without flex-start pools or run length (the simulator's)."""
+    ``longest_s`` or a cluster without flex-start pools or run length (the simulator's): then no generator
+    is made to give nothing back (a pass makes one or two per demand group)."""
     hide: dict[str, int] = {}
     named = group.longest_s is not None and cluster.flex_run_s is not None  # else nothing to hide
     for pool in group.regions if named else ():
@@ -64,6 +64,15 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
                 ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
             hide[pool] = take = min(ending, counts[pool])
             counts[pool] -= take
+    return _given_back(counts, hide) if hide else _NOTHING_HIDDEN
+
+
+_NOTHING_HIDDEN = nullcontext()
+
+
+@contextmanager
+def _given_back(counts: dict[str, int], hide: dict[str, int]) -> Iterator[None]:
+    """Within the block ``counts`` stay without ``hide``; given back after."""
     try:
         yield
     finally:

@@ -165,11 +165,11 @@ class RegionMemory:
     silent: int = 0  # VMs in a row that got capacity here and were never usable (zen.scaling.probes.silent_boot)
 
     def replaced(self, **changes: Any) -> RegionMemory:
-        """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each
-        of the fields through ``object.__setattr__`` (planners make a few per region and pass).
-        ``changes`` names fields only."""
-        new = object.__new__(RegionMemory)
-        new.__dict__.update(self.__dict__, **changes)
+        """``dataclasses.replace(self, **changes)`` (``changes`` names fields only) without the frozen ``__init__``, which
+        sets each field through ``object.__setattr__``: the fields copied and set whole (a few per region and pass)."""
+        new, fields = object.__new__(RegionMemory), self.__dict__.copy()
+        fields.update(changes)
+        object.__setattr__(new, "__dict__", fields)
         return new
 
 

@@ -43,12 +43,11 @@ class _Planning:
         self.memory = quotas.remember({r: snapshot.memory.get(r, _FRESH) for r in self.regions}, snapshot.quota_room,
                                       index.by_region)  # a quota read this pass: remembered for every instance
         self.ranking = ranking = Ranking(snapshot, self.memory, self._blocked)
-        self.order = ranking.order  # pool -> its place in the cluster's order
         self.rank, self.boot_s, self.risk, self.uncertain = ranking.rank, ranking.boot_s, ranking.risk, ranking.uncertain
-        self.patient, self.hedge_priced = ranking.patient, ranking.hedge_priced
-        self.plan, self.by_region = Plan(), defaultdict(tuple, index.by_region)
+        self.order, self.patient, self.hedge_priced = ranking.order, ranking.patient, ranking.hedge_priced  # order: pool -> place
+        self.plan, self.by_region = Plan(), index.by_region
         self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
-        self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
+        self.alive = index.alive  # not being deleted (the last VM to become usable: index.latest_win, when asked)
         # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
         self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing,
                                                             self.boot_s, ranking.flex, snapshot.heard_since)
@@ -56,7 +55,7 @@ class _Planning:
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
         self.at_limit, self.places_wanted = 0, 0  # VMs jobs and gangs held for max_vms alone need; places left
-        self.idle_needed = defaultdict[str, int](int)
+        self.idle_needed: defaultdict[str, int] = defaultdict(int)
         self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing, now=self.now)
 
     def _age(self, vm: Vm) -> float:
@@ -104,8 +103,7 @@ class _Planning:
                                                              self.index.busy(region))
             if booted or self._blocked(region):
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
-            capacity_errors = [e for e in errors if probes.strikes(e)]
-            stuck = self.stuck[region]
+            capacity_errors, stuck = [e for e in errors if probes.strikes(e)], self.stuck[region]
             if capacity_errors:  # with a detail: the tick's quota read (ClusterManager.quota_short); read: its alone
                 self._strike(region, capacity_errors[-1].detail or f"{sum(e.count for e in capacity_errors)} "
                              f"{capacity_errors[-1].kind.value.lower()} error(s)", probes.quota_kind(capacity_errors))
@@ -123,8 +121,8 @@ class _Planning:
         """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""
         idle = {r: len(self.idle[r]) for r in self.regions}
         # Booting VMs listed RUNNING cover demand first (usable first; the others are what a race lost: cancel_losers)
-        running = {r: 0 if self._blocked(r) else sum(vm.running for vm in self.healthy[r]) for r in self.regions}
-        pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
+        running = {r: sum(vm.running for vm in h) if (h := self.healthy[r]) and not self._blocked(r) else 0 for r in self.regions}
+        pending = {r: len(h) - running[r] if (h := self.healthy[r]) and not self._blocked(r) else 0 for r in self.regions}
         self.queued, uncovered = flexrun.Queued({r: self.healthy[r] for r in self.regions if self.ranking.flex(r)}), []
         for group in self.groups:
             with self._ending(idle, group):
@@ -145,26 +143,27 @@ class _Planning:
             for region in regions:
                 queued = self.queued.get(region, 0) if late and pool is pending else 0  # queued requests cover it not
                 if left and (take := min(left, pool.get(region, 0) - queued)) > 0:
-                    pool[region] -= take
-                    left -= take
+                    pool[region], left = pool[region] - take, left - take
                     if needed is not None:
                         needed[region] += take
         return left
 
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
-        counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
-        total, limits = sum(counts.values()), self.s.cluster
-        add, hedge = self.plan.add, defaultdict[str, int](int)
-        held, hedgeable = defaultdict[str, int](int), list[tuple[list[str], int]]()
+        counts = {r: max(len(self.by_region.get(r, ())), self.s.target_sizes.get(r, 0)) for r in self.regions}
+        total, limits, add = sum(counts.values()), self.s.cluster, self.plan.add
+        hedge: defaultdict[str, int] = defaultdict(int)  # (plain calls: a generic alias's costs a microsecond)
+        held: defaultdict[str, int] = defaultdict(int)
+        hedgeable: list[tuple[list[str], int]] = []
 
         def room(region: str, capped: bool = True) -> int:  # under the limits (max_vms if capped), the last quota read
-            held, under = counts[region] + add.get(region, 0), limits.max_vms - total - sum(add.values())
-            return min(limits.max_vms_per_region - held, under if capped else quotas.UNLIMITED,
+            free = min(limits.max_vms_per_region - counts[region] - add.get(region, 0),
+                       limits.max_vms - total - sum(add.values()) if capped else quotas.UNLIMITED)
+            return min(free, quotas.UNLIMITED if self.memory[region].quota_room is None else  # (quotas.left's answer)
                        quotas.left(self.memory, region, lambda pool: counts[pool] + add.get(pool, 0)))
 
         for region in self.regions:  # before this pass's asks: what the rest of a gang assembling there may get
-            on_the_way = counts[region] - len(self.by_region[region])  # asked for, not listed yet
+            on_the_way = counts[region] - len(self.by_region.get(region, ()))  # asked for, not listed yet
             room_left = len(self.idle[region]) + len(self.healthy[region]) + on_the_way + max(0, room(region))
             self.memory[region] = _with(self.memory[region], gang_room=room_left, gang_room_at=self.now)
         compared: dict[str, tuple[list[str], DemandGroup]] = {}  # a pool asked for -> the ranking it was chosen from
@@ -292,7 +291,7 @@ class _Planning:
                              f"for {vm.silent_s(self.now):.0f}s", vm=vm.name)
 
     def prune_stuck(self) -> None:  # one probe per blocked pool wanted (zen.scaling.probes)
-        wanted = {r for group in self.groups for r in group.regions}
+        wanted, later = {r for group in self.groups for r in group.regions}, self.now + timedelta(seconds=self.timing.block_s)
         for region in self.regions:
             if not self.stuck[region]:
                 continue
@@ -302,7 +301,7 @@ class _Planning:
                 self._decide(Action.DELETE, region, probes.why_pruned(vm, self._age(vm), self._got_s, self.timing),
                              vm=vm.name)
             if kept and self._blocked(region):
-                until = max(self.memory[region].blocked_until or self.now, self.now + timedelta(seconds=self.timing.block_s))
+                until = max(self.memory[region].blocked_until or self.now, later)
                 self.memory[region] = _with(self.memory[region], blocked_until=until)
 
     def cancel_losers(self) -> None:
@@ -312,6 +311,8 @@ class _Planning:
         ``max_vms`` holds want places; a flex-start request no queued job needs, at once while not granted (granted,
         its VMs would boot for nobody). Pool by pool, the dearest first, then the cluster's last; in each, those not
         yet RUNNING first (never billed), then the youngest; none below ``min_vms``, but to give a place ``max_vms`` holds."""
+        if max(self.booting_left.values(), default=0) <= 0:
+            return  # every booting VM is needed (or none boots)
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
@@ -320,7 +321,7 @@ class _Planning:
         for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r), -self.order[r])):  # dearest; unpriced inf
             if (extra := self.booting_left.get(region, 0)) <= 0:
                 continue
-            latest_win = self.latest_win if region not in near else max(
+            latest_win = self.index.latest_win if region not in near else max(
                 (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
             running = sorted((got, r) for r in (near[region] if region in near else self.regions)
                              for got in wins.get(r, ()))  # a group may name pools the cluster dropped
@@ -390,9 +391,8 @@ class _Planning:
         self.shrink_idle()
         for region, m in self.memory.items():
             booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
-            names, got = tuple(vm.name for vm in booting), tuple(vm.name for vm in booting if vm.started)
-            known = self.index.names(region)
-            if names != m.booting or known != m.known or got != m.started:
+            names, got = (tuple(vm.name for vm in booting), tuple(vm.name for vm in booting if vm.started)) if booting else ((), ())
+            if (known := self.index.names(region)) != m.known or names != m.booting or got != m.started:
                 m = _with(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),
                           known=known, started=got, started_since=tuple(self.got[name] for name in got))
             self.plan.memory[region] = m

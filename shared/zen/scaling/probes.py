@@ -114,14 +114,15 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
     lead = f"at their limit (max_vms_per_region): {', '.join(full)}{room}; " if full else room[2:] + "; " if room else ""
     if not blocked:  # each held back by its limits or a quota
         return lead[:-2]
-    beyond = now + timedelta(seconds=timing.max_block_s)
     in_a_row = sum(m.silent for m in memory.values())
+    beyond = now + timedelta(seconds=timing.max_block_s) if in_a_row >= SILENT_IN_A_ROW else now  # (read only then)
     if in_a_row >= SILENT_IN_A_ROW and any(memory[p].silent or (memory[p].blocked_until or now) > beyond for p in blocked):
         return lead + (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
                        "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
     refused = [p for p in blocked if p not in short and memory[p].quota_block.startswith("refused")]  # "stocked out"
     held = {*short, *refused}
-    stocked, queued = [p for p in blocked if not flex(p) and p not in held], [p for p in blocked if flex(p) and p not in held]
+    queue = [(p, flex(p)) for p in blocked if p not in held]  # (asked once a pool)
+    stocked, queued = [p for p, q in queue if not q], [p for p, q in queue if q]
     if not queued and not full and not held:
         return f"every allowed region is stocked out ({', '.join(stocked)}); probes are waiting for capacity"
     named = sorted({q for p in refused for q in memory[p].quota_block.partition(":")[2].split(",") if q})
@@ -148,7 +149,7 @@ def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, 
 def unseen_errors(errors: Iterable[MigError], memory: Mapping[str, RegionMemory]) -> defaultdict[str, list[MigError]]:
     """The creation errors of each of ``memory``'s pools that its memory has not seen yet (newer than its
     ``seen_errors_until``)."""
-    unseen = defaultdict[str, list[MigError]](list)
+    unseen: defaultdict[str, list[MigError]] = defaultdict(list)
     for error in errors:
         if error.region in memory and ((seen := memory[error.region].seen_errors_until) is None or error.at > seen):
             unseen[error.region].append(error)
@@ -164,14 +165,15 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
     could hear again after an outage of its own (``heard_since``: its agent's word waited in Pub/Sub, and healthy VMs
     were deleted as never usable, the cluster blocked as if its image failed); or, without, asked
     ``spill_after_s`` ago (a flex-start request: twice the pool's asked-to-usable time, at least that)."""
-    stuck, healthy = defaultdict[str, list[Vm]](list), defaultdict[str, list[Vm]](list)
+    stuck: defaultdict[str, list[Vm]] = defaultdict(list)  # (plain calls: a generic alias's costs a microsecond)
+    healthy: defaultdict[str, list[Vm]] = defaultdict(list)
     spill_before, now_s = now - timedelta(seconds=timing.spill_after_s), now.timestamp()
     heard_s = heard_since.timestamp() if heard_since is not None else float("-inf")
     got: dict[str, float] = {}
     for (pool, phase), vms in phases.items():
         if phase is not VmPhase.BOOTING:
             continue
-        seen = dict(zip(memory[pool].started, memory[pool].started_since))
+        seen = dict(zip(memory[pool].started, memory[pool].started_since)) if memory[pool].started else {}
         deadline_s = max(timing.spill_after_s, 2 * boot_s(pool))
         for vm in vms:
             if vm.started:
@@ -183,11 +185,15 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
     return stuck, healthy, got
 
 
+def _probe_order(vm: Vm) -> tuple[bool, datetime]:
+    return vm.started, vm.since
+
+
 def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing) -> tuple[list[Vm], list[Vm]]:
     """(kept, deleted) of a pool's stuck instances: the oldest still waiting for capacity is kept as the
     pool's probe while demand wants the pool (else the oldest that got capacity, for at most
     ``boot_timeout_s``); the others are deleted."""
-    ordered = sorted(stuck, key=lambda vm: (vm.started, vm.since))
+    ordered = sorted(stuck, key=_probe_order) if len(stuck) > 1 else stuck  # (most pools: one)
     probe = bool(ordered) and (not ordered[0].started or got_s(ordered[0]) < timing.boot_timeout_s)
     keep = int(wanted and probe)
     return ordered[:keep], ordered[keep:]
@@ -221,7 +227,7 @@ def min_missing(cluster: ClusterLimits, counted: int, stuck: Mapping[str, list[V
     keeps no warm VM, nor one of the ``going`` VMs on their way out (drained, retired, deleted this pass: counted, the
     cluster's one VM drained while every delete failed stood for its warm VM, and none was asked); within ``max_vms``,
     which counts every instance until it is gone."""
-    probing = sum(len(waiting(vms)) for vms in stuck.values())
+    probing = sum(not vm.started for vms in stuck.values() for vm in vms)  # (those ``waiting``)
     return max(0, min(cluster.min_vms - (counted - probing - going), cluster.max_vms - counted))
 
 

@@ -139,7 +139,7 @@ def lift(memory: dict[str, RegionMemory], rooms: Mapping[str, int] | None, now: 
 def no_room(memory: Mapping[str, RegionMemory], pools: Iterable[str], held: Callable[[str], int]) -> list[str]:
     """The ``pools`` whose last quota read leaves no room for more than the VMs they hold (``held``: listed or
     asked for): a held job's reason names them (``zen.scaling.probes.held_reason``)."""
-    return [pool for pool in pools if left(memory, pool, held) <= 0]
+    return [pool for pool in pools if memory[pool].quota_room is not None and left(memory, pool, held) <= 0]  # (else unlimited)
 
 
 def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[str, Pool]]], regions: list[str],

@@ -40,14 +40,10 @@ class Ranking:
         self.timing = snapshot.timing
         self.order = {r: i for i, r in enumerate(snapshot.cluster.regions)}
         self._ranks: dict[tuple[tuple[str, ...], bool, float | None, float | None], list[str]] = {}
-        self._flex: dict[str, bool] = {}
-        pools = snapshot.cluster.pools
-        self.priced = pools is not None and any(p.usd_per_hour is not None for p in pools.values())
-        # A pool's step down the cluster's order of regions (a region's pools share it: models are no step).
-        regions: dict[str, int] = {}
-        for key in snapshot.cluster.regions:
-            regions.setdefault(snapshot.cluster.pool(key).region, len(regions))
-        self._cluster_steps = {key: regions[snapshot.cluster.pool(key).region] for key in snapshot.cluster.regions}
+        pools = snapshot.cluster.pools or {}  # (None: each key a region of one unpriced model, ``ClusterLimits.pool``)
+        self.priced = any(p.usd_per_hour is not None for p in pools.values())
+        self._flex = {key for key, p in pools.items() if p is not None and p.model == "flex-start"}  # a pass asks many times
+        self._cluster_steps: dict[str, int] | None = None  # made when first needed (:meth:`_region_steps`)
 
     def boot_s(self, region: str) -> float:
         """Asked-to-usable seconds in a pool: learned, else the estimate. A flex-start pool's is its estimate
@@ -61,11 +57,7 @@ class Ranking:
 
     def flex(self, pool: str) -> bool:
         """A flex-start pool: grown by resize requests granted whole, after a queue (no stockouts)."""
-        found = self._flex.get(pool)
-        if found is None:  # once a pool and pass (a pass asks many times)
-            cluster = self.s.cluster
-            found = self._flex[pool] = cluster.pools is not None and cluster.pool(pool).model == "flex-start"
-        return found
+        return pool in self._flex
 
     def risk(self, region: str) -> float:
         """How likely a VM asked here now does not come up in time (0..1): 0 without a stockout, else
@@ -133,7 +125,13 @@ class Ranking:
     def _region_steps(self, known: list[str], order: dict[str, int]) -> dict[str, int]:
         """Each pool's step down the order of regions, the cluster's or a job's own (a region's pools share
         it: models are no step)."""
-        if order is self.order:
+        if order is self.order:  # a pool's step down the cluster's order of regions
+            if self._cluster_steps is None:
+                of = {key: self.s.cluster.pool(key).region for key in self.s.cluster.regions}
+                steps: dict[str, int] = {}
+                for region in of.values():
+                    steps.setdefault(region, len(steps))
+                self._cluster_steps = {key: steps[region] for key, region in of.items()}
             return self._cluster_steps
         regions: dict[str, int] = {}
         for r in sorted(known, key=order.__getitem__):
