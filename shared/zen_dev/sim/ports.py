@@ -10,6 +10,7 @@ What they answer: docs/reference/simulator.md#what-the-simulator-models
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from contextlib import nullcontext
 from datetime import datetime
@@ -47,13 +48,16 @@ def _error(like: dict, instance: str) -> MigError:
     return made
 
 
+_FACT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(FleetFacts) if f.default is not dataclasses.MISSING}
+
+
 def _facts(demand: tuple[DemandGroup, ...], held: dict, agents: dict, memory: dict, arrivals: int,
            changed: tuple | None) -> FleetFacts:
     """``FleetFacts(demand, held, agents, memory, arrivals, changed)``, the same way as :func:`_instance`
     (one per pass: the planner's memory is new after each)."""
     made = object.__new__(FleetFacts)
-    made.__dict__.update(demand=demand, held=held, agents=agents, memory=memory, arrivals=arrivals, changed=changed,
-                         drained=frozenset(), last_pass_at=None, heard_since=None)
+    made.__dict__.update(_FACT_DEFAULTS, demand=demand, held=held, agents=agents, memory=memory, arrivals=arrivals,
+                         changed=changed)
     return made
 
 
