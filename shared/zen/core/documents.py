@@ -68,11 +68,30 @@ _Loader.yaml_implicit_resolvers = {first: [(tag, rule) for tag, rule in rules if
                                    for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
+# The same loader on libyaml's parser (PyYAML's wheels carry it), which reads a document some 13x faster
+# (Zen's own configuration: 13 ms -> 1 ms; every function instance, CLI command and agent reads one). Its
+# errors name the place without the line's excerpt, so text it refuses is read again by ``_Loader`` for
+# the error a person sees.
+_FastLoader: type | None = None
+if getattr(yaml, "__with_libyaml__", False):
+    class _CLoader(yaml.CSafeLoader):
+        yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+
+    _FastLoader = _CLoader
+
 
 def load_yaml(text: str) -> Any:
     """``yaml.safe_load`` (with YAML 1.2's booleans: ``_Loader``) that raises :class:`DuplicateKey` (a
     ``ValueError``) for a key given twice; ``yaml.YAMLError`` as before for text that is not YAML."""
-    loader = _Loader(text)
+    if _FastLoader is not None:
+        try:
+            return _load(_FastLoader(text))
+        except yaml.YAMLError:
+            pass  # read again below, for PyYAML's own words (with the line's excerpt)
+    return _load(_Loader(text))
+
+
+def _load(loader: Any) -> Any:
     try:
         node = loader.get_single_node()
         twice = duplicate_keys(node)
