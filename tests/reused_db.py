@@ -77,6 +77,7 @@ class ReusedDatabase:
         self.admin.run(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
         self.admin.run(f"CREATE DATABASE {self.name} TEMPLATE {self.template}")
         self.keeper = _connect(self.server, self.name)
+        self._refill: dict[str, pg8000.native.PreparedStatement] = {}  # table -> its rows' insert, on this keeper
 
     def _end_others(self, timeout_s: float = 2.0) -> bool:
         """End every other client's connection to the database (not the autovacuum's), again until none
@@ -106,15 +107,18 @@ class ReusedDatabase:
             self._make()
             return
         keeper = self.keeper
-        keeper.run("BEGIN")
-        keeper.run("SET LOCAL session_replication_role = replica")  # no foreign-key checks while emptying
-        for table in self.tables:
-            keeper.run(f"DELETE FROM {table}")
+        # One round trip empties every table (no foreign-key checks meanwhile), one a seeded table fills it again
+        # (its statement prepared once on the keeper): 20-odd tables and 50-odd seeded rows each a round trip of
+        # their own took some 30 ms a test.
+        keeper.run("BEGIN; SET LOCAL session_replication_role = replica; "
+                   + "; ".join(f"DELETE FROM {table}" for table in self.tables))
         for table, (columns, rows) in self.seeded.items():
-            names = ", ".join(f'"{c}"' for c in columns)
-            marks = ", ".join(f":p{i}" for i in range(len(columns)))
-            for row in rows:
-                keeper.run(f"INSERT INTO {table} ({names}) VALUES ({marks})", **{f"p{i}": v for i, v in enumerate(row)})
+            if table not in self._refill:
+                names = ", ".join(f'"{c}"' for c in columns)
+                values = ", ".join("(" + ", ".join(f":p{r}_{c}" for c in range(len(columns))) + ")"
+                                   for r in range(len(rows)))
+                self._refill[table] = keeper.prepare(f"INSERT INTO {table} ({names}) VALUES {values}")
+            self._refill[table].run(**{f"p{r}_{c}": v for r, row in enumerate(rows) for c, v in enumerate(row)})
         keeper.run("COMMIT")
 
     def close(self) -> None:
