@@ -40,12 +40,18 @@ class FunctionsInvoker:
             "on_job_event": zen.config.topics.job_events,
         }
         self._ids = itertools.count(1)
-        self._clients = {}
-        for target in self.topics:
-            app = functions_framework.create_app(target, str(main), "cloudevent")
-            sys.modules["main"]._zen = zen  # the module create_app just loaded
+        self._main = main
+        self._clients: dict[str, Any] = {}  # target -> its app's test client, made at its first message
+
+    def _client(self, target: str) -> Any:
+        """The function's app, loaded at its first message (a test that sends only submissions loads one of
+        five: each load runs ``functions/main.py`` and builds a Flask app, 4 ms or so)."""
+        if target not in self._clients:
+            app = functions_framework.create_app(target, str(self._main), "cloudevent")
+            sys.modules["main"]._zen = self.zen  # the module create_app just loaded
             _keep_source_folder_once()
             self._clients[target] = app.test_client()
+        return self._clients[target]
 
     def event(self, target: str, payload: Any, *, message_id: str | None = None,
               attributes: dict[str, str] | None = None, publish_time: datetime | None = None) -> dict:
@@ -58,7 +64,7 @@ class FunctionsInvoker:
 
     def post(self, target: str, event: dict, *, binary: bool = False):
         body, headers = (eventarc.binary_request if binary else eventarc.structured_request)(event)
-        return self._clients[target].post("/", data=body, headers=headers)
+        return self._client(target).post("/", data=body, headers=headers)
 
     def send(self, target: str, payload: Any, *, message_id: str | None = None,
              attributes: dict[str, str] | None = None, binary: bool = False, publish_time: datetime | None = None):
