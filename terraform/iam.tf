@@ -197,7 +197,8 @@ resource "google_project_iam_member" "sql" {
 # -- functions: Compute (the scheduler) ----------------------------------------------------------
 # zen.adapters.compute calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
 # deleteInstances (and list: see compute_lister below) (get -> compute.instanceGroupManagers.get, the rest ->
-# compute.instanceGroupManagers.update) and regionOperations.get (compute.regionOperations.get); for a
+# compute.instanceGroupManagers.update) and regionOperations get, wait and list (compute.regionOperations.get,
+# .list: a resize first waits for its MIG's writes in flight, which the target size does not show yet); for a
 # flex-start pool, zen.adapters.flex_start lists, inserts and cancels the MIG's resize requests
 # (regionInstanceGroupManagerResizeRequests), which Compute authorizes on the MIG itself with the same two
 # permissions (list: get; insert, cancel: update), so the same role and condition cover them.
@@ -216,15 +217,16 @@ resource "google_project_iam_custom_role" "mig_scaler" {
 
 # Two reads that no condition on a MIG's name can cover, granted on the project: operations have
 # generated names and no IAM of their own (reading their status reveals only the progress of
-# operations: every scaling function, whose writes look at their operation once), and the tick lists
+# operations: every scaling function, whose writes look at their operation once, and whose resizes list
+# the region's operations not DONE to find their MIG's writes in flight), and the tick lists
 # each region's MIGs once (instanceGroupManagers.list: every MIG's target size and stability in one
 # call; a call on the region, not on one MIG: the tick's alone, as no other function lists). Both read
 # metadata and change nothing. Without the list permission the scheduler falls back to one get per MIG.
 resource "google_project_iam_custom_role" "compute_reader" {
   role_id     = "${replace(var.name_prefix, "-", "_")}ComputeReader"
   title       = "Zen Compute reader"
-  description = "Read regional Compute operations."
-  permissions = ["compute.regionOperations.get"]
+  description = "Read and list regional Compute operations."
+  permissions = ["compute.regionOperations.get", "compute.regionOperations.list"]
 
   depends_on = [google_project_service.apis]
 }

@@ -359,7 +359,8 @@ COMPUTE_PERMISSIONS = {
     "delete_instances_unary": "compute.instanceGroupManagers.update",
 }
 # RegionOperationsClient method (zen.adapters.compute) -> permission.
-OPERATION_PERMISSIONS = {"get": "compute.regionOperations.get", "wait": "compute.regionOperations.get"}
+OPERATION_PERMISSIONS = {"get": "compute.regionOperations.get", "wait": "compute.regionOperations.get",
+                         "list": "compute.regionOperations.list"}
 # Pub/Sub subscriber method (zen.agent.transport, zen.adapters.control_subscriptions) -> permission.
 SUBSCRIPTION_PERMISSIONS = {
     "get_subscription": "pubsub.subscriptions.get",

@@ -11,6 +11,7 @@ Why: docs/explanations/scaling.md (the bullets on Compute calls)
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from contextlib import contextmanager
 from datetime import datetime
@@ -23,13 +24,16 @@ from google.cloud import compute_v1
 from zen.core.quotas import named
 from zen.scaling.model import ErrorKind, MigError
 from zen.scaling.port import (  # noqa: F401 - the port's types, importable from the adapter too
-    MigApiError, MigInstance, MigNotFound, MigPort, MigRateLimited, MigState, MigSummary, MigUnconfirmed,
+    MigApiError, MigBusy, MigInstance, MigNotFound, MigPort, MigRateLimited, MigState, MigSummary, MigUnconfirmed,
 )
 
 # Each Compute call's time in all (its requests' timeout, and the deadline of retrying its 5xx answers):
 # a region whose Compute fails costs a pass about this per call, not google-cloud-compute's 600 s.
 CALL_BOUND_S = 10.0
 _R = TypeVar("_R")  # what a Compute call returns
+# A write of the MIG's not DONE holds its resizes this long at most (from when a resize first found it so): Compute
+# marks a write DONE within seconds, once its actions are scheduled; one that is not by then is stuck.
+IN_FLIGHT_HOLD_S = 120.0
 _RETRIED = if_exception_type(gexc.InternalServerError, gexc.BadGateway, gexc.ServiceUnavailable, gexc.GatewayTimeout)
 
 _STOCKOUT_CODES = {
@@ -92,6 +96,7 @@ class MigManager:
         self._bound_s = CALL_BOUND_S if call_bound_s is None else call_bound_s
         self._retry = Retry(predicate=_RETRIED, initial=0.25, maximum=2.0, multiplier=2.0, timeout=self._bound_s)
         self.api_calls = 0
+        self._in_flight: dict[str, float] = {}  # operation name -> when a resize first found it not DONE (monotonic)
 
     @contextmanager
     def _translated(self, what: str) -> Iterator[None]:
@@ -174,8 +179,50 @@ class MigManager:
 
     def resize(self, size: int, together: Sequence[int] = ()) -> None:
         """Set the target size (absolute, so a retry after a timeout changes nothing); ``together`` is
-        ignored: a MIG resized by target size creates each VM on its own, there is no request to split."""
+        ignored: a MIG resized by target size creates each VM on its own, there is no request to split.
+        Not over a write still in flight (``_settled``): ``size`` was computed from a target that does not show it."""
+        self._settled()
         self._write(self._migs.resize_unary, size=size)
+
+    def _settled(self) -> None:
+        """Wait, one call's bound in all, for this MIG's writes whose operations are not DONE (any pass's, any
+        instance's: a delete of idle VMs the last pass made, say), and raise ``MigBusy`` if one still is not. Compute
+        marks a resize or a delete DONE once its actions are scheduled; until then the target size does not show it,
+        and a size computed from it undid it once landed (the deleted VMs booted again, for nothing). Operations that
+        cannot be listed hold nothing back, nor one this instance saw in flight ``IN_FLIGHT_HOLD_S`` ago: the resize
+        goes as it always did (a write stuck in flight would otherwise keep its pool from every VM)."""
+        now = time.monotonic()
+        deadline = now + self._bound_s
+        try:
+            pending = self._writes_in_flight()
+        except MigApiError:
+            return
+        self._in_flight = {name: self._in_flight.get(name, now) for name in pending}  # (those done forgotten)
+        for name in pending:
+            if now - self._in_flight[name] > IN_FLIGHT_HOLD_S:
+                continue  # in flight this long, it is stuck, not landing: it holds the MIG no longer
+            left = deadline - time.monotonic()
+            try:
+                with self._translated(f"waiting for operation {name}"):
+                    self.api_calls += 1
+                    done = left > 0 and self._operations.wait(request={"project": self.project, "region": self.region,
+                                                                       "operation": name}, retry=None, timeout=left
+                                                              ).status == compute_v1.Operation.Status.DONE
+            except MigApiError:
+                done = False
+            if not done:
+                raise MigBusy(f"not resized: operation {name} on {self.name} is not done yet, and the target size "
+                              "does not show it")
+
+    def _writes_in_flight(self) -> list[str]:
+        """The names of the operations on this MIG that are not DONE (one ``regionOperations.list``, filtered)."""
+        self.api_calls += 1
+        suffix = f"/instanceGroupManagers/{self.name}"
+        with self._translated("listing operations"):  # later pages are fetched while iterating
+            pages = self._operations.list(request={"project": self.project, "region": self.region,
+                                                   "filter": "status != DONE"}, retry=self._retry, timeout=self._bound_s)
+            return [op.name for op in pages
+                    if op.status != compute_v1.Operation.Status.DONE and (op.target_link or "").endswith(suffix)]
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Delete exactly these instances (lowering the target size); ones already gone are skipped."""

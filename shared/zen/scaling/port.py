@@ -35,6 +35,12 @@ class MigRateLimited(MigApiError):
     pass
 
 
+class MigBusy(MigApiError):
+    """A resize not sent: an earlier write to the MIG (a resize, a deleteInstances) is still in flight, so its target
+    size, which the absolute size is computed from, does not show it yet (Compute marks a write DONE once its actions
+    are scheduled). Nothing was done; the next pass asks again."""
+
+
 class MigUnconfirmed(MigApiError):
     """A write that may have been carried out though the call could not confirm it: Compute accepted it
     (``accepted``: answered with an operation) and then the operation could not be read or reported an error before
@@ -99,7 +105,8 @@ class MigPort(Protocol):
 
     def resize(self, size: int, together: Sequence[int] = ()) -> None:
         """Set the target size (absolute); returns once Compute accepted it, without waiting for it to be
-        done. Raises ``MigUnconfirmed`` when it may have been carried out, another ``MigApiError`` when not.
+        done. Raises ``MigUnconfirmed`` when it may have been carried out, another ``MigApiError`` when not
+        (``MigBusy``: an earlier write still in flight, which the target size read before does not show).
         ``together``: of the VMs added, the units that must come whole (gangs), for a MIG that asks for
         VMs in all-or-nothing requests (flex-start); a MIG resized by target size ignores them."""
 

@@ -207,6 +207,7 @@ class StartupSpec(_Spec):
 
 class ApiSpec(_Spec):
     operation_delay_s: float = Field(default=0.0, ge=0)
+    writes_land_when_done: bool = False  # a resize's or delete's effect waits for its operation to be DONE
     max_errors_per_mig: int = Field(default=1000, ge=1)
 
 

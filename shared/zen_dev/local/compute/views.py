@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from zen_dev.local.compute import resources as r
@@ -112,6 +113,8 @@ def mig_aggregated_list(world: World) -> dict[str, Any]:
 
 def operation_list(world: World, region: str, query: dict[str, str]) -> dict[str, Any]:
     ops = [operation_resource(world, op) for op in world.operations_in(region)]
+    if (by_status := re.fullmatch(r'\s*status\s*(!=|=)\s*"?(\w+)"?\s*', query.get("filter") or "")) is not None:
+        ops = [op for op in ops if (op["status"] == by_status[2]) == (by_status[1] == "=")]  # the one form Zen sends
     body = r.page(ops, query, "items")
     body.update(kind="compute#operationList", id=f"projects/{world.project}/regions/{region}/operations")
     return body

@@ -399,8 +399,9 @@ class World:
             raise r.invalid(f"Invalid value for field 'size': '{size}'. Must be greater than or equal to 0.")
         if size > 1000:
             raise r.invalid(f"Invalid value for field 'size': '{size}'. Must be less than or equal to 1000.")
-        self._set_size(mig, size)
-        return self._operation(mig, "compute.instanceGroupManagers.resize", request_id)
+        op = self._operation(mig, "compute.instanceGroupManagers.resize", request_id)
+        self._land(op, self._set_size, mig, size)
+        return op
 
     def delete_instances(self, mig: Mig, refs: list[str], skip_invalid: bool, request_id: str | None = None) -> Operation:
         if request_id and request_id in self._requests:
@@ -420,11 +421,24 @@ class World:
                     f"'{r.mig_path(self.project, mig.spec.region, mig.name)}'."
                 )
             chosen[name] = inst
-        for inst in chosen.values():
-            if not inst.doomed:
+        op = self._operation(mig, "compute.instanceGroupManagers.deleteInstances", request_id)
+        self._land(op, self._delete_chosen, mig, list(chosen.values()))
+        return op
+
+    def _delete_chosen(self, mig: Mig, chosen: list[Instance]) -> None:
+        for inst in chosen:
+            if not inst.doomed and not inst.removed:
                 mig.target_size -= 1
                 self._delete(inst)
-        return self._operation(mig, "compute.instanceGroupManagers.deleteInstances", request_id)
+
+    def _land(self, op: Operation, change: Callable[..., None], *args: Any) -> None:
+        """Carry out a write's ``change`` now, or (``api.writes_land_when_done``) when its operation is DONE: Compute
+        marks a resize DONE "when the resize actions are scheduled", so until then the MIG's target size and
+        instances do not show it. Writes to one MIG land in the order they were made."""
+        if self.scenario.api.writes_land_when_done and op.done_t > self.now:
+            self._schedule(op.done_t, change, *args)
+        else:
+            change(*args)
 
     def _operation(self, mig: Mig, op_type: str, request_id: str | None) -> Operation:
         epoch_ms = int(self.ts.start.timestamp() * 1000 + self.now * 1000)
