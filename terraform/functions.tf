@@ -72,6 +72,10 @@ resource "google_cloudfunctions2_function" "zen" {
         # The most a query waits for Postgres to answer: under the timeout, so that a server that stops answering
         # (no reset) frees the request and its connection slot (zen.store.connect.bounded).
         ZEN_DB_QUERY_TIMEOUT_S = tostring(max(5, var.functions[each.key].timeout_s - 10))
+        # The function's timeout: Postgres ends a transaction, or a scaling lock's connection, idle that long (a
+        # request cut at its timeout, its instance left running throttled), and a tick past it stops
+        # (zen.store.db.Database.session_lock, zen.store.connect.bounded, Zen.on_scale_tick).
+        ZEN_FUNCTION_TIMEOUT_S = tostring(var.functions[each.key].timeout_s)
         # Stops never scale; without Compute permissions they must not try. A heartbeat whose VM became
         # usable runs its cluster's scaling pass (Zen.on_heartbeat: the boots that lost the race go).
         ZEN_SCALING = each.value.scaling ? "on" : "off"

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from zen import telemetry
 from zen.adapters.pubsub import PubSubPublisher
@@ -66,13 +67,16 @@ class TickReport:
     controls: int = 0  # VMs' control subscriptions made and granted (zen.adapters.control_subscriptions)
     prices: str | None = None  # the catalog prices' refresh: fresh, refreshed, failed, waiting (zen.store.prices), none
     scaling: object | None = None
+    cut: str | None = None  # the step a tick past its function's timeout stopped before (Zen.on_scale_tick)
 
 
 class Zen:
     def __init__(self, config: ZenConfig, db: Database, publisher: Publisher, clock: Clock = utc_now,
                  scaler: Scaler | None = None, controls: ControlMaker | None = None,
-                 price_fetch: Callable[[datetime], PriceTable] | None = None, notifier: Notifier | None = None):
+                 price_fetch: Callable[[datetime], PriceTable] | None = None, notifier: Notifier | None = None,
+                 timeout_s: float | None = None):
         self.config = config
+        self.timeout_s = timeout_s  # the function's (ZEN_FUNCTION_TIMEOUT_S): a tick past it stops; None: never
         self.db = db
         self.store = PostgresJobStore(db)  # the job service's port (zen.jobs.store) over Postgres
         self.clock = clock
@@ -147,7 +151,8 @@ class Zen:
             from zen.adapters.billing import catalog_fetcher
 
             price_fetch = catalog_fetcher(config.clusters)
-        return cls(config, db, PubSubPublisher(project), scaler=scaler, controls=controls, price_fetch=price_fetch)
+        return cls(config, db, PubSubPublisher(project), scaler=scaler, controls=controls, price_fetch=price_fetch,
+                   timeout_s=db.lock_hold_s)
 
     # -- one method per Cloud Function ---------------------------------------------------------
     # Each runs inside ``relay.request()``: the instance's last request in flight waits for the
@@ -218,43 +223,68 @@ class Zen:
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, narrow (or hold) queued
         jobs whose tags left their regions, prune old refusals, scale, then widen again (gangs: the room the pass
-        found). A second concurrent tick skips."""
+        found). A second concurrent tick skips. A tick past its function's timeout (``timeout_s``) stops before its
+        next step: Cloud Functions answered 504 and left it running, throttled, and Postgres has ended its lock's
+        connection by then (``Database.session_lock``), so another tick may be running; the next one goes on."""
         self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
+        began = time.monotonic()
         with self.relay.request(), self.store.tick_lock(TICK_LOCK_KEY) as locked:
             if not locked:
                 log.info("another scale tick holds the lock; skipping")
                 return TickReport(skipped=True)
-            report = TickReport(relayed=self.relay.flush_pending())
-            report.swept = self.jobs.sweeps.sweep_lost()
-            report.stopped = self.jobs.sweeps.apply_early_stops()
-            report.republished = self.jobs.sweeps.republish_unclaimed()
-            report.widened = self.jobs.sweeps.widen_narrowed()
-            self.jobs.sweeps.retry_due()  # before the admission passes, which then see what was let go
-            self.jobs.sweeps.look_after()
-            self.jobs.sweeps.let_go_arrays()
-            report.admitted = self.jobs.sweeps.admit_waiting()
-            # After every pass that makes a job QUEUED (retries, arrays, queues admit with the regions stored), before
-            # the scaling pass counts it as demand where a tag it requires no longer is.
-            self.jobs.sweeps.narrow_uncleared()
-            report.pruned = self.store.prune_rejections(self.clock())
-            if self.scaler is not None:
-                report.scaling = self.scaler.tick()
-                # Gangs again, with the room this pass found since their claims (zen.core.gang.room_seen_after):
-                # the sweep above read the last tick's, which missed every claim made since.
-                report.widened += self.jobs.sweeps.widen_narrowed()
-                with self.db.transaction() as session:  # pools the configuration dropped: no pass lists them again
-                    for (cluster, pool), vms in fleet.forget_dropped_pools(
-                            session, {c.name: c.pools() for c in self.config.clusters}).items():
-                        self._dropped(session, cluster, pool, vms)
-            if self.controls is not None:  # the instances the passes just listed, booting ones too
-                with self.db.transaction() as instances:
-                    report.controls = self.controls.ensure(fleet.mig_instance_names(instances))
-            if self.price_fetch is not None:  # once a day; else one cheap query
-                report.prices = self._refresh_prices(self.price_fetch)
-            report.relayed += self.relay.flush_pending()
+            report = TickReport()
+            for step in self._tick_steps(report):
+                if self.timeout_s is not None and time.monotonic() - began > self.timeout_s:
+                    report.cut = step
+                    log.warning(f"the scale tick ran past its function's timeout ({self.timeout_s:g} s): stopped "
+                                f"before its {step} step; the next tick goes on", extra={"step": step})
+                    return report
             telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report,
                                self._quiet)
             return report
+
+    def _tick_steps(self, report: TickReport) -> Iterator[str]:
+        """The tick's steps, in order, into ``report``: each yields its name before it runs (the caller stops there
+        past the timeout)."""
+        yield "resend"
+        report.relayed = self.relay.flush_pending()
+        yield "lost-job sweep"
+        report.swept = self.jobs.sweeps.sweep_lost()
+        yield "early stops"
+        report.stopped = self.jobs.sweeps.apply_early_stops()
+        yield "republish"
+        report.republished = self.jobs.sweeps.republish_unclaimed()
+        report.widened = self.jobs.sweeps.widen_narrowed()
+        yield "retries"
+        self.jobs.sweeps.retry_due()  # before the admission passes, which then see what was let go
+        self.jobs.sweeps.look_after()
+        self.jobs.sweeps.let_go_arrays()
+        yield "admission"
+        report.admitted = self.jobs.sweeps.admit_waiting()
+        # After every pass that makes a job QUEUED (retries, arrays, queues admit with the regions stored), before
+        # the scaling pass counts it as demand where a tag it requires no longer is.
+        self.jobs.sweeps.narrow_uncleared()
+        yield "pruning"
+        report.pruned = self.store.prune_rejections(self.clock())
+        if self.scaler is not None:
+            yield "scaling"
+            report.scaling = self.scaler.tick()
+            # Gangs again, with the room this pass found since their claims (zen.core.gang.room_seen_after):
+            # the sweep above read the last tick's, which missed every claim made since.
+            report.widened += self.jobs.sweeps.widen_narrowed()
+            with self.db.transaction() as session:  # pools the configuration dropped: no pass lists them again
+                for (cluster, pool), vms in fleet.forget_dropped_pools(
+                        session, {c.name: c.pools() for c in self.config.clusters}).items():
+                    self._dropped(session, cluster, pool, vms)
+        if self.controls is not None:  # the instances the passes just listed, booting ones too
+            yield "control subscriptions"
+            with self.db.transaction() as instances:
+                report.controls = self.controls.ensure(fleet.mig_instance_names(instances))
+        if self.price_fetch is not None:  # once a day; else one cheap query
+            yield "prices"
+            report.prices = self._refresh_prices(self.price_fetch)
+        yield "final resend"
+        report.relayed += self.relay.flush_pending()
 
     def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:
         """The catalog's prices, fetched again when older than a day (an hour while a configured cluster's

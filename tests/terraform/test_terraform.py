@@ -215,7 +215,8 @@ def test_functions_get_the_environment_the_library_reads(module):
     library = "".join((ROOT / "shared" / "zen" / p).read_text()
                       for p in ("store/db.py", "store/connect.py", "app.py", "core/config.py"))
     for name in ("ZEN_CLOUDSQL_INSTANCE", "ZEN_DB_USER", "ZEN_DB_NAME", "ZEN_CLOUDSQL_IP_TYPE", "ZEN_PROJECT",
-                 "ZEN_SCALING", "ZEN_CONFIG", "ZEN_DB_MAX_OPEN", "ZEN_DB_QUERY_TIMEOUT_S"):
+                 "ZEN_SCALING", "ZEN_CONFIG", "ZEN_DB_MAX_OPEN", "ZEN_DB_QUERY_TIMEOUT_S",
+                 "ZEN_FUNCTION_TIMEOUT_S"):
         assert f"{name} " in env_text or f"{name} =" in env_text, f"{name} not set on the functions"
         assert f'"{name}"' in library, f"the library does not read {name}"
     # The archive puts a shipped configuration where ZEN_CONFIG points.

@@ -89,9 +89,10 @@ def test_every_function_can_reach_the_bucket_lookup():
     assert "from zen.core.routing import" in (shared / "jobs" / "decisions.py").read_text()
     assert "from zen.jobs.placement import" in (shared / "jobs" / "service.py").read_text()
     app = (shared / "app.py").read_text()
-    for method in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick"):
+    for method in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "_tick_steps"):  # the tick's steps
         body = app.split(f"def {method}(", 1)[1].split("\n    def ", 1)[0]
         assert "self.jobs." in body, method
+    assert "self._tick_steps(" in app.split("def on_scale_tick(", 1)[1].split("\n    def ", 1)[0]
 
 
 def test_buckets_outside_the_binding_are_told_to_use_bucket_locations(module):

@@ -107,7 +107,8 @@ def cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
 
 def positive_from_env(name: str) -> int | None:
     """``ZEN_DB_MAX_OPEN``: connections one process may hold open at once; ``ZEN_DB_QUERY_TIMEOUT_S``: the most a
-    connection waits on Postgres for one answer (unset or empty: no bound)."""
+    connection waits on Postgres for one answer; ``ZEN_FUNCTION_TIMEOUT_S``: the function's timeout, the longest a
+    session lock is held (``Database.session_lock``) and a tick runs (unset or empty: no bound)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
@@ -116,14 +117,23 @@ def positive_from_env(name: str) -> int | None:
     return int(raw)
 
 
-def bounded(conn: Any, timeout_s: float | None) -> Any:
+def bounded(conn: Any, timeout_s: float | None, idle_s: float | None = None) -> Any:
     """``conn`` whose statements Postgres cancels after ``timeout_s`` less a second (``statement_timeout``, at least
     half a second: a statement waiting on a lock ends on the server too, not applied, SQLSTATE 57014, transient), and
     whose waits for an answer end after ``timeout_s`` (pg8000's socket, TLS or not, under the Cloud SQL connector's
     DB-API connection too): a server that stops answering (a partition, a frozen host: no reset) raises then, the
     connection is dropped and its pool slot given back, where a request waited past its function's timeout holding
     the slot, and every later request of the instance waited for it in vain. A frozen server's process may outlive
-    the connection; one that answers cancels its statement itself."""
+    the connection; one that answers cancels its statement itself.
+
+    With ``idle_s`` (the function's timeout), Postgres ends a transaction left idle that long, and its connection
+    (``idle_in_transaction_session_timeout``): rolled back whole, its row and advisory locks let go. Cloud Functions
+    answers 504 at the timeout and leaves the instance running, throttled, its thread standing still wherever it
+    was: inside a transaction, it held the rows it had locked (the tick clock's, a job's, a queue's lock) for as
+    long as the instance lived, and every tick, heartbeat or admission reaching for them waited its whole
+    ``statement_timeout`` and failed."""
+    if idle_s is not None:
+        conn.run(f"SET idle_in_transaction_session_timeout = {max(1, int(idle_s * 1000))}")
     if timeout_s is not None:
         conn.run(f"SET statement_timeout = {max(500, int(timeout_s * 1000) - 1000)}")
         getattr(conn, "_conn", conn)._usock.settimeout(timeout_s)

@@ -25,8 +25,9 @@ from zen.store.connect import ConnectionTarget as ConnectionTarget, bounded, clo
 from zen.store.connect import positive_from_env, parse_database_url as parse_database_url
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
-# SQLSTATE classes a retry can fix: connection, resources, operator intervention (a shutdown), serialization, deadlocks.
-_TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
+# SQLSTATE classes a retry can fix: connection, resources, operator intervention (a shutdown), serialization, deadlocks,
+# a transaction left idle past idle_in_transaction_session_timeout (its connection ended: zen.store.connect.bounded).
+_TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01|25P03)")
 # Data exceptions, integrity violations and program limits exceeded (54000: a value too large for a btree index row).
 _DATA_SQLSTATE = re.compile(r"^(22|23|54)")
 
@@ -192,13 +193,16 @@ class Database:
     function from what one request holds at once). A caller finding every connection in use waits at
     most ``open_wait_s``, then gets ``TransientError`` (the function answers 500 and Pub/Sub
     redelivers): never an unbounded wait.
+
+    ``lock_hold_s`` (``ZEN_FUNCTION_TIMEOUT_S``: the function's timeout; ``None``: no bound) bounds a transaction
+    and a session lock (``session_lock``) left idle by a request cut at its timeout (``zen.store.connect.bounded``).
     """
 
     open_wait_s = 10.0
 
     def __init__(self, connect: Callable[[], pg8000.native.Connection], max_idle: int = 5,
-                 max_open: int | None = None, query_timeout_s: float | None = None):
-        self._connect, self.query_timeout_s = connect, query_timeout_s
+                 max_open: int | None = None, query_timeout_s: float | None = None, lock_hold_s: float | None = None):
+        self._connect, self.query_timeout_s, self.lock_hold_s = connect, query_timeout_s, lock_hold_s
         self._idle: list[pg8000.native.Connection] = []
         self._lock = threading.Lock()
         self._max_idle = max_idle
@@ -210,20 +214,23 @@ class Database:
 
     @classmethod
     def from_target(cls, target: ConnectionTarget, max_open: int | None = None,
-                    query_timeout_s: float | None = None) -> "Database":
-        return cls(target.connect, max_open=max_open, query_timeout_s=query_timeout_s)
+                    query_timeout_s: float | None = None, lock_hold_s: float | None = None) -> "Database":
+        return cls(target.connect, max_open=max_open, query_timeout_s=query_timeout_s, lock_hold_s=lock_hold_s)
 
     @classmethod
     def from_env(cls) -> "Database":
         max_open, query_timeout_s = positive_from_env("ZEN_DB_MAX_OPEN"), positive_from_env("ZEN_DB_QUERY_TIMEOUT_S")
+        lock_hold_s = positive_from_env("ZEN_FUNCTION_TIMEOUT_S")
         instance = os.environ.get("ZEN_CLOUDSQL_INSTANCE")
         if instance:
-            return cls(cloudsql_connect_factory(instance), max_open=max_open, query_timeout_s=query_timeout_s)
+            return cls(cloudsql_connect_factory(instance), max_open=max_open, query_timeout_s=query_timeout_s,
+                       lock_hold_s=lock_hold_s)
         url = os.environ.get("ZEN_DATABASE_URL")
         if not url:
             raise ConfigError("no database: set ZEN_CLOUDSQL_INSTANCE (Cloud SQL) or ZEN_DATABASE_URL "
                               "(postgresql://...)")
-        return cls.from_target(parse_database_url(url), max_open=max_open, query_timeout_s=query_timeout_s)
+        return cls.from_target(parse_database_url(url), max_open=max_open, query_timeout_s=query_timeout_s,
+                               lock_hold_s=lock_hold_s)
 
     def _acquire(self) -> pg8000.native.Connection:
         if self._slots is not None and not self._slots.acquire(timeout=self.open_wait_s):
@@ -234,7 +241,7 @@ class Database:
                 if self._idle:
                     return self._idle.pop()
             try:
-                return bounded(self._connect(), self.query_timeout_s)
+                return bounded(self._connect(), self.query_timeout_s, self.lock_hold_s)
             except Exception as exc:  # noqa: BLE001 - translated below
                 if isinstance(_classified(exc)[0], TransientError):
                     raise TransientError(f"cannot connect to Postgres: {exc}") from exc
@@ -301,15 +308,31 @@ class Database:
     @contextlib.contextmanager
     def session_lock(self, take: Callable[[Session], bool], give_back: Callable[[Session], None]) -> Iterator[bool]:
         """A session-level advisory lock, held on one connection for the block: yields whether ``take``
-        got it, and then ``give_back`` releases it (the tick's lock, a cluster's scaling lock)."""
+        got it, and then ``give_back`` releases it (the tick's lock, a cluster's scaling lock).
+
+        The connection stands idle while the block runs. With ``lock_hold_s``, Postgres ends it once idle that
+        long (``idle_session_timeout``), and the lock with it: Cloud Functions answers 504 at the timeout and
+        leaves the instance running, throttled, its thread standing still wherever it was, the connection open,
+        so that every later tick or pass skipped for as long as the instance lived. Giving back a lock whose
+        connection was lost (so, or otherwise) is no error: it went with the connection."""
         with self.session() as session:
             if not take(session):
                 yield False
                 return
+            limited = self.lock_hold_s is not None
             try:
+                if limited:
+                    session.sql("SELECT set_config('idle_session_timeout', :ms, false)",
+                                ms=str(max(1, int(float(self.lock_hold_s or 0) * 1000))))
                 yield True
             finally:
-                give_back(session)
+                try:
+                    give_back(session)
+                    if limited:
+                        session.sql("SELECT set_config('idle_session_timeout', '0', false)")  # idle in the pool
+                except TransientError:
+                    if not session.poisoned:  # a connection lost is closed, and its locks go with it
+                        raise
 
     def close(self) -> None:
         with self._lock:
