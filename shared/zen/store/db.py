@@ -115,10 +115,11 @@ def _parsed(sql: str) -> tuple[str, Any]:
     the values): pure, so one a process. pg8000 reads them character by character in Python for each
     connection that prepares the statement: 0.3-0.5 ms each of Zen's queries, some 15% of the CPU of a test
     module whose every test opens new connections (tests/test_functions_lifecycle.py)."""
-    return pg8000.native.to_statement(sql)
+    statement, make_vals = pg8000.native.to_statement(sql)
+    return statement, make_vals
 
 
-class _Statement(pg8000.native.PreparedStatement):
+class _Statement(pg8000.native.PreparedStatement):  # type: ignore[misc]  # pg8000 has no types
     """pg8000's prepared statement (no declared types, as ``Connection.prepare`` makes it) with its placeholders
     read by ``_parsed``: what pg8000's own ``__init__`` does, less the reading."""
 
