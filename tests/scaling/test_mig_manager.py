@@ -111,8 +111,8 @@ def test_a_write_returns_without_waiting_for_its_operation(cloud):
     victim = mig.instances()[0]
     mig.delete_instances([victim.name], {victim.name: victim.zone})
     assert time.monotonic() - began < 5
-    # the MIG's operations in flight (none), resize, get its operation; listManagedInstances; delete, get
-    assert mig.api_calls - calls == 6
+    # the MIG's operations in flight (none), its target, resize, get its operation; listManagedInstances; delete, get
+    assert mig.api_calls - calls == 7
     assert mig.target_size() == 1
 
 
@@ -146,7 +146,7 @@ def test_an_error_an_operation_reports_at_once_fails_the_write_which_never_waits
     from types import SimpleNamespace
 
     operations = Operations(read)
-    migs = SimpleNamespace(resize_unary=lambda **request: answered)
+    migs = SimpleNamespace(resize_unary=lambda **request: answered, get=lambda **request: SimpleNamespace(target_size=0))
     mig = MigManager(PROJECT, REGION, MIG, migs, operations, call_bound_s=0.5)
     if fails:
         with pytest.raises(MigApiError):

@@ -109,3 +109,24 @@ def test_a_write_stuck_in_flight_holds_its_mig_for_a_while_not_for_ever(
         assert mig.target_size() == 2
     finally:
         standin.stop()
+
+
+def test_a_resize_below_the_target_read_just_before_is_not_sent(config, db, publisher, clock, monkeypatch, tmp_path):
+    """A pass that stood still between its read of the target and its resize (a request cut at its function's
+    timeout, resumed after a later pass grew the MIG) asks for less than the MIG holds: sent, GCE would delete
+    VMs of its choosing, a running job's among them."""
+    from zen.scaling.port import MigBusy
+
+    zen, advance, instances, standin = build_stack(config, db, publisher, clock, monkeypatch, tmp_path,
+                                                   capacity={"default": 4})
+    try:
+        region = "us-west1"
+        mig = MigManager(config.project, region, config.cluster(CLUSTER).mig_name(region), *compute_clients_from_env())
+        mig.resize(3)  # the later pass's
+        advance(BOOT_S + 1)
+        with pytest.raises(MigBusy, match="is 3 already"):
+            mig.resize(2)  # the resumed one's: 1 read before the other grew it, + 1
+        advance(BOOT_S + 1)
+        assert mig.target_size() == 3 and len(_live(instances, region)) == 3
+    finally:
+        standin.stop()

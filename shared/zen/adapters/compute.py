@@ -180,8 +180,14 @@ class MigManager:
     def resize(self, size: int, together: Sequence[int] = ()) -> None:
         """Set the target size (absolute, so a retry after a timeout changes nothing); ``together`` is
         ignored: a MIG resized by target size creates each VM on its own, there is no request to split.
-        Not over a write still in flight (``_settled``): ``size`` was computed from a target that does not show it."""
+        Not over a write still in flight (``_settled``): ``size`` was computed from a target that does not show it.
+        Never to a size at or below the target read just before: a pass that stood still between its read and this
+        write (a request cut at its function's timeout, resumed once a later pass had grown the MIG) would have
+        lowered it, and GCE chooses which VMs a lower target deletes, running jobs' among them."""
         self._settled()
+        if (target := self.target_size()) >= size:  # read again now: never a resize that lowers the target
+            raise MigBusy(f"not resized: the target size of {self.name} is {target} already, not below the {size} "
+                          "asked for (computed from an older read)")
         self._write(self._migs.resize_unary, size=size)
 
     def _settled(self) -> None:
