@@ -163,8 +163,10 @@ class Agent:
     def _shut_down(self) -> None:
         self.log.info("agent shutting down", extra={"reason": self.shutdown.reason})
         self.controls.drop_offers("the VM is shutting down")
-        self.reporter.vm(VmState.STOPPING, budget_s=self.shutdown.budget(-VM_STOPPING_S),
-                         given_back=self.slots.given_back)
+        # A shared VM's last word lists its jobs (none by now) as its others do: Zen bills an attempt that ends after
+        # it (a report read late, the sweep's) its share of the VM, not the whole VM (zen.jobs.decisions).
+        self.reporter.vm(VmState.STOPPING, budget_s=self.shutdown.budget(-VM_STOPPING_S), held=self.slots.held(),
+                         list_all=self.slots.capacity.shared, given_back=self.slots.given_back)
         self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
 
     def _sweep_work_dir(self) -> None:
@@ -298,8 +300,10 @@ class Agent:
                 if not self.slots.capacity.shared:
                     self.controls.drop_offers("this VM runs the job it claimed")  # kept while it claimed
                 gone = self.attempts.run(start, attempt, gpu_ids)
-            elif answer in ("timeout", "release", "outranked"):  # a claim of ours may win yet: VM heartbeats name
-                self.slots.dropped(key)  # it until claimed again (released: a later try sent before the RELEASE came)
+            elif answer in ("timeout", "release", "outranked", "shutdown"):  # a claim of ours may win yet: VM
+                # heartbeats name it until claimed again (released: a later try sent before the RELEASE came; cut by
+                # the shutdown: the STOPPING names it, should its PREEMPTED not reach Zen)
+                self.slots.dropped(key)
         except ValidationError as exc:
             if settled or not about_the_attempt(exc):
                 self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})

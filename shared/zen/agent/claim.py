@@ -57,9 +57,10 @@ class Claimer:
         self._log = log
 
     def claim(self, delivery: StartDelivery, attempt: AttemptReport, wait_s: float | None = None) -> Answer:
-        """CLAIMED, then wait for the answer. Returns confirm | release | outranked | stop | timeout | shutdown |
-        fenced (confirmed after the lease it gave ran out: reported PREEMPTED, not run). The start is acked or nacked,
-        but for outranked and timeout (``Answer``).
+        """CLAIMED, then wait for the answer. Returns confirm | release | outranked | stop | timeout | shutdown (the
+        VM's shutdown began before the answer, or as it was read: reported PREEMPTED, not run) | fenced (confirmed
+        after the lease it gave ran out: reported PREEMPTED, not run). The start is acked or nacked, but for
+        outranked and timeout (``Answer``).
         ``wait_s``: a gang's node waits that long at least (its CONFIRM comes once the last node claims)."""
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         # Lease it for our own deadline now, whatever the subscription's ack deadline is.
@@ -115,6 +116,11 @@ class Claimer:
                             f"zen: VM {self._vm} read the answer to its claim {-left:.0f} s after its lease ran out "
                             "(it hung or was starved): not run, Zen may have run it elsewhere"))
                         return "fenced"
+                    if self._shutdown.stopping:  # read as the shutdown began (the same slice): not run on a VM going
+                        self._log.info("claim confirmed as the VM shuts down: not run", extra=fields)  # away
+                        self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
+                                           message=f"VM {self._vm} is shutting down")
+                        return "shutdown"
                     self._log.info("claim confirmed", extra={**fields, **(
                         {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})
                     return "confirm"

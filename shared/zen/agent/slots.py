@@ -151,8 +151,8 @@ class Slots:
                 self._ran_log.add(key, newest)
 
     def dropped(self, key: Key) -> None:
-        """``key``'s start was dropped, its claim unanswered (given back) or told RELEASE (a later try of
-        the claim, sent before the answer came, may still win the attempt once it is requeued): named in
+        """``key``'s start was dropped, its claim unanswered (given back, or cut by the shutdown) or told RELEASE (a
+        later try of the claim, sent before the answer came, may still win the attempt once it is requeued): named in
         ``given_back`` from now on, unless this VM ran the attempt (a copy of its start claimed after the
         run: its reports may still be on their way, and Zen must not take the attempt for one that never ran)."""
         with self._lock:

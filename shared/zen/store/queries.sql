@@ -447,7 +447,11 @@ VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, CAST(:job
         CAST(:images AS jsonb))
 ON CONFLICT (name) DO UPDATE
 SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
-    state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt, jobs = EXCLUDED.jobs,
+    state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt,
+    -- A shared VM's STOPPING from an agent that lists no jobs in it (older agents) still says the VM shared: the
+    -- attempts that end after it (a report read late, the sweep's) are billed their share, not the whole VM.
+    jobs = CASE WHEN EXCLUDED.jobs IS NULL AND EXCLUDED.state = 'STOPPING' AND vms.jobs IS NOT NULL
+                THEN CAST('[]' AS jsonb) ELSE EXCLUDED.jobs END,
     cached_inputs = EXCLUDED.cached_inputs, images = EXCLUDED.images,
     last_seq = EXCLUDED.last_seq, last_seen_at = EXCLUDED.last_seen_at,
     idle_since = CASE WHEN EXCLUDED.state = 'IDLE' AND vms.state = 'STOPPING'
