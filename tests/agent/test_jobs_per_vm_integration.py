@@ -95,6 +95,13 @@ def test_a_shutdown_preempts_every_running_attempt_and_another_vm_reruns_them(sc
         assert scheduler.wait_status(job_id, "QUEUED", timeout_s=15).attempt == 2
         history = scheduler.history(job_id)
         assert (1, "LOST", "VM vm-a was preempted (no attempt spent)") in history and (2, "QUEUED", "requeued as attempt 2") in history
+    # Its last VM heartbeat lists the jobs it holds (none by now), as its others do: one that lists no jobs is taken
+    # for a VM running one job at a time, and an attempt ending after it (a report read late, the sweep's) was billed
+    # the whole VM (tests/test_shared_vm_stopping_billed_its_share.py).
+    row = wait_for(lambda: (r := scheduler.vm("vm-a")) and r["state"] == "STOPPING" and r, 15, what="vm-a STOPPING")
+    assert row["jobs"] == [], f"vm-a's STOPPING lists {row['jobs']!r}: Zen takes it for a VM running one job at a time"
+    [sent] = agent.said("heartbeat sent", vm_state="STOPPING")
+    assert sent.get("jobs") == 0, f"the STOPPING vm-a sent lists {sent.get('jobs')!r} jobs"  # (the message it sent)
     agents.start("vm-b", ZEN_CLUSTER=SHARED)
     for job_id in jobs:
         done = scheduler.wait_status(job_id, "SUCCEEDED", timeout_s=30)
