@@ -10,6 +10,8 @@
 - `zen submit --cluster C examples/` (a path to a directory) published a job whose command was the directory: it could
   only fail.
 - A job given no cluster said "invalid job request: (message): give a cluster ...".
+- `zen submit job.yaml --gpu-count 4`, the file naming its cluster, said "job.yaml: give a cluster, ...": the flag
+  had replaced the file's whole GPU shape (its cluster too), and the message blamed the file.
 """
 
 from __future__ import annotations
@@ -86,3 +88,12 @@ def test_a_value_starting_with_a_dash_says_how_to_give_it(user_env, capsys):
     assert main(["usage", "--since"]) == 2  # no value at all: no such hint
     err = capsys.readouterr().err
     assert "expected one argument" in err and "--since=VALUE" not in err, err
+
+
+def test_a_gpu_count_alone_over_a_job_file_names_the_flag_not_the_file(user_env, tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster: 1xl4\ncommand: [python, -c, '1']\n")
+    assert main(["submit", str(job), "--gpu-count", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "give a cluster" not in err and "--gpu-count replaces" in err and "--gpu-type" in err, err
+    assert user_env.on("zen-job-submitted") == [], err

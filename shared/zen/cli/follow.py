@@ -21,6 +21,7 @@ from zen.core.errors import TransientError, ZenError
 from zen.core.models import Job, JobStatus
 
 APPEAR_TIMEOUT_S = 60.0  # a submitted job shows up in the database within seconds
+WAIT_NOTE_S = 3.0  # an id still unknown this long is said to be waited for (a mistyped one otherwise waited in silence)
 POLL_S = 0.5
 CLOUD_POLL_S = 5.0  # Cloud Logging allows a project about one read a second: one per attempt per 5 s
 PATIENCE_S = 120.0  # reads that keep failing this long end the follow (one failure only waits)
@@ -82,7 +83,7 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
     appeared after ``appear_timeout_s`` ends ``zen logs -f`` (exit 1); a published one (``message_id``)
     is waited for on, after saying so once, until ``give_up_s`` (default: for ever): it may still arrive."""
     started = clock()
-    told_late = False
+    told_late = told_waiting = False
     finals: set[int] = set()  # attempts read to their final entry: every node's, for a gang (zen.core.gang)
     ended: dict[int, set[str]] = {}  # attempt -> the VMs whose final entry was read
     last_state: tuple | None = None
@@ -103,6 +104,10 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                     print(f"zen: no job {job_id} after {appear_timeout_s:g} s (`zen rejected` lists refused ones)",
                           file=err)
                     return 1
+                if message_id is None and waited > WAIT_NOTE_S and not told_waiting:
+                    told_waiting = True
+                    print(f"zen: no job {job_id} yet: waiting up to {appear_timeout_s:g} s for it to appear (check "
+                          "the id with `zen jobs list`; Ctrl-C stops only this wait)", file=err, flush=True)
                 if message_id is not None and waited > appear_timeout_s and not told_late:
                     told_late = True
                     print(late_note(job_id, message_id, appear_timeout_s), file=err, flush=True)

@@ -82,6 +82,10 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
         if any(v is not None for v in (args.cluster, args.gpu_type, args.gpu_count)):
             for field in ("cluster", "gpu_type", "gpu_types", "gpu_count"):  # the shape is the flags' alone
                 data.pop(field, None)
+            if args.cluster is None and (args.gpu_type is None or args.gpu_count is None):  # not the file's fault
+                given, other = ("--gpu-type", "--gpu-count") if args.gpu_count is None else ("--gpu-count", "--gpu-type")
+                raise CliError(f"invalid job request: {given} replaces the whole GPU shape of {args.file} (its cluster, "
+                               f"gpu_type, gpu_types and gpu_count): give {other} with it, or --cluster instead", 2)
     flags = {"job_id": args.job_id, "user_id": args.user, "cluster": args.cluster, "gpu_type": args.gpu_type,
              "gpu_count": args.gpu_count, "image": args.image, "priority": args.priority,
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
