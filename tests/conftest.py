@@ -89,6 +89,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 @pytest.fixture(autouse=True)
+def _environ_kept():
+    """The environment as it was before the test, after it: ``zen``'s in-process commands point the clients at a
+    local stack they find by setting its variables (``zen.cli.main._use_local_stack``), which outlived the test,
+    so a stack running in the checkout (``zen local up``) reached the tests after it (the job's user was the
+    stack's identity)."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+@pytest.fixture(autouse=True)
 def _own_cache(tmp_path_factory, monkeypatch):
     """``zen submit`` records the job_ids it published lately in ``$XDG_CACHE_HOME/zen`` (``zen.cli.submitted``):
     each test has its own, so one test's submissions never look in flight to another's."""
