@@ -156,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    "max_jobs_per_vm": capacity.max_jobs, "fence_s": fence_s(settings)})
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
                   sink=_output_sink(env, identity, local), pulls=pulls,
-                  slots=Slots.of_vm(capacity, settings.work_dir, identity.vm), sandbox=sandbox)
+                  slots=Slots.of_vm(capacity, settings.work_dir, identity.vm), sandbox=sandbox,
+                  leftovers_gone=not local and left is None)  # its predecessor's attempts then said ended (restart.py)
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

@@ -34,6 +34,7 @@ from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.removal import remove_container
 from zen.agent.reports import AttemptReport, Reporter
+from zen.agent.restart import report_left_running
 from zen.agent.runner import container_name, remove_image, start_pull
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SLICE_S, VM_STOPPING_S, Shutdown
@@ -61,8 +62,10 @@ class Agent:
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None,
-                 sandbox: Sandbox | None = None, read_secret: Callable[[str], bytes] | None = None):
+                 sandbox: Sandbox | None = None, read_secret: Callable[[str], bytes] | None = None,
+                 leftovers_gone: bool = False):
         self.identity = identity
+        self.leftovers_gone = leftovers_gone  # docker listed no container an earlier agent left (zen.agent.restart)
         self.settings = settings
         self.transport = transport
         self.local = local
@@ -113,6 +116,8 @@ class Agent:
     def run(self) -> int:
         """Serve jobs until asked to shut down. Returns the process exit code."""
         self._sweep_work_dir()
+        if self.leftovers_gone:  # the attempts a dead agent ran, said ended, before any pull
+            report_left_running(self.journal, self.reporter, self.identity.vm, self.log)
         self.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
         self._resend_at = self._clock() + RESEND_S
         self.transport.open_control()
@@ -299,6 +304,8 @@ class Agent:
             if answer == "confirm":
                 if not self.slots.capacity.shared:
                     self.controls.drop_offers("this VM runs the job it claimed")  # kept while it claimed
+                if not self.local:  # till its final report: an agent restarted after this one died reports it ended
+                    self.journal.running(*key)
                 gone = self.attempts.run(start, attempt, gpu_ids)
             elif answer in ("timeout", "release", "outranked", "shutdown"):  # a claim of ours may win yet: VM
                 # heartbeats name it until claimed again (released: a later try sent before the RELEASE came; cut by
@@ -320,6 +327,7 @@ class Agent:
             # Removed already (RunningJob), or shutting down (the VM is going, or the next agent removes
             # what is left): not again.
             if not ran or gone or self.stopping or remove_container(container_name(*key), self.settings.docker):
+                self.journal.over(*key)  # a mark left: it ended without a final report; no restart reports it
                 self.slots.give_back(key)
             else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
                 self.pulls.retire(leftover.left_reason(key))

@@ -5,7 +5,10 @@ published, and removed once Pub/Sub accepted it; one not sent within its budget 
 systemd restarts (after a crash, an upgrade, a reboot) publishes what its VM's earlier agent left
 (``replay``) before it pulls a start; the agent that kept it sends it again every ``RESEND_S`` while it
 lives (it sent it only at its next start: a job that ended was run again meanwhile, its attempt lost).
-Why, and the file format: docs/reference/agent.md#final-reports-outlive-the-agent
+Beside them, ``<attempt name>.running`` marks an attempt this VM runs whose final report is not written yet
+(``running``, in container mode): the agent systemd restarts after its predecessor died reports each such attempt
+ended (``left_running``), once its container is known gone. Why, and the file format:
+docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -28,7 +32,8 @@ log = logging.getLogger("zen.agent.journal")
 JOURNAL_DIR = ".reports"  # in the work directory
 REPLAY_BUDGET_S = 30.0  # each report kept, sent again (by the next agent, or by the live one every RESEND_S)
 RESEND_S = 30.0  # how often a live agent sends again the final reports it kept
-MAX_AGE_S = 86400.0  # a report older than this is dropped unsent
+MAX_AGE_S = 86400.0  # a report older than this is dropped unsent (and an attempt's mark, unreported)
+RUNNING = ".running"  # an attempt's mark while it runs (``Journal.running``)
 NOT_FINAL = (AgentStatus.CLAIMED, AgentStatus.RUNNING)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -61,6 +66,8 @@ class Journal:
         self.dir = Path(work_dir) / JOURNAL_DIR / (name if name.strip(".") else f"-{name}")
         self.extra = extra or {}
         self._wall_clock = wall_clock
+        self._marks: dict[str, int] = {}  # attempt name -> the locked fd of its mark (``running``)
+        self._marks_lock = threading.Lock()  # attempts run in threads of their own (several at once)
 
     def keep(self, heartbeat: Heartbeat) -> Kept | None:
         """Write ``heartbeat`` (a final report about to be published) to the journal; None if it could
@@ -85,6 +92,76 @@ class Journal:
             if fd is not None:
                 os.close(fd)
             return None
+        finally:  # before its first publish: a mark left means no final report of the attempt was ever sent
+            self.over(heartbeat.job_id, heartbeat.attempt)
+
+    def running(self, job_id: str, attempt: int) -> None:
+        """Mark the attempt as running on this VM until its final report is written (``keep``) or it ends without
+        one (``over``); the mark stays locked by this agent meanwhile. Best effort: a mark not written is logged,
+        and a restart then leaves that attempt to Zen's lost-job sweep, as before."""
+        name = attempt_name(job_id, attempt)
+        fd = None
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, json.dumps({"written_at": self._wall_clock(), "job_id": job_id, "attempt": attempt}).encode())
+            os.fsync(fd)
+            os.rename(temp, self.dir / f"{name}{RUNNING}")
+            _fsync_dir(self.dir)
+        except OSError as exc:
+            log.error("running attempt not marked: an agent restart would leave it to Zen's sweep", extra={
+                **self.extra, "job_id": job_id, "attempt": attempt, "error": str(exc)})
+            if fd is not None:
+                os.close(fd)
+            return
+        with self._marks_lock:
+            self._marks[name] = fd
+
+    def over(self, job_id: str, attempt: int) -> None:
+        """The attempt's mark (``running``) removed, if this agent holds one."""
+        name = attempt_name(job_id, attempt)
+        with self._marks_lock:
+            fd = self._marks.pop(name, None)
+        if fd is not None:
+            _remove(self.dir / f"{name}{RUNNING}", fd)
+
+    def left_running(self) -> list[tuple[str, int]]:
+        """The attempts an agent of this VM that died was running, oldest mark first: each mark no live agent holds
+        and whose final report is not in the journal (``replay`` sends that one). Their marks are taken over (held
+        as ``running`` holds them) until the report this agent sends of each is written (``keep``); a mark a day
+        old, or that cannot be read, is dropped. Never raises."""
+        try:
+            names = sorted(os.listdir(self.dir))
+        except OSError:
+            return []
+        found: list[tuple[float, str, int]] = []
+        for name in (name for name in names if name.endswith(RUNNING)):
+            path = self.dir / name
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a live agent runs it
+                os.close(fd)
+                continue
+            try:
+                with os.fdopen(os.dup(fd), "rb") as file:
+                    mark = json.loads(file.read())
+                job_id, attempt, written_at = str(mark["job_id"]), int(mark["attempt"]), float(mark["written_at"])
+                reported = (self.dir / f"{name.removesuffix(RUNNING)}.json").exists()
+                if attempt_name(job_id, attempt) == name.removesuffix(RUNNING) and not reported and \
+                        self._wall_clock() - written_at <= MAX_AGE_S and _same(path, fd):
+                    with self._marks_lock:
+                        self._marks[name.removesuffix(RUNNING)] = fd
+                    found.append((written_at, job_id, attempt))
+                    continue
+            except Exception:  # noqa: BLE001 - a bad mark must not keep the agent from starting
+                log.exception("running attempt's mark dropped", extra={**self.extra, "path": str(path)})
+            _remove(path, fd)
+        return [(job_id, attempt) for _, job_id, attempt in sorted(found)]
 
     def replay(self, publish: Callable[..., None], *, leftovers: bool = True) -> int:
         """Publish again every report of this VM kept in the journal but one an agent is sending (each within
@@ -96,7 +173,7 @@ class Journal:
         except OSError:
             return 0  # no journal yet
         sent = 0
-        for name in names if leftovers else [name for name in names if name.endswith(".json")]:
+        for name in [n for n in names if not n.endswith(RUNNING)] if leftovers else [n for n in names if n.endswith(".json")]:
             path = self.dir / name
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

@@ -1,0 +1,42 @@
+"""The attempts an agent that died was running (a crash, the OOM killer, a ``kill -9``), said ended by the agent
+systemd restarts on the same VM, before its first pull.
+
+Their jobs died with that agent: each job's supervisor dies with it (``zen.agent.launch``), and the new agent removes
+every ``zen-*`` container left before it runs (``zen.agent.removal.remove_leftover_containers``). Only once docker
+lists none (``Agent.leftovers_gone``) is each attempt the journal marked as running and not ended
+(``Journal.left_running``) reported PREEMPTED: Zen requeues it at once, where it waited ``heartbeat_timeout_s`` for
+the lost-job sweep, and a VM running several jobs had its claims refused for want of room meanwhile. A container
+docker cannot remove, or a docker that cannot list them, reports nothing: the VM retires (or is powered off), and the
+sweep ends those attempts once their reports stop, as before. Container mode only: a host process (local mode) is
+not something docker can say is gone. Why: docs/reference/agent.md#final-reports-outlive-the-agent
+"""
+
+from __future__ import annotations
+
+import logging
+
+from zen.agent.journal import REPLAY_BUDGET_S, Journal
+from zen.agent.reports import AttemptReport, Reporter
+from zen.core.models import AgentStatus
+
+
+def report_left_running(journal: Journal, reporter: Reporter, vm: str,
+                        log: logging.Logger | logging.LoggerAdapter) -> int:
+    """Report each attempt a dead agent of this VM ran PREEMPTED; returns how many were sent.
+
+    PREEMPTED, not FAILED, and not silence: the VM's agent ended the attempt, not the job. Zen takes a PREEMPTED from
+    the VM holding an attempt as the VM's doing (``zen.core.lifecycle.preempted_by_cloud``): the job is requeued at
+    once, its attempt unspent, ``FREE_PREEMPTIONS`` times (so a job that gets its agent killed again and again, by
+    eating the VM's memory, still ends); a stopping job ends as it would when its VM goes away. FAILED would charge
+    the job with its agent's death, and silence spends an attempt (the sweep's LOST). Each report is journaled as
+    any final report is: one not sent now is sent again (``Agent._resend_kept``), by this agent or the next. Its
+    ``seq`` is this agent's, above every report of the dead one; an attempt that ended meanwhile makes it stale, and
+    Zen drops it."""
+    sent = 0
+    for job_id, attempt in journal.left_running():
+        log.warning("an attempt the previous agent ran ended with it; reported PREEMPTED", extra={
+            "job_id": job_id, "attempt": attempt})
+        sent += reporter.job(AttemptReport(job_id, attempt), AgentStatus.PREEMPTED, budget_s=REPLAY_BUDGET_S,
+                             message=f"zen: the agent on VM {vm} died while the job ran (a crash, or the OOM killer) "
+                                     "and was restarted; the job's container went with it (requeued, no attempt spent)")
+    return sent
