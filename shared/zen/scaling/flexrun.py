@@ -15,6 +15,8 @@ any of them cancels the whole request: :func:`keep_requests_whole` keeps a reque
 part, whatever step planned it (a stuck request whose oldest VM stays as its pool's probe, ``prune_stuck``; a
 VM that lost its race while the others are wanted, ``cancel_losers``): asked again, they would queue from the
 back. A blocked pool's requests no waiting job could take are counted for ``cancel_losers`` too (:func:`unneeded`).
+A granted request's VMs join the MIG under new names, first seen at the grant: their race counts from the request's
+ask (:func:`asked_at`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Collection, Iterable, Iterator, Mapping
 
 from zen.core.provisioning import PENDING_SEP, flex_run_left_s, flex_too_short
-from zen.scaling.model import Action, ClusterLimits, Decision, DemandGroup, Plan, Timing, Vm, VmIndex
+from zen.scaling.model import Action, ClusterLimits, Decision, DemandGroup, Plan, RegionMemory, Timing, Vm, VmIndex
 
 
 def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: datetime) -> bool:
@@ -172,3 +174,21 @@ def keep_requests_whole(plan: Plan, index: VmIndex) -> None:
     plan.decisions[:] = [Decision(Action.HOLD, d.region, f"kept: its flex-start request's other VMs are kept, and a "
                                   f"request is cancelled whole (planned: {d.reason})", vm=d.vm)
                          if d.action is Action.DELETE and d.vm in split else d for d in plan.decisions]
+
+
+def asked_at(memory: RegionMemory, booting: Iterable[Vm], listed: Collection[str]) -> dict[str, float]:
+    """Of a flex-start pool's ``booting`` VMs, those asked for before they were first seen: when (epoch seconds; the
+    others' ask is their ``since``). A granted request's VMs join the MIG under new names, first seen at the grant:
+    taken for boots asked then, the VMs of a request that lost its race (asked with the winner for the same job,
+    granted before a pass cancelled it) were kept booting, then idle, for no job, where another pool's loser is
+    deleted at once (``ZenPlanner.cancel_losers``). A VM the last plan saw booting: as it remembered
+    (``RegionMemory.booting_since``); one new since: when the latest of the requests the last plan saw queued, and
+    no longer ``listed``, was asked."""
+    remembered = dict(zip(memory.booting, memory.booting_since))
+    granted = max((at for name, at in remembered.items() if PENDING_SEP in name and name not in listed), default=None)
+    asked = {}
+    for vm in booting:
+        at = remembered.get(vm.name, granted if PENDING_SEP not in vm.name and vm.name not in memory.known else None)
+        if at is not None and at < vm.since.timestamp():
+            asked[vm.name] = at
+    return asked

@@ -33,6 +33,7 @@ from zen.scaling.model import (Action, ClusterLimits, ClusterSnapshot, Decision,
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.pricing import PoolPrices, cluster_pools
 from zen.scaling.quotas import check_quotas
+from zen.scaling.reported import Unreported
 from zen.scaling.sharing import absorb
 from zen.scaling.timing import timing_from_config
 from zen.scaling.unread import last_known_size, planner_view, target_or_error
@@ -76,14 +77,14 @@ class ClusterManager:
         # handing each read to a thread only costs (a third of a 30-day replay's time).
         self._map = (lambda read, items: compute_pool().map(read, items)) if concurrent else map
         self._fleet, self._migs = fleet, migs
-        self._clock = clock
-        self._timing = timing
+        self._clock, self._timing = clock, timing
         self.policy = policy or ZenPlanner()
         self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
         self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
         self.quota_short: dict[str, Shortfall] = {}  # as the tick read GPU quotas: pool -> the quota no VM fits in
         self.quota_room: dict[str, int] | None = None  # pools short of a region's worth of VMs: their room; to one pass
         self._limits: tuple[dict[str, Pool], ClusterLimits] | None = None  # the pools, and the limits made with them
+        self._unreported = Unreported()  # failures reported once whose states a pass dropped (zen.scaling.reported)
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -103,6 +104,7 @@ class ClusterManager:
             if not locked:
                 if asks is None or asked or passes:
                     report.skipped = not passes
+                    self._unreported.keep(states)  # unplanned: its request failures go to the next pass
                     return report
                 seen, asked = asks.ask(name), True  # the holder runs again, or it has let go by now
                 continue
@@ -158,8 +160,9 @@ class ClusterManager:
         name = self.cluster.name
         facts = self._fleet.facts(name, now)
         if states is not None and read_at is not None and facts.last_pass_at is not None \
-                and facts.last_pass_at >= read_at:
-            states = None  # another pass planned the cluster since they were read: its adds are not in them
+                and facts.last_pass_at >= read_at:  # another pass planned the cluster since: its adds are not in them
+            self._unreported.keep(states)  # read again: their request failures, reported once, are kept
+            states = None
         if states is None:  # the regions' Compute calls at once
             states = dict(zip(self._migs, self._map(lambda r: self.read_mig(r, facts.memory), self._migs)))
         targets: dict[str, int] = {}
@@ -177,7 +180,8 @@ class ClusterManager:
                 continue
             targets[region] = self._sizes[region] = state.target_size
             # A secondary pool's MIG reports its errors by region: the planner keeps them by pool.
-            errors += state.errors if region in self.cluster.regions else [replace(e, region=region) for e in state.errors]
+            found = state.errors + self._unreported.take(region, facts.memory)  # (``zen.scaling.reported``)
+            errors += found if region in self.cluster.regions else [replace(e, region=region) for e in found]
             seen[region], billed[region] = self._views.names_of(region, state.instances)
             listings[region] = state.instances
         first_seen = self._fleet.see_instances(name, seen, now, billed)
@@ -291,14 +295,10 @@ class ClusterOrchestrator:
                  prices: Callable[[], PriceTable] | None = None, quotas: QuotaPort | None = None):
         """``prices``: reads the price table the planner ranks pools by (``zen.scaling.pricing``); ``quotas``:
         Compute's GPU quotas, read by the tick (``zen.scaling.quotas``; None: not read)."""
-        self._config = config
-        self._quotas = quotas
+        self._config, self._quotas = config, quotas
         self._prices = PoolPrices(prices)
         self._fleet = FleetDb(db, {c.name: c for c in config.clusters})
-        self._asks = PassAsksDb(db)
-        self._clock = clock
-        self._mig_factory = mig_factory
-        self._policy = policy
+        self._asks, self._clock, self._mig_factory, self._policy = PassAsksDb(db), clock, mig_factory, policy
         self._timing = timing_from_config(config)
         self._managers: dict[str, ClusterManager] = {}
         self._building = threading.Lock()

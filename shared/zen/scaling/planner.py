@@ -51,6 +51,8 @@ class _Planning:
         # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
         self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing,
                                                             self.boot_s, ranking.flex, snapshot.heard_since)
+        self.asked = {name: at for r in self.regions if ranking.flex(r) and self.healthy[r]  # a flex VM's ask, if earlier
+                      for name, at in flexrun.asked_at(self.memory[r], self.healthy[r], set(index.names(r))).items()}
         self._blocked_after_learn: set[str] | None = None  # blocked regions, fixed once ``learn`` is done
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
@@ -189,8 +191,7 @@ class _Planning:
                 if take <= 0:
                     continue
                 compared.setdefault(region, (ranked, group))
-                add[region] = add.get(region, 0) + take
-                left -= take
+                add[region], left = add.get(region, 0) + take, left - take
                 if self.ranking.races_spare(group.regions, region):
                     self.spares.want.extend([region] * take)
                 if self.uncertain(region):
@@ -212,9 +213,7 @@ class _Planning:
             for region in others:
                 take = min(count, room(region))
                 if take > 0:
-                    add[region] = add.get(region, 0) + take
-                    hedge[region] += take
-                    count -= take
+                    add[region], hedge[region], count = add.get(region, 0) + take, hedge[region] + take, count - take
                 if count == 0:
                     break
         self.spares.grant(room, add)  # after every first ask and hedge: they never take a job's place
@@ -331,8 +330,9 @@ class _Planning:
                 if extra <= 0:
                     break
                 gives_place = self.places_wanted > 0 and not vm.running  # unbilled yet: to a job max_vms holds
-                if not gives_place and not (unwanted and not vm.started) and (latest_win is None or vm.since > latest_win):
-                    beat = next(((got, r) for got, r in running if vm.since.timestamp() <= got and not vm.running), None)
+                asked = self.asked.get(vm.name, vm.since.timestamp())  # (a granted flex-start VM's: its request's)
+                if not gives_place and not (unwanted and not vm.started) and (latest_win is None or asked > latest_win.timestamp()):
+                    beat = next(((got, r) for got, r in running if asked <= got and not vm.running), None)
                     if beat is None:
                         continue  # its race is still open
                     running.remove(beat)
@@ -393,7 +393,7 @@ class _Planning:
             booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
             names, got = (tuple(vm.name for vm in booting), tuple(vm.name for vm in booting if vm.started)) if booting else ((), ())
             if (known := self.index.names(region)) != m.known or names != m.booting or got != m.started:
-                m = _with(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),
+                m = _with(m, booting=names, booting_since=tuple(self.asked.get(vm.name, vm.since.timestamp()) for vm in booting),
                           known=known, started=got, started_since=tuple(self.got[name] for name in got))
             self.plan.memory[region] = m
         return self.plan
