@@ -1,13 +1,15 @@
 """The agent's warm cache (issue 15): staged input objects kept between jobs on this VM, and the images
 it pulled, so Zen can send the next job that needs them here first (``zen.core.routing``). Objects are
 keyed by a digest of their metadata, bounded by ``ZEN_AGENT_CACHE_BYTES`` (least recently used out
-first), and reported in VM heartbeats as the inputs they complete; images beyond
-``ZEN_AGENT_IMAGES_KEEP`` are removed in the background.
+first), downloaded once however many attempts miss on it at once, and reported in VM heartbeats as the
+inputs they complete; an entry an earlier agent kept is checked against its object's checksum at its
+first hit; images beyond ``ZEN_AGENT_IMAGES_KEEP`` are removed in the background.
 Rules: docs/reference/agent.md (the warm cache)
 """
 
 from __future__ import annotations
 
+import base64
 import errno
 import hashlib
 import logging
@@ -23,6 +25,8 @@ log = logging.getLogger("zen.agent.cache")
 REPORTED = 16  # inputs (and images) a VM heartbeat lists at most (VmHeartbeat's bound)
 IMAGES_KEEP = 8  # container images kept on the VM (ZEN_AGENT_IMAGES_KEEP, at most REPORTED)
 _PART = ".part"
+_CHUNK = 1024 * 1024
+FETCH_WAIT_S = 0.5  # between two looks at its own cancel, while an attempt waits for another's download
 
 
 def object_key(blob: Any) -> str | None:
@@ -46,6 +50,10 @@ class InputCache:
         self._bytes = 0  # sum of _entries' sizes, kept as they change (summing them on each keep was quadratic)
         self._inputs: OrderedDict[str, frozenset[str | None]] = OrderedDict()  # input URI -> its objects' keys
         self._images: OrderedDict[str, None] = OrderedDict()
+        # Entries this agent wrote (from a download the client checked) or checked since: the rest were found on the
+        # disk, kept by an earlier agent, and a VM reset may have left one torn (written, renamed, not yet on the disk).
+        self._checked: set[str] = set()
+        self._fetching: dict[str, threading.Event] = {}  # key -> set once the attempt downloading it is done
         self.hits = self.misses = self.hit_bytes = 0
         if max_bytes > 0:
             self._load()
@@ -64,39 +72,96 @@ class InputCache:
             self._bytes += size
         self._evict()
 
-    def fetch(self, blob: Any, target: Path, download: Callable[[Path], None]) -> bool:
+    def fetch(self, blob: Any, target: Path, download: Callable[[Path], None],
+              cancelled: Callable[[], bool] = lambda: False) -> bool:
         """Put ``blob``'s content at ``target``: the cached copy on a hit (True), else ``download(target)``
         and keep a copy (False). Sizes are the bytes on disk, what the bound holds: an object stored with
-        ``Content-Encoding: gzip`` is served decompressed, larger than the ``blob.size`` Cloud Storage lists."""
+        ``Content-Encoding: gzip`` is served decompressed, larger than the ``blob.size`` Cloud Storage lists.
+        An object another attempt is downloading now (a VM running several jobs: an array's tasks on one data
+        set) is waited for and copied once kept, not downloaded again; downloaded after all if that download
+        ends without a copy kept, or once ``cancelled()`` (whose ``download`` then ends at once)."""
         key = object_key(blob) if self.max_bytes > 0 else None
         if key is None:
             download(target)
             return False
-        path = self.directory / key
+        path, mine = self.directory / key, None
+        while True:
+            if self._hit(key, blob, path, target):
+                return True
+            if (blob.size or 0) > self.max_bytes:  # never kept: nothing to wait for
+                break
+            with self._lock:
+                other = self._fetching.get(key)
+                if other is None:
+                    mine = self._fetching[key] = threading.Event()
+                    break
+            while not other.wait(FETCH_WAIT_S) and not cancelled():
+                pass
+            if cancelled():
+                break
+        try:
+            download(target)
+            with self._lock:
+                self.misses += 1
+            size = target.stat().st_size
+            if size <= self.max_bytes:
+                self._keep(key, target, size)
+        finally:
+            if mine is not None:
+                with self._lock:
+                    del self._fetching[key]
+                mine.set()
+        return False
+
+    def _hit(self, key: str, blob: Any, path: Path, target: Path) -> bool:
+        """Whether ``target`` got the kept copy; an entry missing, not its size or not its checksum is dropped."""
         with self._lock:
             kept = self._entries.get(key)
-        if kept is not None:
-            try:
-                if path.stat().st_size == kept:
-                    shutil.copyfile(path, target)
-                    os.utime(path)
-                    with self._lock:
-                        self._entries.move_to_end(key)
-                        self.hits += 1
-                        self.hit_bytes += kept
-                    return True
-            except OSError as exc:
-                if exc.errno in (errno.ENOSPC, errno.EDQUOT) or not target.parent.is_dir():
-                    raise  # the target's failure (its disk full, its folder gone), which a download meets too
-            log.warning("cached object dropped: missing or not its size", extra={"key": key, "object": blob.name})
-            self._drop(key)
-        download(target)
-        with self._lock:
-            self.misses += 1
-        size = target.stat().st_size
-        if size <= self.max_bytes:
-            self._keep(key, target, size)
+        if kept is None:
+            return False
+        try:
+            if path.stat().st_size == kept and self._copied(key, blob, path, target):
+                os.utime(path)
+                with self._lock:
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    self.hit_bytes += kept
+                return True
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT) or not target.parent.is_dir():
+                raise  # the target's failure (its disk full, its folder gone), which a download meets too
+        log.warning("cached object dropped: missing, not its size or not its checksum",
+                    extra={"key": key, "object": blob.name})
+        self._drop(key)
         return False
+
+    def _copied(self, key: str, blob: Any, path: Path, target: Path) -> bool:
+        """Copy the entry ``path`` to ``target``: whole, or, for an entry not yet checked, only if its bytes have the
+        object's checksum (crc32c, else MD5; an object stored gzip-encoded is served decompressed, its checksum that of
+        the compressed bytes: it cannot be checked, so False: downloaded again); False leaves ``target`` to the download."""
+        with self._lock:
+            checked = key in self._checked
+        if checked:
+            shutil.copyfile(path, target)
+            return True
+        if (getattr(blob, "content_encoding", None) or "").lower() == "gzip":
+            return False
+        if blob.crc32c:
+            import google_crc32c  # with the Cloud Storage client, as the objects it stages
+
+            digest: Any = google_crc32c.Checksum()
+            wanted = blob.crc32c
+        else:
+            digest, wanted = hashlib.md5(usedforsecurity=False), blob.md5_hash
+        with open(path, "rb") as source, open(target, "wb") as copy:
+            while chunk := source.read(_CHUNK):
+                digest.update(chunk)
+                copy.write(chunk)
+        if base64.b64encode(digest.digest()).decode() != wanted:
+            return False
+        with self._lock:
+            self._checked.add(key)
+        return True
 
     def _keep(self, key: str, source: Path, size: int) -> None:
         # A partial file of its own: two attempts missing on one object at once never write one file.
@@ -114,6 +179,7 @@ class InputCache:
             self._bytes += size - self._entries.get(key, 0)  # the same key kept twice (two misses at once) counts once
             self._entries[key] = size
             self._entries.move_to_end(key)
+            self._checked.add(key)
         self._evict()
 
     def _evict(self) -> None:
@@ -122,6 +188,7 @@ class InputCache:
             while self._entries and self._bytes > self.max_bytes:
                 key, size = self._entries.popitem(last=False)
                 self._bytes -= size
+                self._checked.discard(key)
                 gone.append(key)
         for key in gone:
             (self.directory / key).unlink(missing_ok=True)
@@ -129,6 +196,7 @@ class InputCache:
     def _drop(self, key: str) -> None:
         with self._lock:
             self._bytes -= self._entries.pop(key, 0)
+            self._checked.discard(key)
         (self.directory / key).unlink(missing_ok=True)
 
     def staged(self, uri: str, keys: set[str | None]) -> None:

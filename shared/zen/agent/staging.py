@@ -289,7 +289,7 @@ class AttemptData:
         target.parent.mkdir(parents=True, exist_ok=True)
         if self.cache is None:
             self._fetch(blob, target)
-        elif self.cache.fetch(blob, target, lambda path: self._fetch(blob, path)):
+        elif self.cache.fetch(blob, target, lambda path: self._fetch(blob, path), self.cancel.is_set):
             self.staged.cached_bytes += blob.size
         self.staged.files += 1
         return object_key(blob) if self.cache is not None else None
