@@ -26,7 +26,7 @@ import yaml
 
 from tests.agent.helpers import wait_for
 from zen.core.clock import utc_now
-from zen.core.config import Deadlines, load_config
+from zen.core.config import Deadlines, ZenConfig, load_config
 from zen.core.models import Job
 from zen.store import repository
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
@@ -55,6 +55,17 @@ def clock():
 @pytest.fixture
 def config(project):
     return load_config().model_copy(update={"project": project, "deadlines": DEADLINES})
+
+
+def shared_vms_config(project: str, shared: str = "8xa100-40gb") -> ZenConfig:
+    """The agent tests' configuration with ``shared`` running two jobs at once, and no 4-GPU A100 cluster (a 4-GPU
+    A100 job lands on the 8-GPU VMs): a test module's ``config`` fixture for VMs of several jobs."""
+    raw = json.loads(load_config().model_copy(update={"project": project, "deadlines": DEADLINES}).model_dump_json())
+    raw["clusters"] = [c for c in raw["clusters"] if c["name"] != "4xa100-40gb"]
+    for cluster in raw["clusters"]:
+        if cluster["name"] == shared:
+            cluster["max_jobs_per_vm"] = 2
+    return ZenConfig.model_validate(raw)
 
 
 @pytest.fixture

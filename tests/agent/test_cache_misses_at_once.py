@@ -5,18 +5,16 @@ stand-in counting one media read per attempt."""
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 
 import pytest
 from google.cloud import storage as gcs
 
-from tests.agent.conftest import DEADLINES
+from tests.agent.conftest import shared_vms_config
 from tests.agent.helpers import wait_for
 from zen.agent.cache import InputCache
 from zen.agent.staging import AttemptData, Unavailable
-from zen.core.config import ZenConfig, load_config
 from zen.core.models import InputSpec
 
 URI = "gs://data-bkt/sets/shard-0"
@@ -27,13 +25,7 @@ COUNT_BYTES = ("import os, pathlib; i, o = os.environ['ZEN_INPUT_DIR'], os.envir
 
 @pytest.fixture
 def config(project):
-    """The agent tests' configuration, with 8xa100-40gb running two jobs at once (as in test_jobs_per_vm_integration)."""
-    raw = json.loads(load_config().model_copy(update={"project": project, "deadlines": DEADLINES}).model_dump_json())
-    raw["clusters"] = [c for c in raw["clusters"] if c["name"] != "4xa100-40gb"]
-    for cluster in raw["clusters"]:
-        if cluster["name"] == SHARED:
-            cluster["max_jobs_per_vm"] = 2
-    return ZenConfig.model_validate(raw)
+    return shared_vms_config(project, SHARED)
 
 
 @pytest.fixture

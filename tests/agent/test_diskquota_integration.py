@@ -5,14 +5,12 @@ removed; its neighbour completes, and the VM takes the next job."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from google.cloud import storage as gcs
 
-from tests.agent.conftest import DEADLINES
+from tests.agent.conftest import shared_vms_config
 from tests.agent.helpers import job_command, wait_for
-from zen.core.config import ZenConfig, load_config
 
 SHARED = "8xa100-40gb"
 SHARE_BYTES = 4_000_000
@@ -20,13 +18,7 @@ SHARE_BYTES = 4_000_000
 
 @pytest.fixture
 def config(project):
-    """The agent tests' configuration, with 8xa100-40gb running two jobs at once."""
-    raw = json.loads(load_config().model_copy(update={"project": project, "deadlines": DEADLINES}).model_dump_json())
-    raw["clusters"] = [c for c in raw["clusters"] if c["name"] != "4xa100-40gb"]
-    for cluster in raw["clusters"]:
-        if cluster["name"] == SHARED:
-            cluster["max_jobs_per_vm"] = 2
-    return ZenConfig.model_validate(raw)
+    return shared_vms_config(project, SHARED)
 
 
 @pytest.fixture

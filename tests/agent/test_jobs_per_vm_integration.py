@@ -5,28 +5,19 @@ another VM reruns them."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
-from tests.agent.conftest import DEADLINES
+from tests.agent.conftest import shared_vms_config
 from tests.agent.helpers import job_command, wait_for
-from zen.core.config import ZenConfig, load_config
 
 SHARED = "8xa100-40gb"
 
 
 @pytest.fixture
 def config(project):
-    """The agent tests' configuration, with 8xa100-40gb running two jobs at once and no 4-GPU cluster
-    (so a 4-GPU A100 job lands on the 8-GPU VMs)."""
-    raw = json.loads(load_config().model_copy(update={"project": project, "deadlines": DEADLINES}).model_dump_json())
-    raw["clusters"] = [c for c in raw["clusters"] if c["name"] != "4xa100-40gb"]
-    for cluster in raw["clusters"]:
-        if cluster["name"] == SHARED:
-            cluster["max_jobs_per_vm"] = 2
-    return ZenConfig.model_validate(raw)
+    return shared_vms_config(project, SHARED)
 
 
 def submit_four_gpus(scheduler, job_id: str, command: list[str]) -> None:

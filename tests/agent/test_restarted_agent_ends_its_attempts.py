@@ -8,15 +8,13 @@ it, in container mode against the stand-in docker (``fakedocker``), with the rea
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from tests.agent.conftest import DEADLINES
+from tests.agent.conftest import DEADLINES, shared_vms_config
 from tests.agent.fakedocker import FakeDocker
 from tests.agent.helpers import wait_for
-from zen.core.config import ZenConfig, load_config
 
 IMAGE = "us-docker.pkg.dev/p/r/train:1"
 SHARED = "8xa100-40gb"
@@ -25,14 +23,7 @@ ALONE = "1xl4"  # one job per VM
 
 @pytest.fixture
 def config(project):
-    """The agent tests' configuration, with 8xa100-40gb running two jobs at once and no 4-GPU cluster (a 4-GPU A100
-    job lands on the 8-GPU VMs)."""
-    raw = json.loads(load_config().model_copy(update={"project": project, "deadlines": DEADLINES}).model_dump_json())
-    raw["clusters"] = [c for c in raw["clusters"] if c["name"] != "4xa100-40gb"]
-    for cluster in raw["clusters"]:
-        if cluster["name"] == SHARED:
-            cluster["max_jobs_per_vm"] = 2
-    return ZenConfig.model_validate(raw)
+    return shared_vms_config(project, SHARED)
 
 
 def containers(docker: FakeDocker, cluster: str) -> dict[str, str]:
