@@ -10,21 +10,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-from google.cloud import storage as gcs
-
 from tests.agent.test_cache import stage
 from tests.agent.test_staging import COPY_UPPER
+from tests.agent.test_staging_integration import buckets  # noqa: F401  (fixture: data-bkt with corpus/words.txt)
 from zen.agent.cache import InputCache, object_key
-
-
-@pytest.fixture
-def buckets(storage):
-    client = gcs.Client()
-    for name in ("data-bkt", "out-bkt"):
-        client.create_bucket(name)
-    client.bucket("data-bkt").blob("corpus/words.txt").upload_from_string(b"alpha beta\n")
-    return client
 
 
 def the_entry(cache_dir: Path) -> Path:
