@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 
 from tests.test_usercli_write_side import user_env  # noqa: F401 - fixture
 from zen.cli.main import main
@@ -96,4 +97,18 @@ def test_a_gpu_count_alone_over_a_job_file_names_the_flag_not_the_file(user_env,
     assert main(["submit", str(job), "--gpu-count", "4"]) == 2
     err = capsys.readouterr().err
     assert "give a cluster" not in err and "--gpu-count replaces" in err and "--gpu-type" in err, err
+    assert user_env.on("zen-job-submitted") == [], err
+
+
+@pytest.mark.parametrize("with_file", [True, False])
+def test_cluster_and_gpu_flags_together_are_named_as_the_flags_clash(user_env, tmp_path, capsys, with_file):
+    """Over a job file that names its cluster, the request's own error was given as the file's
+    ("job.yaml: give either a cluster or gpu_count with gpu_type, not both")."""
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster: 1xl4\ncommand: [python, -c, '1']\n")
+    argv = ["submit", *([str(job)] if with_file else []), "--cluster", "1xl4", "--gpu-type", "nvidia-l4",
+            "--gpu-count", "1", *([] if with_file else ["--", "python", "-c", "1"])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--cluster and --gpu-type/--gpu-count each give the GPU shape" in err and "job.yaml" not in err, err
     assert user_env.on("zen-job-submitted") == [], err

@@ -77,6 +77,9 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
         parts = words[0].split()
         raise CliError(f"the command {words[0]!r} is one word with spaces, and no program is called that: "
                        f"give the words separately (-- {' '.join(parts)}), or -- sh -c {words[0]!r}", 2)
+    if args.cluster is not None and (args.gpu_type is not None or args.gpu_count is not None):  # the flags' clash
+        raise CliError("invalid job request: --cluster and --gpu-type/--gpu-count each give the GPU shape: give "
+                       "--cluster, or --gpu-type with --gpu-count", 2)
     if args.file:
         data = read_job_file(args.file)
         if any(v is not None for v in (args.cluster, args.gpu_type, args.gpu_count)):
