@@ -173,6 +173,11 @@ resource "google_compute_region_instance_group_manager" "zen" {
     instance_redistribution_type = "NONE"
   }
 
+  # Functions before agents: a VM created from a new template runs the new agent, whose reports may carry fields
+  # the functions of the release before refuse (unknown fields are refused: docs/reference/messages.md), so the
+  # MIG takes the new template only once every function of the same apply is deployed.
+  depends_on = [google_cloudfunctions2_function.zen]
+
   lifecycle {
     ignore_changes = [target_size, base_instance_name]
 
