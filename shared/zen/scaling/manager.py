@@ -32,7 +32,8 @@ from zen.scaling.model import (Action, ClusterLimits, ClusterSnapshot, Decision,
                                Pool, RegionMemory, Timing)
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.pricing import PoolPrices, cluster_pools
-from zen.scaling.quotas import check_quotas
+from zen.scaling.listing import region_summaries
+from zen.scaling.quotas import TickQuotas
 from zen.scaling.reported import Unreported
 from zen.scaling.sharing import absorb
 from zen.scaling.timing import timing_from_config
@@ -360,28 +361,24 @@ class ClusterOrchestrator:
             for key in manager.regions:  # pool keys: one list call per real region
                 listers.setdefault(manager.mig(key).region, manager.mig(key))
 
-        def summaries_of(mig: MigPort) -> dict[str, MigSummary]:
-            try:
-                return mig.region_summaries()
-            except Exception as exc:  # noqa: BLE001 - each of its MIGs is then read on its own
-                log.warning("could not list a region's MIGs", extra={"region": mig.region, "error": str(exc)})
-                return {}
-
-        summaries: dict[str, MigSummary] = {}
-        for found in compute_pool().map(summaries_of, listers.values()):
-            summaries.update(found)
-        if self._quotas is not None:  # one fresh read per region a tick (zen.scaling.quotas)
-            for (manager, _), (short, room) in zip(managers.values(), check_quotas(self._quotas, [
-                    (m.cluster, m.pools) for m, _ in managers.values()], list(listers), compute_pool().map)):
-                manager.quota_short, manager.quota_room = short, room
+        summaries = region_summaries(listers.values(), compute_pool().map)
+        quotas = None if self._quotas is None else TickQuotas(  # one fresh read per region a tick (zen.scaling.quotas)
+            self._quotas, list(listers), compute_pool().map)
         # ... then each non-empty MIG's instances (and errors, while instances are being created).
         reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
         states: dict[str, dict[str, MigState | MigApiError]] = {name: {} for name in managers}
         for (name, region), state in zip(reads, compute_pool().map(
                 lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1], summaries), reads)):
             states[name][region] = state
-        return {cluster.name: self.scale(cluster.name, states.get(cluster.name), read_at)
-                for cluster in self._config.clusters}
+        reports = {}
+        for cluster in self._config.clusters:  # in turn: the quota room one takes, the next is not given
+            planned = managers[cluster.name][0] if cluster.name in managers and quotas is not None else None
+            if planned is not None and quotas is not None:
+                planned.quota_short, planned.quota_room = quotas.check(planned.cluster, planned.pools)
+            reports[cluster.name] = self.scale(cluster.name, states.get(cluster.name), read_at)
+            if planned is not None and quotas is not None:
+                quotas.took(planned.cluster, planned.pools, reports[cluster.name].added)
+        return reports
 
     def scale(self, cluster: str, states: dict[str, MigState | MigApiError] | None = None,
               read_at: datetime | None = None) -> ClusterReport:

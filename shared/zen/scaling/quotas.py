@@ -8,11 +8,14 @@ more there (:func:`left`): asked for more, Compute refuses the rest with QUOTA_E
 asked there booted the part that fitted for nothing. A quota is shared: a region's spot and flex-start pools both
 count against its PREEMPTIBLE_<GPU>_GPUS, and every pool against GPUS_ALL_REGIONS, so the room of a quota one
 read found short is counted down by what every pool under it asks (:func:`left`): each pool given the whole of
-it asked Compute for more than it holds, and the refused part struck the pools as after a QUOTA_EXCEEDED."""
+it asked Compute for more than it holds, and the refused part struck the pools as after a QUOTA_EXCEEDED. Clusters
+of one GPU type share the quotas too: the tick checks each against the read less what those it planned before asked
+for (:class:`TickQuotas`)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Collection, Iterable, Iterator, Mapping
 
@@ -142,16 +145,35 @@ def no_room(memory: Mapping[str, RegionMemory], pools: Iterable[str], held: Call
     return [pool for pool in pools if memory[pool].quota_room is not None and left(memory, pool, held) <= 0]  # (else unlimited)
 
 
-def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[str, Pool]]], regions: list[str],
-                 map_: Callable[[Callable[[str], dict[str, Quota]], Iterable[str]], Iterator[dict[str, Quota]]]
-                 ) -> list[tuple[dict[str, Shortfall], Rooms]]:
-    """For each (cluster, its pools), under the quotas of ``regions`` and the project, read once: ``held_back``
-    (no room for one more VM), and the pools under a quota without room for what they could ask (a region's worth
-    each, ``max_vms_per_region``; ``max_vms`` at most) with the VMs they have room for: asks there are held to it
-    (:func:`left`), and a job gets no spare boot there (``Ranking.races_spare``: a spare refused for quota would strike its pool; with
-    room for what its pools could ask, nothing the cluster asks there is refused)."""
-    quotas = read_quotas(reader, regions, map_)
-    return [(held_back(cluster, pools, quotas), Rooms({
-        key: shares(cluster, pool, quotas, pools.values()) for key, pool in pools.items()}, frozenset(
-        key for key, pool in pools.items() if not quotas.get(pool.region) or not quotas.get(PROJECT))))
-            for cluster, pools in clusters]
+class TickQuotas:
+    """The tick's one read (``read_quotas``), handed to its clusters' passes in turn (:meth:`check`), each
+    cluster's room counted down by what those planned before it in that tick asked for (:meth:`took`): clusters of
+    one GPU type draw on the same quotas (4xa100-40gb and 8xa100-40gb on NVIDIA_A100_GPUS), and each given the
+    whole of a room was asked for it, Compute refusing the later one's VMs with QUOTA_EXCEEDED, which struck its
+    pool while its jobs waited, their VMs asked for elsewhere only at a later pass."""
+
+    def __init__(self, reader: QuotaPort, regions: list[str], map_: Callable[
+            [Callable[[str], dict[str, Quota]], Iterable[str]], Iterator[dict[str, Quota]]]):
+        self.read = read_quotas(reader, regions, map_)
+        self.left = {key: dict(found) for key, found in self.read.items()}  # the read, less this tick's asks
+
+    def check(self, cluster: ClusterConfig, pools: Mapping[str, Pool]) -> tuple[dict[str, Shortfall], Rooms]:
+        """``held_back`` by the read itself (no room for one more VM: struck as after a QUOTA_EXCEEDED), and the
+        pools under a quota without room for what they could ask (a region's worth each, ``max_vms_per_region``;
+        ``max_vms`` at most), with the VMs they have room for, of what the clusters planned before left: asks
+        there are held to it (:func:`left`), and a job gets no spare boot there (``Ranking.races_spare``: a spare
+        refused for quota would strike its pool; with room for what its pools could ask, nothing the cluster asks
+        there is refused)."""
+        read, left = self.read, self.left
+        return held_back(cluster, pools, read), Rooms({
+            key: shares(cluster, pool, left, pools.values()) for key, pool in pools.items()}, frozenset(
+            key for key, pool in pools.items() if not read.get(pool.region) or not read.get(PROJECT)))
+
+    def took(self, cluster: ClusterConfig, pools: Mapping[str, Pool], added: Mapping[str, int]) -> None:
+        """A cluster's pass added ``added`` (pool -> VMs): their GPUs count against the quotas of their pools."""
+        for key, count in added.items():
+            if (pool := pools.get(key)) is None or count <= 0:
+                continue
+            for scope, metric in ((pool.region, gpu_metric(cluster.gpu_type, pool.model)), (PROJECT, ALL_REGIONS)):
+                if (quota := self.left.get(scope, {}).get(metric)) is not None:
+                    self.left[scope][metric] = replace(quota, usage=quota.usage + count * cluster.gpu_count)
