@@ -31,3 +31,19 @@ def test_a_waiting_gang_node_whose_repeated_claim_would_be_refused_still_runs_it
     ran = {agent.vm: [line for line in agent.logs() if line.get("job_id") == "pair"] for agent in (first, second)}
     assert job.status.value == "SUCCEEDED" and job.attempt == 1, (job.status, job.message, scheduler.history("pair"))
     assert first.said("job ended", job_id="pair") and second.said("job ended", job_id="pair"), ran
+
+
+def test_a_gang_node_waiting_longer_than_its_fence_claims_again_in_time_and_runs_its_part(scheduler, agents):
+    """A node's lease counts from the CLAIMED its CONFIRM answers; a waiting node claimed again only every
+    ``claim_timeout_s``, so where that is above the fence (a short ``heartbeat_timeout_s``: here 20 s against 7 s), a
+    gang completed after the fence had its first node read its CONFIRM past its lease: not run, PREEMPTED, the gang
+    assembled again as attempt 2. It claims again within half the fence now."""
+    first = agents.start("vm-a", ZEN_AGENT_CLAIM_TIMEOUT_S="20")
+    scheduler.submit("pair", [sys.executable, "-c", RANKS], nodes=2)
+    wait_for(lambda: (job := scheduler.job("pair")) is not None and job.gang, 45, what="vm-a in the gang")
+    time.sleep(9)  # past the fence (7 s: heartbeat_timeout_s 10, less the stop grace and the margin)
+    second = agents.start("vm-b", ZEN_AGENT_CLAIM_TIMEOUT_S="20")
+    job = scheduler.wait_status("pair", "SUCCEEDED", "FAILED", "LOST", timeout_s=60)
+    assert job.status.value == "SUCCEEDED" and job.attempt == 1, (job.status, job.message, scheduler.history("pair"))
+    assert not first.said("claim confirmed after its lease ran out: not run"), first.logs()[-5:]
+    assert first.said("job ended", job_id="pair") and second.said("job ended", job_id="pair")

@@ -69,15 +69,18 @@ class Claimer:
         next_lease = self._clock() + lease_every
         first_seq = 0  # the seq of this claim's first CLAIMED, once sent
         sent: dict[int, float] = {}  # when (the agent's clock) the publish of each of its CLAIMEDs began
-        tries = self._settings.claim_tries
-        if wait_s:  # CLAIMED again every claim_timeout_s meanwhile: Zen answers a repeat once the gang is complete
-            tries = max(tries, math.ceil(wait_s / self._settings.claim_timeout_s) + 1)
+        tries, every_s = self._settings.claim_tries, self._settings.claim_timeout_s
+        if wait_s:  # CLAIMED again meanwhile: Zen answers the last once the gang is complete, and the lease counts
+            # from the CLAIMED answered, so it goes again within half the fence, not only every claim_timeout_s (a
+            # fence under it, from a short heartbeat_timeout_s, saw a node's CONFIRM come after its lease: not run)
+            every_s = min(every_s, max(1.0, fence.fence_s(self._settings) / 2))
+            tries = max(tries, math.ceil(wait_s / every_s) + 1)
         for try_number in range(1, tries + 1):
             began = self._clock()
             self._reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self._settings.claim_timeout_s))
             first_seq = first_seq or attempt.seq
             sent[attempt.seq] = began
-            deadline = self._clock() + self._settings.claim_timeout_s
+            deadline = self._clock() + every_s
             while (remaining := deadline - self._clock()) > 0:
                 if self._shutdown.stopping:
                     self._leases.nack(delivery)
