@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping
 from zen.core.provisioning import PENDING_SEP, region_of
 from zen.scaling import quotas
 from zen.scaling.model import Action, ClusterLimits, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
+from zen.scaling.reported import reported_once
 
 if TYPE_CHECKING:
     from zen.scaling.ranking import Ranking
@@ -31,7 +32,7 @@ def strikes(error: MigError) -> bool:
     """Whether ``error`` strikes its pool: a stockout or a quota error, or a flex-start resize request that failed
     whatever the reason (``zen.adapters.flex_start``: Compute does not try it again, and asked again as it was it
     would fail again, pass after pass)."""
-    return error.kind in CAPACITY_ERRORS or (error.instance is not None and PENDING_SEP in error.instance)
+    return error.kind in CAPACITY_ERRORS or reported_once(error)
 
 
 def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing,

@@ -23,7 +23,8 @@ _LATER = timedelta(microseconds=1)
 
 
 def reported_once(error: MigError) -> bool:
-    """Whether ``error`` is a failed flex-start request's, which no read reports again."""
+    """Whether ``error`` is a failed flex-start request's (its instance the request's pending name), which no read
+    reports again and which strikes its pool whatever its reason (``zen.scaling.probes.strikes``)."""
     return error.instance is not None and PENDING_SEP in error.instance
 
 
