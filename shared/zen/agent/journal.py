@@ -69,28 +69,34 @@ class Journal:
         self._marks: dict[str, int] = {}  # attempt name -> the locked fd of its mark (``running``)
         self._marks_lock = threading.Lock()  # attempts run in threads of their own (several at once)
 
-    def keep(self, heartbeat: Heartbeat) -> Kept | None:
-        """Write ``heartbeat`` (a final report about to be published) to the journal; None if it could
-        not be written (logged: the report is sent all the same)."""
-        path = self.dir / f"{attempt_name(heartbeat.job_id, heartbeat.attempt)}.json"
-        record = {"written_at": self._wall_clock(), "report": json.loads(heartbeat.to_bytes())}
-        fd = None
+    def _write(self, path: Path, record: dict) -> int:
+        """``record`` written whole at ``path`` (a temp file renamed, both on the disk); returns its descriptor, locked
+        across the rename until the file is removed (a replay, another agent's, leaves it). Raises OSError."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
-            fcntl.flock(fd, fcntl.LOCK_EX)  # held across the rename, until removed: a replay leaves it
+            fcntl.flock(fd, fcntl.LOCK_EX)
             data = memoryview(json.dumps(record).encode())
             while data:
                 data = data[os.write(fd, data):]
             os.fsync(fd)
             os.rename(temp, path)
             _fsync_dir(self.dir)
-            return Kept(self, path, fd, heartbeat)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def keep(self, heartbeat: Heartbeat) -> Kept | None:
+        """Write ``heartbeat`` (a final report about to be published) to the journal; None if it could
+        not be written (logged: the report is sent all the same)."""
+        path = self.dir / f"{attempt_name(heartbeat.job_id, heartbeat.attempt)}.json"
+        record = {"written_at": self._wall_clock(), "report": json.loads(heartbeat.to_bytes())}
+        try:
+            return Kept(self, path, self._write(path, record), heartbeat)
         except OSError as exc:
             log.error("final report not journaled: an agent restart would lose it", extra={
                 **self.extra, "job_id": heartbeat.job_id, "attempt": heartbeat.attempt, "error": str(exc)})
-            if fd is not None:
-                os.close(fd)
             return None
         finally:  # before its first publish: a mark left means no final report of the attempt was ever sent
             self.over(heartbeat.job_id, heartbeat.attempt)
@@ -100,20 +106,12 @@ class Journal:
         one (``over``); the mark stays locked by this agent meanwhile. Best effort: a mark not written is logged,
         and a restart then leaves that attempt to Zen's lost-job sweep, as before."""
         name = attempt_name(job_id, attempt)
-        fd = None
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, json.dumps({"written_at": self._wall_clock(), "job_id": job_id, "attempt": attempt}).encode())
-            os.fsync(fd)
-            os.rename(temp, self.dir / f"{name}{RUNNING}")
-            _fsync_dir(self.dir)
+            fd = self._write(self.dir / f"{name}{RUNNING}",
+                             {"written_at": self._wall_clock(), "job_id": job_id, "attempt": attempt})
         except OSError as exc:
             log.error("running attempt not marked: an agent restart would leave it to Zen's sweep", extra={
                 **self.extra, "job_id": job_id, "attempt": attempt, "error": str(exc)})
-            if fd is not None:
-                os.close(fd)
             return
         with self._marks_lock:
             self._marks[name] = fd
@@ -138,14 +136,7 @@ class Journal:
         found: list[tuple[float, str, int]] = []
         for name in (name for name in names if name.endswith(RUNNING)):
             path = self.dir / name
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # a live agent runs it
-                os.close(fd)
+            if (fd := _taken(path)) is None:  # gone, or a live agent runs it
                 continue
             try:
                 with os.fdopen(os.dup(fd), "rb") as file:
@@ -175,14 +166,7 @@ class Journal:
         sent = 0
         for name in [n for n in names if not n.endswith(RUNNING)] if leftovers else [n for n in names if n.endswith(".json")]:
             path = self.dir / name
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                continue  # removed meanwhile, or not a file
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # BlockingIOError: an agent alive sends it
-                os.close(fd)
+            if (fd := _taken(path)) is None:  # removed meanwhile, not a file, or an agent alive sends it
                 continue
             outcome: bool | None = False
             try:
@@ -218,6 +202,21 @@ class Journal:
             return None
         log.warning("kept final report sent", extra={**fields, "age_s": round(age)})
         return True
+
+
+def _taken(path: Path) -> int | None:
+    """``path`` opened and locked (without waiting) for this agent; None if it is gone, not a file, or locked by an
+    agent alive."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # BlockingIOError
+        os.close(fd)
+        return None
+    return fd
 
 
 def _same(path: Path, fd: int) -> bool:
