@@ -344,8 +344,8 @@ def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     """A user asks to stop the job (its reason never reads as a preemption's: ``zen.core.stops``)."""
     reason = users_reason(stop.reason)
-    if job.status.terminal:
-        return Decision(ignored=f"job is already {job.status.value}")
+    if job.status.terminal:  # the stop that ended it, delivered again (its reason kept on the row): a duplicate
+        return Decision(duplicate=True) if job.stop_reason == reason else Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:
         # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting; its VM is told
         if job.preempted_by:  # again, with the shorter wait (stop_left_s): the preemption's STOP gave it longer
