@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
+from zen.agent.output_files import Skipped, not_regular, open_listed, send
 from zen.agent.runner import attempt_name
 from zen.core.gcs import input_name, output_destination, split_uri
 from zen.core.models import InputSpec
@@ -73,18 +74,22 @@ class Progress:
     started: float | None = None
     ended: float | None = None
     cached_bytes: int = 0  # staged from the agent's cache instead (zen.agent.cache)
+    unavailable: tuple[float, str] | None = None  # (since, why): the Cloud Storage outage an upload waits out
 
     def seconds(self) -> float:
         return 0.0 if self.started is None else round((self.ended or time.monotonic()) - self.started, 3)
 
     def restart(self) -> None:
         """Counted afresh from now, in place: whoever reports this progress (a transfer's heartbeats) sees the new one."""
-        self.files, self.bytes, self.started, self.ended, self.cached_bytes = 0, 0, time.monotonic(), None, 0
+        self.files, self.bytes, self.started, self.ended = 0, 0, time.monotonic(), None
+        self.cached_bytes, self.unavailable = 0, None
 
     def describe(self) -> str:
         cached = f" (and {human_bytes(self.cached_bytes)} from the cache)" if self.cached_bytes else ""
+        down = "" if self.unavailable is None else \
+            f", Cloud Storage unavailable for {time.monotonic() - self.unavailable[0]:.0f} s ({self.unavailable[1]})"
         return (f"{self.files} file{'s' if self.files != 1 else ''}, {human_bytes(self.bytes)}{cached} "
-                f"in {self.seconds():g} s")
+                f"in {self.seconds():g} s{down}")
 
 
 def _reason(exc: BaseException) -> str:
@@ -95,30 +100,6 @@ def _reason(exc: BaseException) -> str:
     if found:
         return f"{code} {found[1]}" if isinstance(code, int) else found[1]
     return (text or type(exc).__name__)[:500]
-
-
-class _Skipped(Exception):
-    """An output not uploaded: the message says why."""
-
-
-def _not_regular(mode: int) -> str:
-    return "a symbolic link, not followed" if stat.S_ISLNK(mode) else "not a regular file"
-
-
-def _open_listed(path: Path, listed: os.stat_result):
-    """``path`` opened for reading without following a link (``O_NOFOLLOW``; ``O_NONBLOCK``: a fifo never
-    blocks), only if it is a regular file (``fstat``) and still the file listed (device and inode: a
-    folder on its way swapped for a link leads elsewhere); raises ``_Skipped`` saying why not, or the ``OSError``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:  # not a link: a file it cannot open (its mode, the disk), which ``upload`` fails for
-        raise exc if exc.errno != errno.ELOOP else _Skipped(_not_regular(stat.S_IFLNK))
-    found = os.fstat(fd)
-    if not stat.S_ISREG(found.st_mode) or (found.st_dev, found.st_ino) != (listed.st_dev, listed.st_ino):
-        os.close(fd)
-        raise _Skipped(_not_regular(found.st_mode) if not stat.S_ISREG(found.st_mode) else "replaced after it "
-                       "was listed, not followed")
-    return os.fdopen(fd, "rb")
 
 
 class _CountingWriter:
@@ -306,9 +287,8 @@ class AttemptData:
 
     # -- uploading -------------------------------------------------------------------------------
     def output_files(self) -> list[tuple[str, Path, os.stat_result]]:
-        """(path under ZEN_OUTPUT_DIR, file, its lstat) for every regular file, in name order. Nothing else is
-        followed or uploaded (the agent is root: a link to a host file, another job's input or a cache entry
-        would upload that file): each link (to a file or a folder) and special file goes in ``skipped``."""
+        """(path under ZEN_OUTPUT_DIR, file, its lstat) for every regular file, in name order. Nothing else is followed
+        or uploaded (why: ``zen.agent.output_files``): each link (to a file or a folder) and special file is ``skipped``."""
         files: list[tuple[str, Path, os.stat_result]] = []
         self.skipped, self.unlisted = [], []  # unlisted: what could not be read (upload fails: outputs incomplete)
         if self.output_dir.is_symlink():
@@ -328,7 +308,7 @@ class AttemptData:
                 if stat.S_ISREG(listed.st_mode):
                     files.append((relative, path, listed))
                 elif not stat.S_ISDIR(listed.st_mode):
-                    self.skipped.append((relative, _not_regular(listed.st_mode)))
+                    self.skipped.append((relative, not_regular(listed.st_mode)))
         return files
 
     def upload(self) -> None:
@@ -343,7 +323,6 @@ class AttemptData:
                 return
             bucket_name, prefix = split_uri(destination)
             bucket = self.client().bucket(bucket_name)
-            from google.cloud.storage.retry import DEFAULT_RETRY  # with the client: only for jobs with outputs
             for relative, path, listed in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
@@ -351,8 +330,8 @@ class AttemptData:
                     raise TransferError(f"upload of {escape_unstorable(relative)} failed after {self.uploaded.files} "
                                         f"of {len(files)} files: its name is not UTF-8, as Cloud Storage's must be")
                 try:
-                    file = _open_listed(path, listed)
-                except _Skipped as skipped:
+                    file = open_listed(path, listed)
+                except Skipped as skipped:
                     self.skipped.append((relative, str(skipped)))
                     continue
                 except OSError as exc:  # a file it may not open (one the job made 0600): the upload fails, below
@@ -361,9 +340,8 @@ class AttemptData:
                 with file:
                     size = os.fstat(file.fileno()).st_size
                     try:
-                        # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
-                        bucket.blob(prefix + relative).upload_from_file(
-                            file, size=size, content_type=mimetypes.guess_type(relative)[0], retry=DEFAULT_RETRY)
+                        send(bucket.blob(prefix + relative), file, size, mimetypes.guess_type(relative)[0], self.uploaded,
+                             self.cancel, lambda exc: _not_the_jobs(exc) and getattr(exc, "errno", None) not in DISK_ERRNOS)
                     except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
                         raise TransferError(f"upload of {relative} to {destination}{relative} failed after "
                                             f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None

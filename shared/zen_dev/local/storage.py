@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import threading
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,7 +23,8 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import google_crc32c
 
-_REASONS = {400: "invalid", 404: "notFound", 409: "conflict", 412: "conditionNotMet", 416: "requestedRangeNotSatisfiable"}
+_REASONS = {400: "invalid", 404: "notFound", 409: "conflict", 412: "conditionNotMet", 416: "requestedRangeNotSatisfiable",
+            429: "rateLimitExceeded", 500: "backendError", 503: "backendError"}
 
 
 class ApiError(Exception):
@@ -72,6 +74,8 @@ class StorageState:
         self._holds: list[Hold] = []
         self._lost: list[str] = []  # lose_answer
         self.answers_lost = 0
+        self._outages: list[list] = []  # outage: [part, seconds, code, its first refusal's time or None]
+        self.refused = 0  # upload requests an outage answered with its error
 
     def lose_answer(self, part: str) -> None:
         """The next upload of an object whose name contains ``part`` is stored, and its answer lost: the request
@@ -96,6 +100,25 @@ class StorageState:
             self.finished[upload_id] = resource
             while len(self.finished) > 64:
                 del self.finished[next(iter(self.finished))]
+
+    def outage(self, part: str, seconds: float, code: int = 503) -> None:
+        """Cloud Storage unavailable for uploads of objects whose name contains ``part``: every request of such an
+        upload (a media or multipart one, a resumable one's start or chunks) is answered ``code`` from now until
+        ``seconds`` after the first one so answered (``refused`` counts them), as in an outage of the service."""
+        with self._lock:
+            self._outages.append([part, seconds, code, None])
+
+    def refusing(self, name: str) -> int | None:
+        """The error an outage (``outage``) answers an upload of ``name`` with now, or None."""
+        now = time.monotonic()
+        with self._lock:
+            for outage in self._outages:
+                part, seconds, code, since = outage
+                if part in name and (since is None or now - since < seconds):
+                    outage[3] = now if since is None else since
+                    self.refused += 1
+                    return code
+        return None
 
     def hold(self, part: str, what: str) -> Hold:
         """Hold the next ``what`` (``store`` or ``read``) request of an object named ``*part*`` (:class:`Hold`)."""
@@ -275,10 +298,12 @@ class _Handler(BaseHTTPRequestHandler):
         state, kind = self.server.state, query.get("uploadType")
         state.objects(bucket)  # 404 for a missing bucket, whatever the upload type
         if kind == "media" and method == "POST":
+            self._unless_refused(query.get("name", ""))
             return self._stored(bucket, query.get("name", ""), body, self.headers.get("Content-Type"),
                                 query.get("ifGenerationMatch"))
         if kind == "multipart" and method == "POST":
             metadata, data, content_type = _multipart(self.headers.get("Content-Type", ""), body)
+            self._unless_refused(metadata.get("name") or query.get("name", ""))
             stored = StoredObject(data, "", 0, "")
             for key, actual in (("crc32c", stored.crc32c), ("md5Hash", stored.md5)):
                 if metadata.get(key) not in (None, actual):
@@ -287,6 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
                                 metadata.get("contentType") or content_type, query.get("ifGenerationMatch"))
         if kind == "resumable" and method == "POST":
             metadata = json.loads(body or b"{}")
+            self._unless_refused(metadata.get("name") or query.get("name", ""))
             upload_id = uuid.uuid4().hex
             state.uploads[upload_id] = {"bucket": bucket, "name": metadata.get("name") or query.get("name", ""),
                                         "type": metadata.get("contentType") or self.headers.get("X-Upload-Content-Type"),
@@ -299,8 +325,13 @@ class _Handler(BaseHTTPRequestHandler):
             session = state.uploads.get(query.get("upload_id", ""))
             if session is None:
                 raise ApiError(404, "No such upload session")
+            self._unless_refused(session["name"])
             return self._chunk(query["upload_id"], session, body)
         raise ApiError(400, f"uploadType={kind} with {method} is not served by the Cloud Storage stand-in")
+
+    def _unless_refused(self, name: str) -> None:
+        if (code := self.server.state.refusing(name)) is not None:
+            raise ApiError(code, f"Cloud Storage is unavailable ({code}): an outage of the stand-in (state.outage)")
 
     def _chunk(self, upload_id: str, session: dict, body: bytes) -> None:
         sent = re.fullmatch(r"bytes (?:(\d+)-(\d+)|\*)/(\d+|\*)", self.headers.get("Content-Range", ""))
