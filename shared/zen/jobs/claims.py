@@ -60,7 +60,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
     With ``proven`` (the VM's name proven by its token: ``zen.adapters.vm_proof``), a VM that is not an instance
     of the job's cluster's MIG in its region may not claim it: it would run the job on another
     cluster's machine, and a tagged job on a VM not cleared for it (a token proves the VM's name,
-    which names its MIG, not what the heartbeat says).
+    which names its MIG, not what the heartbeat says). Such a claim writes nothing into the job: its start is not
+    published again nor widened (any VM could otherwise resend and widen any queued job's start).
 
     The start is published again, once per cause and VM (the module's docstring). A job offered to warm
     VMs (``zen.core.routing``) that one of them could not take is widened at once (as the tick would later),
@@ -85,10 +86,13 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
         return Decision(ignored=given_up, controls=[refusal(job, hb, given_up)])
     cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
-        reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
-        if hb.status is AgentStatus.PREEMPTED:  # another cluster's VM gives up no claim of this job: nothing is written
+        # Another cluster's VM has no say in this job: nothing is written (no start published again, no widening:
+        # else any VM could resend and widen any queued job's start); a claim is told RELEASE, to drop its copy.
+        reason = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}"
+        if hb.status is AgentStatus.PREEMPTED:
             return Decision(ignored=reason)
-    elif hb.status is AgentStatus.PREEMPTED:  # it gives the claim up (zen.core.lifecycle): nothing to refuse
+        return Decision(ignored=reason, refused=NOT_INSTANCE, controls=[refusal(job, hb, reason)])
+    if hb.status is AgentStatus.PREEMPTED:  # it gives the claim up (zen.core.lifecycle): nothing to refuse
         return None
     elif hb.region not in job.regions:  # decide_heartbeat's checks too, but a cause makes the VM back off
         reason, cause = f"region {hb.region} is not allowed for this job", NOT_ALLOWED
@@ -125,9 +129,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
             hb.vm, cluster.name, hb.region, now):  # idle, it was counted as the job's VM: no other was asked for
         reason += f"; VM {hb.vm} is scaled down: its template is older than {hb.region}'s tags {stale}"
     controls = [refusal(job, hb, reason)]
-    # The VM drops its copy of the start: this claim delivered again later (its cause gone by then) is a late copy
-    # (a VM of no MIG of the cluster's is refused again whenever it claims: nothing to write for it).
-    left: dict[str, Any] = {} if cause == NOT_INSTANCE else dict(refused_floor(job.left_vms, hb.vm, hb.seq))
+    # The VM drops its copy of the start: this claim delivered again later (its cause gone by then) is a late copy.
+    left: dict[str, Any] = dict(refused_floor(job.left_vms, hb.vm, hb.seq))
     if _refused_since_published(tx, config, job, hb, cause):  # the tick publishes it again
         due = job.widen_at is not None and job.widen_at <= now
         return Decision(ignored=reason, refused=cause, controls=controls,
