@@ -21,6 +21,7 @@ from zen.scaling.model import Action, Decision, DemandGroup, RegionMemory, Timin
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
+from zen.store.usage import read_snapshot
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database, Session
@@ -105,7 +106,11 @@ class FleetDb:
         return int(config.max_start_wait_s if config is not None else Timing().max_start_wait_s)
 
     def facts(self, cluster: str, now: datetime) -> FleetFacts:
+        """The cluster's facts as of one moment (``read_snapshot``): read statement by statement, a gang node's claim
+        committed between the demand and the VMs held was in one and not the other (the gang needing the node its
+        claiming VM, busy, could no longer be), and the pass deleted the VM booting for the gang's next node."""
         with self._db.transaction() as session:
+            read_snapshot(session)
             demand = demand_groups(fleet.queued_demand(session, cluster, now, self._bound_s(cluster)),
                                    self._clusters.get(cluster))
             held = fleet.held_vms(session, cluster)

@@ -24,7 +24,8 @@ def read_snapshot(session: "Session") -> None:
     """Make the transaction just begun read one snapshot, read-only: a report of several statements (``zen
     usage``'s groups, dollars, total and fleet; ``zen stats``; a console page) at Postgres's default READ
     COMMITTED saw in each what committed before it, so an attempt ending while it was read (every second on a
-    busy deployment) was in some figures and not others (the groups did not add up to the total)."""
+    busy deployment) was in some figures and not others (the groups did not add up to the total). A scaling
+    pass's facts too (``zen.scaling.fleetdb.FleetDb.facts``: its demand and the VMs that hold jobs)."""
     session.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 # The group an attempt falls in, by ``:by`` (one expression for every grouped query).
 _GROUP_KEY = """CASE CAST(:by AS text) WHEN 'user' THEN user_id WHEN 'queue' THEN queue
