@@ -165,8 +165,7 @@ class Queueing:
         return queue
 
     def _most_ever(self, queue: QueueConfig, cluster: str) -> float:
-        cohort_total = sum(q.quota.get(cluster, 0) for q in self._config.cohort_of(queue))
-        return min(queue.limit(cluster), cohort_total)
+        return min(queue.limit(cluster), sum(q.quota.get(cluster, 0) for q in self._config.cohort_of(queue)))
 
     # -- the admission pass --------------------------------------------------------------------
     def admit(self, tx: AdmissionRows, queue_name: str, cluster: str, now: datetime, released: int = 0) -> Pass:
@@ -194,10 +193,11 @@ class Queueing:
         # Jobs that could still fit: read no more. Where none of that size does, one per free GPU: a job waiting
         # since before max_jobs_per_vm was lowered holds fewer GPUs than one submitted now.
         room = (free := cohort_quota - cohort_used) // max(gpus, 1) or max(free, 0)
-        if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
-            return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
+        full = room <= 0 and (freeing or all(q.preemption == "never" for q in members))  # no job read: a flood is free
         held_until_now = {**used, queue_name: used.get(queue_name, 0) + released}
-        usage = self._bring_usage_up_to_date(tx, names, cluster, held_until_now, now)
+        usage = self._bring_usage_up_to_date(tx, names, cluster, held_until_now, now) if released or not full else {}
+        if full:  # a release is counted all the same (above): a step in what its queue held, over a lowered quota too
+            return Pass()
         state = []
         # room jobs could fit; one more shows each head that does not: one a preemption may serve, and, where
         # any member may preempt, a lender's (no head borrows, so none preempts to borrow, while it waits)
