@@ -37,6 +37,7 @@ class LiveSubscription:
     ack_deadline: int
     ttl: float | None
     last_active: float
+    born: int = 0  # its place among the state's subscriptions, in the order they were made
     streams: set["Stream"] = field(default_factory=set)
 
 

@@ -71,6 +71,10 @@ class PubSubState:
         self._topics: dict[str, _Topic] = {}
         self._subs: dict[str, LiveSubscription] = {}
         self._seq = itertools.count(1)
+        # A tick visits the subscriptions given messages since their backlog was last empty (in the order they
+        # were made), and all only from the earliest one may expire (activity only delays it): idle ones cost nothing.
+        self._made, self._expiry_due = itertools.count(), float("inf")
+        self._loaded: dict[LiveSubscription, int] = {}
         self._closed = False
         self.delivery = Delivery(self)  # pull, acks, streams
 
@@ -92,12 +96,19 @@ class PubSubState:
     def tick(self) -> float:
         now = self.clock()
         changed = False
-        for sub in list(self._subs.values()):
-            if sub.streams:
-                sub.last_active = now
-            elif sub.ttl is not None and now - sub.last_active >= sub.ttl:
-                self._drop_subscription(sub)
-                changed = True
+        if now >= self._expiry_due:
+            self._expiry_due = float("inf")
+            for sub in list(self._subs.values()):
+                if sub.streams:
+                    sub.last_active = now
+                elif sub.ttl is not None and now - sub.last_active >= sub.ttl:
+                    self._drop_subscription(sub)
+                    changed = True
+                    continue
+                self._expires(sub)
+        for sub in sorted(self._loaded, key=self._loaded.__getitem__):
+            if not sub.queue:  # emptied, dropped or detached
+                del self._loaded[sub]
                 continue
             changed |= sub.queue.drop_old(now) > 0
             expired, dead = sub.queue.expire_leases(now)
@@ -107,6 +118,10 @@ class PubSubState:
         if changed:
             self._cond.notify_all()
         return now
+
+    def _expires(self, sub: LiveSubscription) -> None:  # the earliest it may expire, kept in _expiry_due
+        if sub.ttl is not None:
+            self._expiry_due = min(self._expiry_due, sub.last_active + sub.ttl)
 
     def wake(self) -> None:
         """Re-check time-based rules now (e.g. after advancing an injected clock)."""
@@ -241,6 +256,7 @@ class PubSubState:
             for sub in subs:
                 if sub.matcher.matches(attributes):
                     sub.queue.add(seq, wrapped, size, now)
+                    self._loaded.setdefault(sub, sub.born)
         return ids
 
     def dead_letter(self, sub: LiveSubscription, entry: Entry, now: float) -> None:
@@ -314,9 +330,9 @@ class PubSubState:
                 backoff=config["backoff"],
                 retention=config["retention"],
             )
-            self._subs[request.name] = LiveSubscription(
-                resource, queue, matcher, resource.ack_deadline_seconds, config["ttl"], now
-            )
+            sub = self._subs[request.name] = LiveSubscription(resource, queue, matcher, resource.ack_deadline_seconds,
+                                                              config["ttl"], now, next(self._made))
+            self._expires(sub)
             topic.subscriptions.add(request.name)
             return _clone(resource)
 
@@ -342,6 +358,7 @@ class PubSubState:
             sub.resource = updated
             sub.ack_deadline = updated.ack_deadline_seconds
             sub.ttl = config["ttl"]
+            self._expires(sub)
             sub.queue.retention = config["retention"]
             sub.queue.max_attempts = config["max_attempts"]
             sub.queue.backoff = config["backoff"]
