@@ -187,7 +187,12 @@ class ArrayJobs:
         a gang, in index order (the order releases lock them in), in one transaction; none is let go
         meanwhile, and each queue's admission pass runs once after (the quota the tasks held), then those of
         the jobs their ends let go or cancelled (``after``). How many stopped; None when ``array_id`` names a
-        job or no task."""
+        job or no task.
+
+        Every task not ended is locked before any is stopped: a task's end locks the jobs waiting for the array,
+        and a report ending a later task holds that task and waits for them (locked one by one, the two
+        deadlocked, and Postgres failed one: the report or the stop, redelivered later). No task's change moves
+        another of its array (none waits for its own array), so the rows read under lock stay current."""
         now = self._clock()
         ids: list[Enqueued] = []
         stopped = 0
@@ -196,9 +201,9 @@ class ArrayJobs:
         with self._store.transaction() as tx:
             if tx.get_job(array_id) is not None or not (tasks := tx.array_tasks(array_id)):
                 return None
+            locked = [tx.get_job(listed.job_id, lock=True) for listed in tasks if not listed.status.terminal]
             choose = chosen(tx)
-            for listed in tasks:
-                job = None if listed.status.terminal else tx.get_job(listed.job_id, lock=True)
+            for job in locked:
                 if job is None or job.status.terminal or (stop := choose(job)) is None:
                     continue
                 decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=stop[0]), now)

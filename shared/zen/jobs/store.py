@@ -279,7 +279,7 @@ class ArrayRows(Protocol):
         """Wait for, then hold until the transaction ends, each of ``job_ids`` (in sorted order: no deadlock)."""
 
     def waiting_after(self, names: list[str]) -> list[Job]:
-        """PENDING jobs held by dependencies that name one of ``names`` (jobs or arrays), rows locked."""
+        """PENDING jobs waiting for one of ``names`` (jobs, arrays); with those waiting for them, locked as submitted."""
 
     def held_after(self, limit: int) -> list[str]:
         """Jobs held by dependencies that may move now (``dependencies.verdict`` says other than wait), oldest

@@ -910,13 +910,33 @@ ORDER BY h.array_id
 LIMIT :limit;
 
 -- name: waiting_after
--- PENDING jobs held by dependencies that name one of :names (zen.core.dependencies), locked in one order: as
--- submitted (an array's tasks by index, so its first let go are its first: by job_id, arr-10 went before arr-2).
-SELECT * FROM jobs
-WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
-  AND (request -> 'after') ?| ARRAY(SELECT jsonb_array_elements_text(CAST(:names AS jsonb)))
-ORDER BY submitted_at, job_id
-FOR UPDATE;
+-- PENDING jobs held by dependencies that name one of :names (zen.core.dependencies), as submitted (an array's tasks by
+-- index, so its first let go are its first: by job_id, arr-10 went before arr-2), locked together with every job
+-- their moves may move.
+-- reached: they, the jobs waiting for them, and so on (a job cancelled here moves those waiting for it, in this
+-- transaction).
+WITH RECURSIVE reached (job_id, array_id) AS (
+    SELECT job_id, array_id FROM jobs
+    WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
+      AND (request -> 'after') ?| ARRAY(SELECT jsonb_array_elements_text(CAST(:names AS jsonb)))
+  UNION
+    SELECT j.job_id, j.array_id FROM reached
+    JOIN jobs j ON j.status = 'PENDING' AND j.hold IS NOT NULL AND j.hold LIKE 'after: %'
+               AND (j.request -> 'after') ?| ARRAY[reached.job_id, COALESCE(reached.array_id, reached.job_id)]
+),
+-- locked: all of them, in one order (as submitted), before any moves, so two ends at once that move some of the same
+-- jobs go one after the other. Each locking its own first and theirs later, they deadlocked (a's end held b and d
+-- and waited for c, b's, while x's held c and waited for d) and Postgres failed one of the two reports.
+locked AS MATERIALIZED (
+    SELECT * FROM jobs
+    WHERE job_id IN (SELECT job_id FROM reached) AND status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
+    ORDER BY submitted_at, job_id
+    FOR UPDATE
+)
+-- Those waiting for :names themselves: the caller moves them, and each move looks at its own.
+SELECT * FROM locked
+WHERE (request -> 'after') ?| ARRAY(SELECT jsonb_array_elements_text(CAST(:names AS jsonb)))
+ORDER BY submitted_at, job_id;
 
 -- name: held_after
 -- Jobs held by dependencies that may move now (zen.core.dependencies.verdict: every one ended, or, with
