@@ -79,8 +79,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from zen_dev.capacity.traces import UNLIMITED
 from zen_dev.sim.jobs import SimJob
@@ -467,6 +465,9 @@ def _drops(scenario: Scenario, slots: int, slot_s: float) -> dict[tuple[str, str
 
 
 def _finish(lp: _Lp, tau: int, late: list[int]) -> tuple[float, float]:
+    from scipy.optimize import linprog  # the solver's import (0.8 s) only where a bound is solved
+    from scipy.sparse import coo_matrix
+
     matrix = coo_matrix((lp.vals, (lp.rows, lp.cols)), shape=(lp.n_rows, len(lp.cost))).tocsr()
     at_most = np.zeros(lp.n_rows, dtype=bool)
     at_most[lp.upper_rows] = True

@@ -5,6 +5,7 @@ acked, and changes nothing."""
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 
@@ -19,7 +20,7 @@ from zen.adapters.message_key import (
     ATTRIBUTE, MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, mac,
 )
 
-KEY = MessageKey()  # the agents' message key (one for the module: an RSA key takes a moment to make)
+KEY = functools.cache(MessageKey)  # the agents' message key: one for the module, made at its first use (RSA: 0.15 s)
 
 # Instances of the cluster's MIG in us-central1, as GCE names them: a VM may claim only its cluster's jobs.
 VM_A, VM_B = "zen-4xa100-40gb-us-central1-a0a0", "zen-4xa100-40gb-us-central1-b0b0"
@@ -42,8 +43,8 @@ class proof:
     """VM ``vm``'s agent: its token (bound to the agent's key) and its signature of each message it sends;
     ``sign(payload)`` is what ``functions.heartbeat`` and ``functions.send`` take."""
 
-    def __init__(self, issuer, clock, project, vm, zone="us-central1-a", key: MessageKey = KEY):
-        self.key = key
+    def __init__(self, issuer, clock, project, vm, zone="us-central1-a", key: MessageKey | None = None):
+        self.key = key = key or KEY()
         self.token = issuer.token(vm=vm, zone=zone, project=project, audience=audience(project, key.fingerprint),
                                   now=clock().timestamp())
 

@@ -5,6 +5,7 @@ with the key (``vm_key``) and the key's signature of that very heartbeat (``vm_s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -25,7 +26,7 @@ PROJECT = "zen-agent-proof"
 IDENTITY = Identity(project=PROJECT, vm="vm-a", cluster="4xa100-40gb", region="us-central1",
                     zone="us-central1-a", from_environment=True)
 NOW = 1_800_000_000.0
-KEY = MessageKey()  # the agent's message key, given to its ProofSource (made once: RSA takes a moment)
+KEY = functools.cache(MessageKey)  # the agent's message key, given to its ProofSource (made once, at its first use)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def issuer():
 @pytest.fixture
 def metadata(issuer):
     fake = FakeMetadata({IDENTITY_PATH: issuer.token(vm="vm-a", zone="us-central1-a", project=PROJECT,
-                                                     audience=audience(PROJECT, KEY.fingerprint), now=NOW)})
+                                                     audience=audience(PROJECT, KEY().fingerprint), now=NOW)})
     yield fake
     fake.close()
 
@@ -75,7 +76,7 @@ def beat(seq: int) -> Heartbeat:
 
 def test_every_heartbeat_carries_the_token_the_agent_fetched(config, metadata, issuer):
     clients = RecordingClients()
-    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW, key=KEY)
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW, key=KEY())
     transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
     transport.publish(beat(1), budget_s=5)
     transport.publish(beat(2), budget_s=5)
@@ -85,13 +86,13 @@ def test_every_heartbeat_carries_the_token_the_agent_fetched(config, metadata, i
     assert clients.published[0][2]["vm"] == "vm-a" and clients.published[0][2]["kind"] == "job"
     # Asked once, for Zen's audience bound to the agent's key, and the VM's claims.
     assert metadata.requests == [f"/computeMetadata/v1/{IDENTITY_PATH}?audience=zen-heartbeats%3A{PROJECT}"
-                                 f"%3Akey%3A{KEY.fingerprint}&format=full"]
+                                 f"%3Akey%3A{KEY().fingerprint}&format=full"]
     assert unverified_claims(tokens[0])["google"]["compute_engine"]["instance_name"] == "vm-a"
     # Each heartbeat is signed as published: Zen's checker takes it, and not its proof on the other's body.
     checker = ProofChecker("required", "http://certs.invalid/", audience(PROJECT),
                            lambda: datetime.fromtimestamp(NOW, timezone.utc), fetch=lambda _: (issuer.certs(), 3600))
     (_, first, sent), (_, second, _) = clients.published
-    assert sent[KEY_ATTRIBUTE] == KEY.public and sent[SIGNATURE_ATTRIBUTE]
+    assert sent[KEY_ATTRIBUTE] == KEY().public and sent[SIGNATURE_ATTRIBUTE]
     checker.check(sent, "vm-a", "us-central1-a", PROJECT, data=first)
     with pytest.raises(Rejected, match="vm_sig does not verify"):
         checker.check(sent, "vm-a", "us-central1-a", PROJECT, data=second)
@@ -114,14 +115,14 @@ def test_a_wall_clock_behind_does_not_keep_an_expired_token(config, metadata, is
     every one, took the attempt for lost after heartbeat_timeout_s and ran it again beside the job running here."""
     real, behind = [NOW], 600.0
     clients = RecordingClients()
-    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: real[0] - behind, key=KEY)
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: real[0] - behind, key=KEY())
     transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
     checker = ProofChecker("required", "http://certs.invalid/", audience(PROJECT),
                            lambda: datetime.fromtimestamp(real[0], timezone.utc), fetch=lambda _: (issuer.certs(), 3600))
     for seq, t in enumerate(range(0, 4200, 30), start=1):  # a heartbeat every 30 s past the first token's hour
         real[0] = NOW + t
         metadata.values[IDENTITY_PATH] = issuer.token(vm="vm-a", zone="us-central1-a", project=PROJECT,
-                                                      audience=audience(PROJECT, KEY.fingerprint), now=real[0])
+                                                      audience=audience(PROJECT, KEY().fingerprint), now=real[0])
         transport.publish(beat(seq), budget_s=5)
         _, data, attributes = clients.published[-1]
         checker.check(attributes, "vm-a", "us-central1-a", PROJECT, data=data,

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("matplotlib")
+from tests.sim.helpers import scenario
+from zen_dev.sim.cli import main
+from zen_dev.sim.jobs import load_jobs
+from zen_dev.sim.runner import run_policies
 
-from matplotlib.collections import PolyCollection  # noqa: E402
+# matplotlib (0.7 s to import) loaded by the tests that draw, not by every test worker's collection
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed")
 
-from zen_dev.sim.cli import main  # noqa: E402
-from zen_dev.sim.jobs import load_jobs  # noqa: E402
-from zen_dev.sim.plot import RIGHT_TITLES, build_figure, capacity_by_region  # noqa: E402
-from zen_dev.sim.runner import run_policies  # noqa: E402
 
-from tests.sim.helpers import scenario  # noqa: E402
+@pytest.fixture(scope="module")
+def plot():
+    from zen_dev.sim import plot
+
+    return plot
+
 
 # us-central1 has no capacity for the first half hour; the other regions hold 2 VMs each.
 STOCKOUT = """default: 2
@@ -35,7 +42,8 @@ def test_zen_simulate_out_writes_a_non_trivial_png(tmp_path, capsys):
     assert png.startswith(b"\x89PNG") and len(png) > 50_000
 
 
-def test_capacity_per_region_sums_the_zones_of_the_clusters_machine_type():
+def test_capacity_per_region_sums_the_zones_of_the_clusters_machine_type(plot):
+    capacity_by_region = plot.capacity_by_region
     sc = scenario(STOCKOUT)
     times, per_region = capacity_by_region(sc, horizon_s=7200)
     assert times == [0.0, 1800.0]
@@ -43,18 +51,20 @@ def test_capacity_per_region_sums_the_zones_of_the_clusters_machine_type():
     assert capacity_by_region(scenario("default: unlimited"), 7200)[1]["us-west1"] is None
 
 
-def test_figure_has_one_panel_per_policy_and_the_three_side_panels():
+def test_figure_has_one_panel_per_policy_and_the_three_side_panels(plot):
+    from matplotlib.collections import PolyCollection
+
     sc, results = _run()
     for result in results.values():  # what world.py records at each first start
         result.start_regions = [(s, "us-west1" if i % 3 else "europe-west4")
                                 for i, (_, s) in enumerate(result.starts) if s is not None]
-    fig = build_figure(results, sc, title="test: a stockout")
+    fig = plot.build_figure(results, sc, title="test: a stockout")
     axes = fig.axes
     assert len(axes) == len(POLICIES) + 3
     left, right = axes[:len(POLICIES)], axes[len(POLICIES):]
     assert [ax.get_title(loc="left").split(":")[0] for ax in left] == POLICIES
     assert all("p95 start" in ax.get_title(loc="left") and "VM-min" in ax.get_title(loc="left") for ax in left)
-    assert tuple(ax.get_title() for ax in right) == RIGHT_TITLES
+    assert tuple(ax.get_title() for ax in right) == plot.RIGHT_TITLES
     for ax in left:
         assert sum(isinstance(c, PolyCollection) for c in ax.collections) == 3  # capacity, one band per region
         assert len(ax.lines) >= 3  # limit, VMs paid, start rug
@@ -72,11 +82,13 @@ def test_figure_has_one_panel_per_policy_and_the_three_side_panels():
     assert len(regions.patches) == 2 * len(POLICIES)
 
 
-def test_figure_degrades_without_start_regions_or_scenario():
+def test_figure_degrades_without_start_regions_or_scenario(plot):
+    from matplotlib.collections import PolyCollection
+
     sc, results = _run()
     for result in results.values():
         result.start_regions.clear()  # as from a run that did not record them
-    fig = build_figure(results)  # no scenario: no capacity, no limit
+    fig = plot.build_figure(results)  # no scenario: no capacity, no limit
     assert len(fig.axes) == len(POLICIES) + 3
     regions = fig.axes[-1]
     assert any("not recorded" in t.get_text() for t in regions.texts)
