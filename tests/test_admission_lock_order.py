@@ -1,6 +1,6 @@
-"""Two admission passes that take two cohorts' transaction-scoped advisory locks in opposite orders (a job's end
-runs its own queue's pass first, then the passes of the queues its ending let go: ``Decisions.apply``), on the real
-Postgres: advisory locks are heavyweight locks, so Postgres' deadlock detector sees the cycle and ends one
+"""Two admission passes that take two cohorts' transaction-scoped advisory locks in opposite orders (an end that ran its
+own queue's pass first, then those of the queues its ending let go, did, before ``DecisionWriter.lock_passes`` took them
+together in name order: tests/test_queue_passes_two_ends_at_once.py), on the real Postgres: advisory locks are heavyweight locks, so Postgres' deadlock detector sees the cycle and ends one
 transaction (40P01). That one raises ``TransientError`` (the function answers 500, Pub/Sub redelivers; a tick
 fails and the next one runs) and is rolled back whole: what it wrote before the second lock is gone, the other
 commits."""

@@ -215,10 +215,11 @@ class ArrayJobs:
                     to = decision.changes[-1].to if decision.changes else job.status
                     key = (job.queue, job.cluster)
                     released[key] = released.get(key, 0) + (job.gpus if frees_quota(job.status, to) else 0)
+            theirs = sorted(later - released.keys())  # after: the first pass over a cohort brings its usage up to now
+            self._decisions.lock_passes(tx, sorted(released) + theirs)  # all before the first (passes' locks, one order)
             for (queue, cluster), gpus in sorted(released.items()) if self._queues else ():
                 ids += self._decisions.admit(tx, queue, cluster, now, released=gpus)
-            # Theirs after: the first pass over a cohort brings its usage up to now, the tasks' GPUs only in theirs.
-            for queue, cluster in sorted(later - released.keys()) if self._queues else ():
+            for queue, cluster in theirs if self._queues else ():
                 ids += self._decisions.admit(tx, queue, cluster, now)
         self._relay.flush_quietly(ids)
         return stopped

@@ -127,16 +127,27 @@ class DecisionWriter:
         own = bool(admit and self._queues and job.queue and (frees or left_line))
         if own and passes is not None and not frees:  # a waiting job cancelled by the end of one it waited for
             passes.add((str(job.queue), job.cluster))
-        elif own:  # who is next (into the quota, or past it)
+            own = False
+        # Theirs only after its own: the first pass over a cohort brings its queues' fair-share usage up to this
+        # moment, and this job's GPUs count as held until then only in its own pass (``released``). Without
+        # ``admit`` the caller runs its pass, and one that ends jobs (``ArrayJobs._stop_tasks``) passes ``passes``.
+        done = {(job.queue, job.cluster)} if own or not admit else set()
+        theirs = sorted(later - done) if passes is None else []
+        if own and theirs or len(theirs) > 1:
+            self.lock_passes(tx, ([(str(job.queue), job.cluster)] if own else []) + theirs)
+        if own:  # who is next (into the quota, or past it)
             ids += self.admit(tx, str(job.queue), job.cluster, now, released=job.gpus if frees else 0)
-        if passes is None:
-            # Only now: the first pass over a cohort brings its queues' fair-share usage up to this moment, and
-            # this job's GPUs count as held until then only in its own pass (``released``). Without ``admit``
-            # the caller runs its pass, and one that ends jobs (``ArrayJobs._stop_tasks``) passes ``passes``.
-            done = {(job.queue, job.cluster)} if own or not admit else set()
-            for queue, cluster in sorted(later - done):
-                ids += self.admit(tx, queue, cluster, now)
+        for queue, cluster in theirs:
+            ids += self.admit(tx, queue, cluster, now)
         return ids
+
+    def lock_passes(self, tx: JobTx, passes: list[tuple[str, str]]) -> None:
+        """Take the locks of the admission passes one change runs in turn, all together and in one order, before the
+        first (``Queueing.lock``): an end ran its own queue's pass, then those of the jobs it let go, so two ends at once,
+        each letting go a job of the other's queue, took two queues' locks in opposite orders and deadlocked (Postgres
+        failed one of the two: its report answered 500 and was delivered again later)."""
+        if self._queues is not None:
+            self._queues.lock(tx, passes)
 
     def let_go(self, tx: JobTx, array_id: str, now: datetime, *, admit: bool = True) -> list[Enqueued]:
         """Let an array's held tasks go, lowest index first, while fewer than its ``max_parallel`` are let

@@ -64,11 +64,10 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
                      blocked: Callable[[QueueState, Any, int], int] | None = None, lender_held: bool = False
                      ) -> list[tuple[QueueState, Any, int]]:
     """The pure core of a pass (production and the simulator share it): admit heads while they fit,
-    heads within their queue's nominal quota before heads that would borrow, then highest priority,
-    then lowest share, then oldest; a head that does not fit stops its queue
-    (``blocked(queue, head, cohort_used)`` is told, and returns the GPUs of the victims it preempts for it,
-    now being freed). Once a head within its queue's nominal quota is
-    blocked by the cohort (its quota is lent), nobody borrows in this pass: what comes free goes back
+    heads within their queue's nominal quota before heads that would borrow, then highest priority, then lowest
+    share, then oldest; a head that does not fit stops its queue (``blocked(queue, head, cohort_used)`` is told,
+    and returns the GPUs of the victims it preempts for it, now being freed). Once a head within its queue's
+    nominal quota is blocked by the cohort (its quota is lent), nobody borrows in this pass: what comes free goes back
     to the lender, else borrowers' small jobs would take each 2 GPUs freed before a lender's 4-GPU job
     ever fits (and undo a reclaim). Likewise a head that will fit once the GPUs being freed are back
     (``QueueState.freeing``: jobs stopping, a preemption's victims) is what they are freed for: what it
@@ -168,21 +167,23 @@ class Queueing:
         return min(queue.limit(cluster), sum(q.quota.get(cluster, 0) for q in self._config.cohort_of(queue)))
 
     # -- the admission pass --------------------------------------------------------------------
+    def lock(self, tx: AdmissionRows, passes: list[tuple[str, str]]) -> None:
+        """Hold the locks of the passes over these (queue, cluster) until the transaction ends, in name order: each member
+        queue's, not the cohort's (a queue moved to another cohort by a deploy: two instances' passes filled one quota)."""
+        known = [(queue, cluster) for name, cluster in passes if (queue := self._config.queue(name)) and cluster in queue.quota]
+        for name in sorted({member.name for queue, cluster in known for member in self._config.cohort_of(queue, cluster)}):
+            tx.queue_lock(f"queue:{name}")
+
     def admit(self, tx: AdmissionRows, queue_name: str, cluster: str, now: datetime, released: int = 0) -> Pass:
-        """One pass for the cohort of ``queue_name`` on ``cluster``, under its member queues' locks: the jobs
-        to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
-        caller applies them. ``released``: GPUs of ``queue_name`` that a job gave back in this
-        transaction (the change that runs this pass); they were held until now, for fair sharing."""
+        """One pass for the cohort of ``queue_name`` on ``cluster``, under its member queues' locks (``lock``): the jobs to
+        admit now and the jobs to preempt (locked rows, in order) with the reasons to record, which the caller applies.
+        ``released``: GPUs of ``queue_name`` a job gave back in this transaction (the change running this pass)."""
         queue = self._config.queue(queue_name)
         if queue is None or cluster not in queue.quota:  # gone, or no quota here: its jobs wait (why_pending)
             return Pass()
         members = self._config.cohort_of(queue, cluster)
-        # Each member queue's lock, in name order (no deadlock), not the cohort's: while a deploy moves a
-        # queue to another cohort, old and new instances' passes over the same queues took different
-        # cohort locks and both admitted into the same free quota.
         names = [q.name for q in members]
-        for name in sorted(names):
-            tx.queue_lock(f"queue:{name}")
+        self.lock(tx, [(queue_name, cluster)])
         held = tx.admitted(names, cluster)
         used = {r["queue"]: r["gpus"] for r in held}
         freeing = sum(r["freeing"] for r in held)  # jobs stopping (a preemption or a user's stop): wait for them
@@ -385,8 +386,7 @@ class Queueing:
                 out.append({
                     "queue": queue.name, "cohort": queue.cohort, "cluster": cluster, "quota_gpus": nominal,
                     "borrowing_limit": queue.may_borrow(cluster), "admitted_gpus": admitted,
-                    "borrowed_gpus": lent[queue.name] if queue.cohort else 0,
-                    "pending": row.get("pending", 0),
+                    "borrowed_gpus": lent[queue.name] if queue.cohort else 0, "pending": row.get("pending", 0),
                     "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
                     "recent_gpu_hours": round(seconds / 3600.0, 2),
                 })
