@@ -49,9 +49,9 @@ class Pricer:
     """What attempts and VMs cost, billed as GCE bills. An attempt (an ``attempt_usage`` row): per second of its
     share of the VM, at the model and price kept as it ended (``zen.core.prices.AttemptPrice``); a row from
     before they were kept: today's price, the model from its VM's name as its cluster is configured now. A
-    VM (the fleet): a one-minute minimum, then per second, at today's price. GCE's minimum is a VM's, met by its
-    boot before its first job: not charged again for each job it runs. Remembers what it found unpriced
-    (``Unpriced``: what would price it, or why nothing would); never guesses a model (a row of a cluster no
+    VM (the fleet): a one-minute minimum, then per second, at its pool's price when it began (else today's).
+    GCE's minimum is a VM's, met by its boot before its first job: not charged again for each job it runs.
+    Remembers what it found unpriced (``Unpriced``: what would price it, or why nothing would); never guesses a model (a row of a cluster no
     longer configured, without one kept, is unpriced)."""
 
     def __init__(self, table, clusters: dict[str, Any]):
@@ -105,7 +105,7 @@ class Pricer:
         return None if price is None else billed_usd(seconds, float(price), minimum=False) * float(row["vm_share"])
 
     def vm(self, cluster: str, region: str | None, name: str, seconds: float, began: bool = True,
-           model: str | None = None) -> float | None:
+           model: str | None = None, usd_per_hour: float | None = None) -> float | None:
         """What a VM of ``cluster`` seen for ``seconds`` cost (None: unpriced). ``began``: its RUNNING began in
         the window, which bears GCE's one-minute minimum (even for a VM one scaling pass alone saw RUNNING, 0 s
         between its first and last sight); else the minute was paid before the window, which bears its seconds.
@@ -114,9 +114,13 @@ class Pricer:
         since). A VM of a cluster since removed from the configuration cost what GCE billed all the same: it is priced
         at the machine type its own attempts recorded (``learn``), else its cluster's latest, and the model its
         pool had when seen, else the one its own attempts recorded; with neither machine type nor model known
-        it is unpriced, and the fleet's dollars it is in are a lower bound (``add_fleet``)."""
+        it is unpriced, and the fleet's dollars it is in are a lower bound (``add_fleet``). ``usd_per_hour``: the
+        price its pool had when the scaling passes first saw it billed (migration 0056), which GCE billed it at;
+        None (seen before, or unpriced then): today's, as above."""
         from zen.core.prices import BILLING_MINIMUM_S, billed_usd
 
+        if usd_per_hour is not None:
+            return billed_usd(max(seconds, BILLING_MINIMUM_S) if began else seconds, float(usd_per_hour), minimum=began)
         # Its own attempts' machine type first: the cluster's may have changed since it ran (GCE billed what ran).
         machine_type = self.kept_vms.get((cluster, name), (None, None))[0]
         if cluster not in self.clusters:
@@ -197,7 +201,7 @@ def add_fleet(rows: list[dict[str, Any]], total: dict[str, Any], fleet: list[dic
     for seen in fleet:
         seconds = float(seen["vm_seconds"])
         cost = pricer.vm(seen["cluster"], seen["region"], seen["name"], seconds,
-                         bool(seen.get("began_in_window", True)), seen.get("model"))
+                         bool(seen.get("began_in_window", True)), seen.get("model"), seen.get("usd_per_hour"))
         hours = seconds / 3600
         for target in (by_region[seen["region"]], total):
             target["fleet_vm_hours"] += hours
@@ -261,7 +265,7 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
           "when it ended")
     if args.by == "region":
         print("fleet: every VM the scaling passes saw in the window, boot and idle included, billed as GCE bills "
-              "(one-minute minimum, per second after) at today's prices; its time in the window only, while usd counts "
+              "(one-minute minimum, per second after) at its pool's price when it began; its time in the window only, while usd counts "
               "each attempt whole: one that began before the window makes usd exceed fleet_usd (fleet_usd - usd is no "
               "idle cost then: widen --since)")
     if report["unpriced"]:

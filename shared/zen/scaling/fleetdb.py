@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Mapping
 
 from zen.core.cluster_config import ClusterConfig
-from zen.core.provisioning import accepted_models, model_of_pool, outlasts_flex, pool_key
+from zen.core.prices import Pricing, snapshot
+from zen.core.provisioning import accepted_models, model_of_pool, outlasts_flex, pool_key, region_of
 from zen.scaling.model import Action, Decision, DemandGroup, RegionMemory, Timing, fold_demand
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
 from zen.store import fleet
@@ -91,9 +92,13 @@ def _seconds(value: Any) -> float | None:
 
 
 class FleetDb:
-    def __init__(self, db: Database, clusters: Mapping[str, ClusterConfig] | None = None):
+    def __init__(self, db: Database, clusters: Mapping[str, ClusterConfig] | None = None,
+                 pricing: Pricing | None = None):
+        """``pricing``: the configuration's prices, by which each billed segment of an instance is priced as it
+        begins (the fleet's dollars: ``zen.store.fleet.see_instances``); None: no price kept (today's apply)."""
         self._db = db
         self._clusters = clusters or {}  # name -> its configuration: the pools of its demand (demand_groups)
+        self._pricing = pricing
         self._failures: dict[str, datetime] = {}  # cluster -> when this instance last recorded a failed pass
 
     def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
@@ -148,8 +153,18 @@ class FleetDb:
             for pool, names in instances.items():  # each pool's model as configured now (zen.core.provisioning)
                 model = model_of_pool(pool, config.provisioning) if config is not None else None
                 first_seen.update(fleet.see_instances(session, cluster, pool, names, now,
-                                                      None if billed is None else billed.get(pool, []), model))
+                                                      None if billed is None else billed.get(pool, []), model,
+                                                      self._price(config, pool, model)))
         return first_seen
+
+    def _price(self, config: ClusterConfig | None, pool: str, model: str | None) -> fleet.PoolPrice | None:
+        """What prices ``pool``'s VMs now (``zen.core.prices.effective``'s order: configured, catalog, snapshot)."""
+        if self._pricing is None or config is None or model is None:
+            return None
+        machine, region = config.machine_type, region_of(pool)
+        fixed, fallback = self._pricing.table().lookup(machine, region, model), snapshot().lookup(machine, region, model)
+        return fleet.PoolPrice(machine, fixed.usd_per_hour if fixed else None, self._pricing.catalog,
+                               fallback.usd_per_hour if fallback else None)
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
         with self._db.transaction() as session:

@@ -4,6 +4,7 @@ caller's session or transaction (``zen.store.db``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -139,16 +140,32 @@ def save_scaling_memory(session: Session, cluster: str, region: str, memory: str
 
 
 def see_instances(session: Session, cluster: str, region: str, names: list[str], now: datetime,
-                  billed: list[str] | None = None, model: str | None = None) -> dict[str, datetime]:
+                  billed: list[str] | None = None, model: str | None = None,
+                  price: PoolPrice | None = None) -> dict[str, datetime]:
     """Record the MIG's instances as seen now, and those of them whose VM GCE bills now (``billed``; None:
     every one, for callers that list no status) as billed from now unless they were already; returns when
     each was first seen. ``model``: the pool's provisioning model, kept with a new instance (what its fleet
-    dollars are priced at). Instances no longer in the MIG are forgotten (with their drain mark and VM row)."""
+    dollars are priced at); ``price``: what prices the pool now, kept with each billed segment that begins
+    (None: none kept, today's prices apply). Instances no longer in the MIG are forgotten (with their drain
+    mark and VM row)."""
+    price = price or PoolPrice()
     first_seen = {r["name"]: r["first_seen_at"] for r in session.run(
         "see_mig_instances", cluster=cluster, region=region, names=names, now=now,
-        billed=names if billed is None else billed, model=model)} if names else {}
+        billed=names if billed is None else billed, model=model, machine_type=price.machine_type,
+        fixed=price.fixed, use_catalog=price.catalog, fallback=price.fallback)} if names else {}
     session.run("forget_vanished_instances", cluster=cluster, region=region, present=names)
     return first_seen
+
+
+@dataclass(frozen=True)
+class PoolPrice:
+    """What prices a pool's VMs as a scaling pass sees them (``zen.scaling.fleetdb.FleetDb``): its machine type, a
+    configured price (``fixed``), whether the catalog's stored price comes next, else the snapshot's (``fallback``)."""
+
+    machine_type: str | None = None
+    fixed: float | None = None
+    catalog: bool = False
+    fallback: float | None = None
 
 
 def forget_dropped_pools(session: Session, configured: dict[str, tuple[str, ...]]) -> dict[tuple[str, str], list[str]]:

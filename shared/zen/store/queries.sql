@@ -530,20 +530,31 @@ GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wai
 -- running_at, migration 0034); returns when each was first seen. One seen billed before and not now (its
 -- VM ended: a preempted spot VM its MIG recreates under the same name) closes that billed segment at its last
 -- billed sight (billed_before, migration 0043); its next VM's RUNNING opens a new one.
+-- usd_per_hour (migration 0056): the pool's price when a billed segment begins (:fixed, a configured price, else the
+-- catalog's stored one where :use_catalog, else the snapshot's :fallback; NULL: unpriced then), kept with it (an
+-- ended segment's as the fourth element of its billed_before entry): GCE billed the VM at the price of that time.
 -- DISTINCT: a listing may name an instance twice, and ON CONFLICT may not touch one row twice.
-INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at, running_at, model)
+INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at, running_at, model, usd_per_hour)
 SELECT name, :cluster, :region, :now, :now,
-       CASE WHEN name = ANY(CAST(:billed AS text[])) THEN CAST(:now AS timestamptz) END, CAST(:model AS text)
-FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed
+       CASE WHEN name = ANY(CAST(:billed AS text[])) THEN CAST(:now AS timestamptz) END, CAST(:model AS text),
+       CASE WHEN name = ANY(CAST(:billed AS text[])) THEN price.usd END
+FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed,
+     (SELECT COALESCE(CAST(:fixed AS double precision),
+                      (SELECT p.usd_per_hour FROM vm_prices p
+                       WHERE CAST(:use_catalog AS boolean) AND p.machine_type = CAST(:machine_type AS text)
+                         AND p.region = split_part(CAST(:region AS text), '/', 1) AND p.model = CAST(:model AS text)),
+                      CAST(:fallback AS double precision)) AS usd) AS price
 ON CONFLICT (name) DO UPDATE SET
     last_seen_at = EXCLUDED.last_seen_at,
     running_at = CASE WHEN EXCLUDED.running_at IS NOT NULL THEN COALESCE(mig_instances.running_at, EXCLUDED.running_at) END,
     model = CASE WHEN mig_instances.running_at IS NULL AND EXCLUDED.running_at IS NOT NULL
                  THEN COALESCE(EXCLUDED.model, mig_instances.model) ELSE mig_instances.model END,
+    usd_per_hour = CASE WHEN mig_instances.running_at IS NULL AND EXCLUDED.running_at IS NOT NULL
+                        THEN EXCLUDED.usd_per_hour WHEN EXCLUDED.running_at IS NOT NULL THEN mig_instances.usd_per_hour END,
     billed_before = CASE WHEN mig_instances.running_at IS NOT NULL AND EXCLUDED.running_at IS NULL
                          THEN COALESCE(mig_instances.billed_before, '[]'::jsonb)
                               || jsonb_build_array(jsonb_build_array(mig_instances.running_at, mig_instances.last_seen_at,
-                                                                     mig_instances.model))
+                                                                     mig_instances.model, mig_instances.usd_per_hour))
                          ELSE mig_instances.billed_before END
 RETURNING name, first_seen_at;
 
@@ -595,10 +606,11 @@ ON CONFLICT (cluster, region) DO UPDATE SET memory = EXCLUDED.memory, updated_at
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
-    RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before
+    RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before, usd_per_hour
 ), lived AS (
-    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before)
-    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before FROM gone
+    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before,
+                              usd_per_hour)
+    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before, usd_per_hour FROM gone
     ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)

@@ -57,20 +57,22 @@ QUERIES = {
     # time between them. Rows are kept by pool (zen.core.provisioning): its region is the key's before any "/";
     # its model as seen then (migration 0037; NULL before it: the VM's name says, under today's configuration);
     # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
-    # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum.
+    # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum. usd_per_hour:
+    # the price of the VM's pool when it began (migration 0056; NULL before it, or unpriced then: today's).
     "fleet_by_region": """
-        SELECT split_part(region, '/', 1) AS region, cluster, name, vm.model,
+        SELECT split_part(region, '/', 1) AS region, cluster, name, vm.model, vm.usd_per_hour,
                GREATEST(0, extract(epoch FROM LEAST(vm.until, CAST(:now AS timestamptz))
                                               - GREATEST(vm.since, CAST(:since AS timestamptz)))) AS vm_seconds,
                vm.since >= CAST(:since AS timestamptz) AS began_in_window
-        FROM (SELECT name, region, cluster, running_at, last_seen_at, model, billed_before FROM mig_instances
+        FROM (SELECT name, region, cluster, running_at, last_seen_at, model, billed_before, usd_per_hour
+              FROM mig_instances
               UNION ALL
-              SELECT name, region, cluster, running_at, last_seen_at, model, billed_before FROM vm_lifetimes
-              WHERE last_seen_at > :since) AS seen,
-             LATERAL (SELECT running_at AS since, last_seen_at AS until, model WHERE running_at IS NOT NULL
+              SELECT name, region, cluster, running_at, last_seen_at, model, billed_before, usd_per_hour
+              FROM vm_lifetimes WHERE last_seen_at > :since) AS seen,
+             LATERAL (SELECT running_at AS since, last_seen_at AS until, model, usd_per_hour WHERE running_at IS NOT NULL
                       UNION ALL  -- an earlier segment at the model it ran as (its third element; before: the row's)
                       SELECT CAST(earlier ->> 0 AS timestamptz), CAST(earlier ->> 1 AS timestamptz),
-                             COALESCE(earlier ->> 2, model)
+                             COALESCE(earlier ->> 2, model), CAST(earlier ->> 3 AS double precision)  -- and its price
                       FROM jsonb_array_elements(COALESCE(billed_before, '[]'::jsonb)) AS earlier) AS vm
         WHERE vm.until > :since AND strpos(name, '+') = 0
         ORDER BY 1, cluster, name, vm.since""",
