@@ -572,6 +572,27 @@ def test_the_planners_room_for_gangs_is_read_per_pool(store, seed):
         assert tx.gang_rooms(CLUSTER) == {REGION: (3, NOW), f"{REGION}/spot": (0, later)}
 
 
+def test_a_gangs_nodes_in_flight_add_to_the_room_of_their_region(store, seed):
+    """A VM whose agent said BUSY with an assembling gang's attempt, not yet a node of it, is on its way into it
+    (migration 0057's ``gang_node_in_flight``): it adds to the room the planner measured where it is. Not one of
+    the gang's nodes, one naming another attempt, one in another region than the gang's first node, nor a drained one."""
+    from zen.core.gang_records import GangNode
+
+    seed.room_for_gangs(CLUSTER, REGION, 0)
+    node = GangNode(rank=0, vm="vm-a", region=REGION, zone=f"{REGION}-a", beat_at=NOW)
+    inserted(store, a_job("pair", JobStatus.QUEUED, nodes=3, regions=[REGION, "us-west1"],
+                          request={"job_id": "pair", "command": ["true"], "nodes": 3}))
+    moved(store, "pair", [], gang=[node])  # node 0 claimed
+    beat = dict(cluster=CLUSTER, zone=f"{REGION}-a", state="BUSY", job_id="pair", seq=1, sent_at=NOW, now=NOW)
+    with store.transaction() as tx:
+        for name, region, attempt in [("vm-a", REGION, 1), ("vm-b", REGION, 1), ("vm-c", REGION, 1),
+                                       ("vm-d", REGION, 2), ("vm-e", "us-west1", 1)]:
+            tx.upsert_vm(name=name, region=region, attempt=attempt, **beat)
+    seed.drain_vm("vm-c")
+    with store.transaction() as tx:
+        assert tx.gang_rooms(CLUSTER) == {REGION: (1, NOW)}  # vm-b alone
+
+
 def test_hooks_inject_the_next_error_once_and_run_around_an_operation(store):
     seen: list[tuple[str, Any]] = []
     store.hooks.fail_next("insert_job", TransientError("Postgres is unavailable"))

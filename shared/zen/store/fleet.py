@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from zen.core.provisioning import region_of
 from zen.core.reports import LEFT_RUNNING
 from zen.store.encoding import to_json
 
@@ -111,9 +112,12 @@ def blocked_regions(session: Session, cluster: str, now: datetime, since: dateti
 
 
 def gang_rooms(session: Session, cluster: str) -> dict[str, tuple[int, datetime | None]]:
-    """Pool -> (the planner's ``gang_room`` at its last pass there, ``zen.scaling.model.RegionMemory``;
-    when that pass read the fleet and the jobs, ``gang_room_at``, None if unrecorded)."""
-    return {pool: (int(memory["gang_room"]), _moment(memory, "gang_room_at"))
+    """Pool -> (the planner's ``gang_room`` at its last pass there, ``zen.scaling.model.RegionMemory``, plus the VMs
+    of its region that are gangs' nodes in flight now (``gang_nodes_in_flight``: busy to that pass, their claims on
+    the way, they are no room lacking); when that pass read the fleet and the jobs, ``gang_room_at``, None if
+    unrecorded)."""
+    flying = {r["region"]: r["vms"] for r in session.run("gang_nodes_in_flight", cluster=cluster)}
+    return {pool: (int(memory["gang_room"]) + flying.get(region_of(pool), 0), _moment(memory, "gang_room_at"))
             for pool, memory in scaling_memory(session, cluster).items() if memory and memory.get("gang_room") is not None}
 
 

@@ -528,7 +528,22 @@ class InMemoryJobTx:
 
     @hooked("gang_rooms")
     def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime | None]]:
-        return {pool: room for (c, pool), room in self._t.gang_rooms.items() if c == cluster}
+        flying: dict[str, int] = {}  # region -> its VMs that are gangs' nodes in flight (gang_node_in_flight)
+        for vm in self._t.vms.values():
+            job = self._t.jobs.get(vm["job_id"] or "")
+            if vm["cluster"] == cluster and vm["state"] == "BUSY" and job is not None and self._in_flight(vm, job):
+                flying[vm["region"]] = flying.get(vm["region"], 0) + 1
+        return {pool: (room + flying.get(pool.split("/")[0], 0), at)
+                for (c, pool), (room, at) in self._t.gang_rooms.items() if c == cluster}
+
+    def _in_flight(self, vm: dict[str, Any], job: Job) -> bool:
+        """Migration 0057's ``gang_node_in_flight``: ``vm``'s agent said BUSY with ``job``'s attempt, an assembling
+        gang's, where its claim may be taken, not yet a node of it, and not drained."""
+        nodes = job.gang or []
+        return (job.status is JobStatus.QUEUED and job.nodes > 1 and vm["cluster"] == job.cluster
+                and vm["attempt"] == job.attempt and all(node.vm != vm["name"] for node in nodes)
+                and vm["region"] == (nodes[0].region if nodes else vm["region"]) and vm["region"] in job.regions
+                and vm["name"] not in self._t.drained)
 
     @hooked("vms_holding")
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
