@@ -10,6 +10,9 @@ every target was tried, raises ``TransientError``: the function answers 500 and 
 event with backoff, up to its max delivery attempts, then to ``zen-job-events-dead-letter``. The scheduler
 never waits on any of it: the event was published after its decision was committed.
 
+A job's notices reach a target in the job's order: one finds the job's earlier notices to that target still
+unsent in the ledger (a POST that failed, its event waiting for redelivery) and sends them first, or waits.
+
 A URL is read here only, and never written to a row or a log line: they name the target by its secret.
 Why and the guarantees: docs/how-to/notifications.md.
 """
@@ -39,7 +42,10 @@ class Ledger(Protocol):
     def job(self, job_id: str) -> Job | None: ...
 
     def claim(self, key: str, *, job_id: str, attempt: int | None, event: str, target: str, now: datetime,
-              hold_s: float) -> tuple[Literal["mine", "done", "busy"], int]: ...
+              hold_s: float, at: datetime | None = None,
+              payload: dict[str, Any] | None = None) -> tuple[Literal["mine", "done", "busy"], int]: ...
+
+    def before(self, key: str, *, job_id: str, target: str, at: datetime, end: bool) -> list[dict[str, Any]]: ...
 
     def settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, now: datetime,
                tries: int) -> bool: ...
@@ -91,9 +97,7 @@ class Notifier:
         if job is None:
             log.warning("a job event names no job; no notice", extra={"job_id": event["job_id"], "notice": notice})
             return outcome
-        if notice == "PREEMPTED" and job.status.terminal and job.attempt == event.get("attempt"):
-            # The attempt lost or taken back ended the job (its attempts spent, its late report; or it finished, hit
-            # its limit or was stopped by its user in the stop's grace): no rerun came, its end tells.
+        if _told_by_its_end(notice, event, job):
             return outcome
         targets = [t for t in self._targets(job) if notice in t.on]
         if not targets:
@@ -101,7 +105,7 @@ class Notifier:
         facts = {"status": job.status.value, "attempt": job.attempt, "queue": job.queue, "user_id": job.user_id,
                  "labels": job.request.get("labels", {})}
         for target in targets:
-            self._deliver(notice, event, facts, target, outcome)
+            self._deliver(notice, event, facts, target, outcome, job)
         self._ledger.prune(self._clock())
         if outcome.failed:
             raise TransientError(f"{len(outcome.failed)} of {len(targets)} notifications of job {job.job_id} "
@@ -113,14 +117,18 @@ class Notifier:
         queue = self._config.queue(job.queue) if job.queue else None
         return merged(own, queue.notify if queue is not None else [])
 
-    def _deliver(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
-                 outcome: NotifyOutcome) -> None:
-        key = delivery_key(event, notice, target)
+    def _claim(self, notice: str, event: dict[str, Any], target: NotifyTarget,
+               key: str) -> tuple[Literal["mine", "done", "busy"], int]:
         hold_s = 2 * self._settings.timeout_s + 30  # the secret's read and the POST, with room
-        said = {"job_id": event["job_id"], "attempt": event.get("attempt"), "notice": notice, "target": target.name,
-                "delivery": key}
-        claim, tries = self._ledger.claim(key, job_id=str(event["job_id"]), attempt=event.get("attempt"),
-                                          event=notice, target=target.name, now=self._clock(), hold_s=hold_s)
+        return self._ledger.claim(key, job_id=str(event["job_id"]), attempt=event.get("attempt"), event=notice,
+                                  target=target.name, now=self._clock(), hold_s=hold_s, at=_event_time(event),
+                                  payload=event)
+
+    def _deliver(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
+                 outcome: NotifyOutcome, job: Job) -> None:
+        key = delivery_key(event, notice, target)
+        said = _said(notice, event, target, key)
+        claim, tries = self._claim(notice, event, target, key)
         if claim == "done":
             outcome.skipped.append(target.name)
             return
@@ -128,6 +136,38 @@ class Notifier:
             outcome.failed.append(target.name)
             log.info("notification being sent by another delivery; retried later", extra=said)
             return
+        if (waits := self._earlier_first(notice, event, facts, target, key, job)) is not None:
+            self._settle(key, "failed", waits, outcome.failed, target, said, tries)
+            return
+        self._attempt(notice, event, facts, target, key, tries, said, outcome)
+
+    def _earlier_first(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
+                       key: str, job: Job) -> str | None:
+        """Send first the job's notices to ``target`` that came before this one and are not sent yet (a POST that
+        failed, its event waiting for Pub/Sub's redelivery or gone to the dead letter), in their order: a job's end
+        never reaches a target before its preemption. None when none is left unsent, else why this one waits."""
+        if (at := _event_time(event)) is None:
+            return None
+        for row in self._ledger.before(key, job_id=str(event["job_id"]), target=target.name, at=at,
+                                       end=notice != "PREEMPTED"):
+            earlier, earlier_key = row["payload"], str(row["key"])
+            earlier_notice = notice_of(earlier) if isinstance(earlier, dict) else None
+            if earlier_notice not in target.on or _told_by_its_end(earlier_notice, earlier, job):
+                continue  # its own deliveries would not send it either
+            claim, tries = self._claim(earlier_notice, earlier, target, earlier_key)
+            if claim == "mine":
+                done = NotifyOutcome(earlier_notice)
+                self._attempt(earlier_notice, earlier, facts, target, earlier_key, tries,
+                              _said(earlier_notice, earlier, target, earlier_key), done)
+                claim = "done" if done.sent or done.refused else claim
+            if claim != "done":
+                return (f"waits for the job's earlier {earlier_notice} notice (attempt {earlier.get('attempt')}) to "
+                        "this target, not sent yet")
+        return None
+
+    def _attempt(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget, key: str,
+                 tries: int, said: dict[str, Any], outcome: NotifyOutcome) -> None:
+        """Send the notice whose claim this delivery holds (try ``tries``) and record its outcome."""
         try:
             status = self._send(notice, event, facts, target, key)
         except DeliveryRefused as refusal:
@@ -182,3 +222,24 @@ class Notifier:
             raise DeliveryRefused(f"its secret: {problem}")
         body = slack_body(notice, event, facts) if target.slack is not None else webhook_body(notice, event, facts, key)
         return self._poster.post(url, body, headers, timeout_s)
+
+
+def _said(notice: str, event: dict[str, Any], target: NotifyTarget, key: str) -> dict[str, Any]:
+    """What a log line says of one delivery."""
+    return {"job_id": event["job_id"], "attempt": event.get("attempt"), "notice": notice, "target": target.name,
+            "delivery": key}
+
+
+def _told_by_its_end(notice: str, event: dict[str, Any], job: Job) -> bool:
+    """A preemption whose attempt ended the job (its attempts spent, its late report; or it finished, hit its limit
+    or was stopped by its user in the stop's grace): no rerun came, and the end's notice tells it."""
+    return notice == "PREEMPTED" and job.status.terminal and job.attempt == event.get("attempt")
+
+
+def _event_time(event: dict[str, Any]) -> datetime | None:
+    """The event's ``at`` (when Zen decided it), or None when it holds no time with its zone."""
+    try:
+        at = datetime.fromisoformat(str(event.get("at")))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None

@@ -5,6 +5,7 @@ target), over Postgres; the notifier's port is ``zen.jobs.notifications.Ledger``
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,12 +39,17 @@ class PostgresNotifications:
             return repository.get_job(session, job_id)
 
     def claim(self, key: str, *, job_id: str, attempt: int | None, event: str, target: str, now: datetime,
-              hold_s: float) -> tuple[Claim, int]:
+              hold_s: float, at: datetime | None = None, payload: dict[str, Any] | None = None) -> tuple[Claim, int]:
         """Take this delivery: "mine" (and its try number), "done" (sent or refused before) or "busy"
-        (another delivery of the event holds it until its ``hold_s`` is up)."""
+        (another delivery of the event holds it until its ``hold_s`` is up). ``at`` and ``payload``: the event's time
+        and content, kept for ``before`` (neither: the row is not sent by a later notice's delivery)."""
+        kept = json.dumps(payload) if payload is not None and at is not None else None
+        if kept is not None and "\\u0000" in kept:  # jsonb holds no NUL: such an event is sent by its own deliveries only
+            kept = None
         with self._db.transaction() as session:
             rows = _run(session, "claim_notification", key=key, job_id=job_id, attempt=attempt, event=event,
-                        target=escape_unstorable(target, 2000), now=now, until=now + timedelta(seconds=hold_s))
+                        target=escape_unstorable(target, 2000), now=now, until=now + timedelta(seconds=hold_s),
+                        at=at if kept is not None else None, payload=kept)
             if rows:
                 return "mine", int(rows[0]["tries"])
             [state] = _run(session, "notification_state", key=key)
@@ -56,6 +62,13 @@ class PostgresNotifications:
         with self._db.transaction() as session:
             return bool(_run(session, "settle_notification", key=key, state=state,
                              detail=escape_unstorable(detail, 2000), now=now, tries=tries))
+
+    def before(self, key: str, *, job_id: str, target: str, at: datetime, end: bool) -> list[dict[str, Any]]:
+        """The job's notices to ``target`` before the one of ``key`` (of its event's time ``at``; ``end``: it is an
+        end, which a preemption at the same time precedes) not sent yet, oldest first: key, state, payload."""
+        with self._db.transaction() as session:
+            return _run(session, "notifications_before", key=key, job_id=job_id, target=escape_unstorable(target, 2000),
+                        at=at, end=end)
 
     def prune(self, now: datetime, keep_s: float = KEEP_S, limit: int = PRUNE_BATCH) -> None:
         with self._db.transaction() as session:
