@@ -16,7 +16,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.models import VmState
 from zen.core.vm_heartbeat import VmHeartbeat, VmUp
-from zen.jobs.decisions import DecisionWriter
+from zen.jobs.decisions import DecisionWriter, frees_quota
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
 
@@ -76,11 +76,28 @@ class VmBeats:
         return was is not None or bool(ids), usable
 
     def _requeue_given_back(self, tx: JobTx, hb: VmHeartbeat) -> list[Enqueued]:
+        """Requeue (or end, stopped) each attempt ``hb`` names that ``gang.decide_given_back`` says may go. Every such
+        job is locked first, in job id order, and with more than one admission pass to follow (the queues of those
+        whose end or preemption frees quota), their queues' locks too (``DecisionWriter.lock_passes``), before any is
+        applied: taking one job's row, then its queue's lock (the pass after its end), then the next job's row, it
+        waited for that job's own final report (or the tick's sweep ending it), which held its row and waited for
+        the same queue's lock (Postgres failed one of the two: a 500, the message delivered again later)."""
+        named = sorted({(held.job_id, held.attempt) for held in hb.given_back or ()})
+        # Decided first unlocked: most name a race another VM won, or a job over (no lock taken for those: won by
+        # a late claim meanwhile, its next heartbeat says).
+        due = [(job_id, attempt) for job_id, attempt in named if (seen := tx.get_job(job_id)) is not None
+               and gang.decide_given_back(seen, hb.vm, attempt, hb.seq, self._clock()) is not None]
+        passes: set[tuple[str, str]] = set()
+        for job_id, attempt in due:
+            job = tx.get_job(job_id, lock=True)
+            decision = gang.decide_given_back(job, hb.vm, attempt, hb.seq, self._clock()) if job else None
+            if job is not None and decision is not None and job.queue and self._decisions.queued and frees_quota(
+                    job.status, decision.changes[-1].to if decision.changes else job.status):
+                passes.add((job.queue, job.cluster))
+        if len(passes) > 1:
+            self._decisions.lock_passes(tx, sorted(passes))
         ids: list[Enqueued] = []
-        for job_id, attempt in sorted({(held.job_id, held.attempt) for held in hb.given_back or ()}):
-            seen = tx.get_job(job_id)  # decided first unlocked: most name a race another VM won, or a job over
-            if seen is None or gang.decide_given_back(seen, hb.vm, attempt, hb.seq, self._clock()) is None:
-                continue  # nothing to do: no lock taken (won by a late claim meanwhile, its next heartbeat says)
+        for job_id, attempt in due:  # read again: an earlier one's pass may have moved it (preempted)
             job = tx.get_job(job_id, lock=True)
             decision = gang.decide_given_back(job, hb.vm, attempt, hb.seq, self._clock()) if job else None
             if job is None or decision is None:
