@@ -11,30 +11,12 @@ stops any."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
+from tests.crossing import deliver, until_one_waits_for_a_lock
 from tests.messages import agent_run, job_request
 from tests.test_dependencies import status
-
-
-def deliver(fn, target: str, payload: dict, message_id: str, failed: list[str]) -> None:
-    """One delivery to a function under functions-framework, as Eventarc makes it; one not acked (a 500: Pub/Sub
-    delivers it again later) goes in ``failed`` with the function's answer."""
-    response = fn.send(target, payload, message_id=message_id)
-    if response.status_code != 200:
-        failed.append(f"{message_id}: {response.status_code} {response.get_data(as_text=True)[:300]}")
-
-
-def until_one_waits_for_a_lock(db, alive: threading.Thread) -> None:
-    deadline = time.monotonic() + 10
-    while alive.is_alive() and time.monotonic() < deadline:
-        with db.transaction() as session:
-            if session.sql("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND wait_event_type = 'Lock'")[0]["n"]:
-                return
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("first", ["the stop", "the report"])

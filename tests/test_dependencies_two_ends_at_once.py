@@ -8,12 +8,10 @@ in one order, as submitted, before any is moved (``waiting_after``)."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
+from tests.crossing import cross
 from tests.messages import agent_run, job_request
-from tests.test_array_stop_crossing_a_task_end import deliver, until_one_waits_for_a_lock
 from tests.test_dependencies import status
 
 
@@ -26,28 +24,10 @@ def test_two_ends_at_once_move_every_waiting_job_once_and_both_apply(zen_and_fn,
     for beat in runs["a"][:-1] + runs["x"][:-1]:
         fn.heartbeat(beat)
 
-    failed: list[str] = []
-    ends = {name: threading.Thread(target=deliver, args=(fn, "on_heartbeat", run[-1], f"{name}-end", failed))
-            for name, run in runs.items()}
-    second = ends["x" if first == "a" else "a"]
-
-    def at_a_look(names, *_):  # a look at the jobs waiting for ``names``, by the end that goes first
-        if threading.current_thread() is ends[first] and not second.ident:
-            if first == "x" or names == ["b"]:  # x's end looked at its own, or a's end is about to look at b's
-                second.start()
-                until_one_waits_for_a_lock(db, second)
-
-    if first == "a":
-        zen.store.hooks.before("waiting_after", at_a_look)
-    else:
-        zen.store.hooks.after("waiting_after", at_a_look)
-    ends[first].start()
-    ends[first].join(timeout=30)  # it starts the second before it ends
-    if second.ident is not None:
-        second.join(timeout=30)
-    zen.store.hooks.clear()
-
-    assert second.ident is not None and not any(t.is_alive() for t in ends.values())
+    ends = {name: ("on_heartbeat", run[-1], f"{name}-end") for name, run in runs.items()}
+    # a's end is about to look at the jobs waiting for b (its cancelled dependent); x's has looked at its own
+    failed = cross(zen, fn, db, ends, first, "waiting_after", before=first == "a",
+                   at=lambda names, *_: first == "x" or names == ["b"])
     assert failed == []
     assert status(zen, "a", "x", "b", "c", "d") == ["FAILED", "SUCCEEDED", "CANCELLED", "CANCELLED", "CANCELLED"]
     with zen.db.transaction() as session:

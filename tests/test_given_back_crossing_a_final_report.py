@@ -10,12 +10,10 @@ locks every job it requeues or ends, in job id order, before it applies any."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
+from tests.crossing import cross
 from tests.messages import agent_run, heartbeat, job_request
-from tests.test_array_stop_crossing_a_task_end import deliver, until_one_waits_for_a_lock
 from tests.test_given_back_claims import T, vm_beat
 from tests.test_queues import CLUSTER, queued_zen, statuses  # noqa: F401 - fixture
 
@@ -34,31 +32,12 @@ def test_a_vm_heartbeat_giving_back_two_stopped_claims_and_the_second_ones_repor
     fn.stop({"job_id": "job-2", "reason": "not needed"})
     assert statuses(zen, "job-1", "job-2", "job-3") == ["STOPPING", "STOPPING", "PENDING"]
 
-    failed: list[str] = []
     given_back = vm_beat("vm-a", T + 60_001, ("job-1", 1), ("job-2", 1))
     report = heartbeat("job-2", "STOPPED", T + 2, vm="vm-a", message="stopped before it started")
-    threads = {name: threading.Thread(target=deliver, args=(fn, "on_heartbeat", payload, message_id, failed))
-               for name, payload, message_id in (("the VM heartbeat", given_back, "vm"),
-                                                 ("the report", report, "report"))}
-    second = threads["the report" if first == "the VM heartbeat" else "the VM heartbeat"]
-
-    def at_the_queue_lock(*_):  # the first holds a job's row: the second runs until it waits for a lock
-        if threading.current_thread() is threads[first] and not second.ident:
-            second.start()
-            until_one_waits_for_a_lock(db, second)
-
-    if first == "the VM heartbeat":  # it holds job-1's row and the queue's lock; the report takes job-2's
-        zen.store.hooks.after("queue_lock", at_the_queue_lock)
-    else:  # the report holds job-2's row, not yet the queue's lock, which the VM heartbeat takes for job-1
-        zen.store.hooks.before("queue_lock", at_the_queue_lock)
-    threads[first].start()
-    threads[first].join(timeout=30)  # it starts the second before it ends
-    if second.ident is not None:
-        second.join(timeout=30)
-    zen.store.hooks.clear()
-
-    assert second.ident is not None and not any(t.is_alive() for t in threads.values())
-    assert failed == []
+    both = {"the VM heartbeat": ("on_heartbeat", given_back, "vm"), "the report": ("on_heartbeat", report, "report")}
+    # The VM heartbeat first: it holds job-1's row and the queue's lock, the report takes job-2's. The report first:
+    # it holds job-2's row, not yet the queue's lock, which the VM heartbeat takes for job-1.
+    assert cross(zen, fn, db, both, first, "queue_lock", before=first != "the VM heartbeat") == []
     assert statuses(zen, "job-1", "job-2", "job-3") == ["CANCELLED", "CANCELLED", "QUEUED"]
 
 
@@ -88,25 +67,7 @@ def test_a_vm_heartbeat_giving_back_stopped_claims_of_two_queues_and_an_end_runn
         fn.heartbeat(beat)
     assert statuses(zen, "job-1", "job-2", "etl", "score") == ["STOPPING", "STOPPING", "RUNNING", "PENDING"]
 
-    failed: list[str] = []
     given_back = vm_beat("vm-a", T + 60_001, ("job-1", 1), ("job-2", 1))
-    threads = {name: threading.Thread(target=deliver, args=(fn, "on_heartbeat", payload, message_id, failed))
-               for name, payload, message_id in (("the VM heartbeat", given_back, "vm"),
-                                                 ("the end", run[-1], "etl-end"))}
-    second = threads["the end" if first == "the VM heartbeat" else "the VM heartbeat"]
-
-    def at_a_queue_lock(*_):  # the first holds its first queue's lock: the second runs until it waits for one
-        if threading.current_thread() is threads[first] and not second.ident:
-            second.start()
-            until_one_waits_for_a_lock(db, second)
-
-    zen.store.hooks.after("queue_lock", at_a_queue_lock)
-    threads[first].start()
-    threads[first].join(timeout=30)  # it starts the second before it ends
-    if second.ident is not None:
-        second.join(timeout=30)
-    zen.store.hooks.clear()
-
-    assert second.ident is not None and not any(t.is_alive() for t in threads.values())
-    assert failed == []
+    both = {"the VM heartbeat": ("on_heartbeat", given_back, "vm"), "the end": ("on_heartbeat", run[-1], "etl-end")}
+    assert cross(zen, fn, db, both, first, "queue_lock") == []  # the second starts once the first holds a queue's lock
     assert statuses(zen, "job-1", "job-2", "etl", "score") == ["CANCELLED", "CANCELLED", "SUCCEEDED", "QUEUED"]

@@ -9,12 +9,10 @@ it later). The queues' locks of every pass an end runs are now taken together, i
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
+from tests.crossing import cross
 from tests.messages import agent_run, job_request
-from tests.test_array_stop_crossing_a_task_end import deliver, until_one_waits_for_a_lock
 from tests.test_queues import CLUSTER, queued_zen, statuses  # noqa: F401 - fixture
 
 TWO_QUEUES = [{"name": "research", "quota": {CLUSTER: 8}, "users": ["alice"]},
@@ -34,23 +32,6 @@ def test_two_ends_letting_go_each_others_queues_jobs_both_apply(queued_zen, db, 
         fn.heartbeat(beat)
     assert statuses(zen, "prep", "etl", "train", "score") == ["RUNNING", "RUNNING", "PENDING", "PENDING"]
 
-    failed: list[str] = []
-    ends = {name: threading.Thread(target=deliver, args=(fn, "on_heartbeat", run[-1], f"{name}-end", failed))
-            for name, run in runs.items()}
-    second = ends["etl" if first == "prep" else "prep"]
-
-    def at_a_queue_lock(*_):  # the first end holds its first queue's lock: the second runs until it waits for one
-        if threading.current_thread() is ends[first] and not second.ident:
-            second.start()
-            until_one_waits_for_a_lock(db, second)
-
-    zen.store.hooks.after("queue_lock", at_a_queue_lock)
-    ends[first].start()
-    ends[first].join(timeout=30)  # it starts the second before it ends
-    if second.ident is not None:
-        second.join(timeout=30)
-    zen.store.hooks.clear()
-
-    assert second.ident is not None and not any(t.is_alive() for t in ends.values())
-    assert failed == []
+    ends = {name: ("on_heartbeat", run[-1], f"{name}-end") for name, run in runs.items()}
+    assert cross(zen, fn, db, ends, first, "queue_lock") == []  # the second starts once the first holds a queue's lock
     assert statuses(zen, "prep", "etl", "train", "score") == ["SUCCEEDED", "SUCCEEDED", "QUEUED", "QUEUED"]
