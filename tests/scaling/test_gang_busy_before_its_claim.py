@@ -10,21 +10,9 @@ the BUSY heartbeat is handled, then a tick's pass runs, then the claim, so the o
 
 from __future__ import annotations
 
-import pytest
-
 from tests.messages import heartbeat, job_request
-from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, build_stack, vm_beat
-
-REGION = "us-west1"  # capacity 4 in the stand-in's scenario (us-central1 has none)
-
-
-@pytest.fixture
-def config(project):
-    from zen.core.config import load_config
-
-    config = load_config().model_copy(update={"project": project})
-    clusters = [c.model_copy(update={"max_vms": 2}) if c.name == CLUSTER else c for c in config.clusters]
-    return config.model_copy(update={"clusters": clusters})
+from tests.scaling.test_gang_claim_during_a_pass import REGION, config, deleted  # noqa: F401 - fixture (max_vms 2)
+from tests.scaling.test_scaling_integration import BOOT_S, build_stack, vm_beat
 
 
 def busy_with(name: str, job_id: str, attempt: int, seq: int, at: str) -> dict:
@@ -46,11 +34,7 @@ def test_a_booting_vm_a_gang_needs_is_kept_when_a_nodes_busy_word_comes_before_i
         fn.heartbeat(vm_beat(first.name, REGION, "IDLE", 1, sent_at=clock().isoformat()))
         fn.heartbeat(busy_with(first.name, "pair", 1, 2, clock().isoformat()))  # its claim not recorded yet
         fn.tick()  # a pass between the two
-        with db.transaction() as session:
-            decisions = [(r["action"], r["vm"], r["reason"])
-                         for r in session.run("recent_scaling_decisions", cluster=CLUSTER, limit=50)]
-        deleted = [d for d in decisions if d[0] == "DELETE"]
-        assert not deleted and [i.name for i in instances(REGION)] == [first.name, second.name], deleted
+        assert not (gone := deleted(db)) and [i.name for i in instances(REGION)] == [first.name, second.name], gone
 
         # The claim comes, then the other node's agent, which claims the rest: the gang runs on the VMs it booted.
         fn.heartbeat(heartbeat("pair", "CLAIMED", 3, vm=first.name, region=REGION, zone=first.zone))

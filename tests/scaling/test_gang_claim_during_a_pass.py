@@ -26,6 +26,13 @@ def config(project):
     return config.model_copy(update={"clusters": clusters})
 
 
+def deleted(db) -> list[tuple[str, str, str]]:
+    """The cluster's scaling decisions that deleted a VM: (action, VM, reason)."""
+    with db.transaction() as session:
+        return [(r["action"], r["vm"], r["reason"]) for r in session.run("recent_scaling_decisions", cluster=CLUSTER,
+                                                                         limit=50) if r["action"] == "DELETE"]
+
+
 class Interleaved(dict):
     """The database's query catalogue, which runs ``hook`` once, just before the first statement named ``before``
     is looked up: another transaction commits between two statements of the transaction that runs it."""
@@ -61,10 +68,7 @@ def test_a_booting_vm_a_gang_needs_is_kept_when_its_first_node_claims_during_the
         assert db.queries.hook is None  # the claim came during that pass
         with db.transaction() as session:
             gang = session.sql("SELECT gang FROM jobs WHERE job_id = 'pair'")[0]["gang"]
-            decisions = [(r["action"], r["vm"], r["reason"])
-                         for r in session.run("recent_scaling_decisions", cluster=CLUSTER, limit=50)]
         assert [node["vm"] for node in gang] == [first.name], gang
-        deleted = [d for d in decisions if d[0] == "DELETE"]
-        assert not deleted and [i.name for i in instances(REGION)] == [first.name, second.name], deleted
+        assert not (gone := deleted(db)) and [i.name for i in instances(REGION)] == [first.name, second.name], gone
     finally:
         standin.stop()
