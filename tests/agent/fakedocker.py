@@ -6,7 +6,8 @@ as a real one does.
   SIGTERM meanwhile (a container stuck in shutdown), then exits 137. With ``leaves()``, the CLI exits 0
   at once and leaves its container running (as if it had died while the container ran on). With
   ``ends(code, stderr, oom_killed)``, the container ends at once: the CLI writes ``stderr`` and exits ``code``,
-  and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it).
+  and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it);
+  ``writes``: files the job writes in its ``ZEN_OUTPUT_DIR`` (mounted at the same path) before it ends.
 - ``inspect --format {{.State.OOMKilled}} NAME`` (or its id): ``true`` for a container ``ends(..., oom_killed=True)`` ended,
   else ``false``; ``{{.State.Running}}``: ``false`` for a container ``ends`` ended, else ``true``; exits 1 for a
   container that does not exist.
@@ -61,6 +62,9 @@ if args[0] == "run":
     if (root / "ends").exists():
         end = json.loads((root / "ends").read_text())
         (root / ("oom-" + name)).write_text("true" if end["oom_killed"] else "false")
+        outputs = next((a.split("=", 1)[1] for a in args if a.startswith("ZEN_OUTPUT_DIR=")), None)
+        for file, text in end.get("writes", {{}}).items() if outputs else ():
+            (pathlib.Path(outputs) / file).write_text(text)
         if "--rm" in args:
             (containers / name).unlink()
         sys.stderr.write(end["stderr"])
@@ -143,10 +147,12 @@ class FakeDocker:
     def leaves(self) -> None:
         (self.root / "leaves").touch()
 
-    def ends(self, code: int, stderr: str = "", oom_killed: bool = False) -> None:
+    def ends(self, code: int, stderr: str = "", oom_killed: bool = False, writes: dict[str, str] | None = None) -> None:
         """Every container run from now on ends at once: the CLI writes ``stderr`` and exits ``code``; ``oom_killed``:
-        the kernel killed it for want of memory (docker's ``State.OOMKilled``)."""
-        (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed}))
+        the kernel killed it for want of memory (docker's ``State.OOMKilled``); ``writes``: the files (name: text) it
+        wrote in its ``ZEN_OUTPUT_DIR`` first."""
+        (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed,
+                                                    "writes": writes or {}}))
 
     def add(self, name: str, container_id: str, volume: bool = False, exited: bool = False) -> None:
         """A container some earlier agent started; ``volume``: with an anonymous volume (its image's ``VOLUME``);

@@ -13,7 +13,7 @@ import threading
 from typing import Any, Callable
 
 from tests.agent.test_checkpoint import attempt, client, manifest  # noqa: F401 (client: a fixture)
-from zen.agent.attempt import END_SAVE
+from zen.agent.lastsave import END_SAVE
 from zen.agent.staging import Progress
 
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from zen.adapters.joblogs import Sink
 from zen.adapters.secret_manager import secret_reader
-from zen.agent import leftover
+from zen.agent import leftover, resume
 from zen.agent.attempt import AttemptRunner
 from zen.agent.backoff import OFFER_WAIT_S, ClaimBackoff
 from zen.agent.cache import InputCache
@@ -34,7 +34,7 @@ from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.removal import remove_container
 from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.restart import report_left_running
+from zen.agent.restart import end_left_running
 from zen.agent.runner import container_name, remove_image, start_pull
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SLICE_S, VM_STOPPING_S, Shutdown
@@ -115,12 +115,14 @@ class Agent:
 
     def run(self) -> int:
         """Serve jobs until asked to shut down. Returns the process exit code."""
+        # The attempts a dead agent ran, said ended or resumed (their directories kept from the sweep), before any pull.
+        resumed = end_left_running(self.journal, self.reporter, self.identity.vm, self.identity.project, self.settings,
+                                   self.slots, self._clock, self.log) if self.leftovers_gone else []
         self._sweep_work_dir()
-        if self.leftovers_gone:  # the attempts a dead agent ran, said ended, before any pull
-            report_left_running(self.journal, self.reporter, self.identity.vm, self.log)
         self.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
         self._resend_at = self._clock() + RESEND_S
         self.transport.open_control()
+        self._threads += [resume.start(r, self.attempts, self.controls, self.journal, self.slots, self.log) for r in resumed]
         self.log.info("agent started", extra={"local": self.local})
         self.vm_beats.beat(force=True)
         pause = self.settings.poll_s

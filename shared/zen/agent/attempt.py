@@ -2,7 +2,8 @@
 (``zen.agent.staging``, in the background: ``zen.agent.transfer``), run it (``zen.agent.runner``),
 supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence:
 ``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
-(``zen.agent.output``), upload its outputs and report how it ended."""
+(``zen.agent.output``), upload its outputs and report how it ended; and the upload and report of an attempt whose
+job ended under an agent that died (``resume``: ``zen.agent.resume``)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from zen.adapters.joblogs import Sink
-from zen.agent import fence, leftover
+from zen.agent import fence, leftover, resume
 from zen.agent.cache import InputCache
-from zen.agent.checkpoint import AFRESH, Checkpoint
+from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox, docker_fault
 from zen.agent.diskquota import DiskWatch
 from zen.agent.identity import Identity
+from zen.agent.lastsave import UPLOAD_GRACE_S, save_last
 from zen.agent.limits import DailyPulls
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import FINAL_BUDGET_S, AttemptReport, Reporter
@@ -37,12 +39,10 @@ from zen.core.stops import preempts
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
-UPLOAD_GRACE_S = 15.0  # the most an upload of outputs is given once the VM is shutting down
 SHUTDOWN_OUTPUT_S = 2.0  # kept, after an upload cut short, for the rest of the job's output
 SHUTDOWN_REPORT_S = 3.0  # kept, after that, for the final report
 # A STOP's ``answer_within_s`` (until Zen ends the job without its report) less this: when the upload after it is cut
 STOP_REPORT_S = SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S
-END_SAVE = "the attempt ended"  # the last save's reason: the one the final report may name as the latest
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 
@@ -161,6 +161,7 @@ class AttemptRunner:
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
+        exited = None if final else resume.base(start, attempt)  # its exit code decides: an agent restarted resumes its upload
         final, note = (final, note) if final else (AgentStatus.FAILED if outcome.exit_code else AgentStatus.SUCCEEDED, outcome.note)
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
@@ -174,13 +175,14 @@ class AttemptRunner:
                                      stopped=final is AgentStatus.STOPPED, lost=fenced, lease_out=lambda: fence.fence_left(attempt, settings, self._clock()) <= 0)
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
-                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report,
+                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report, exited=exited,
                   over_limit="disk" if spent else "max_runtime_s" if timed_out else None)  # not retried
         return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",
-             limit_s: float | None = None, checkpoint: Checkpoint | None = None, over_limit: OverLimit | None = None, report: bool = True) -> None:
+             limit_s: float | None = None, checkpoint: Checkpoint | None = None, over_limit: OverLimit | None = None, report: bool = True,
+             exited: dict[str, object] | None = None) -> None:
         """Upload the outputs, close the output, send the final report (unless not ``report``: zen.agent.leftover);
         the attempt's directories are removed and its end counted whatever happens meanwhile.
 
@@ -200,9 +202,12 @@ class AttemptRunner:
             if self._disk is not None and data is not None and upload:  # its directory is only read from now
                 self._disk.ended((attempt.job_id, attempt.attempt))
             if data is not None and checkpoint is not None and upload:
-                note = self._save_last(attempt, data, checkpoint, note, limit_s)
+                note = save_last(lambda *a, **kw: self._transfer(attempt, data, *a, **kw), data, checkpoint, note, limit_s)
             elif checkpoint is not None:  # no last save: none under way writes after the report either
                 checkpoint.close()
+            if exited is not None and report and (journal := self._reporter.journal) is not None:  # ``exited``: the job's
+                journal.exited(attempt.job_id, attempt.attempt,  # start's, for the agent restarted should this one die now
+                               resume.ended(exited, final, exit_code, note, tail, data, limit_s, attempt, self._clock()))
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
@@ -235,24 +240,14 @@ class AttemptRunner:
                     self._disk.remove((attempt.job_id, attempt.attempt))
             self._ended((attempt.job_id, attempt.attempt))
 
-    def _save_last(self, attempt: AttemptReport, data: AttemptData, checkpoint: Checkpoint, note: str | None,
-                   limit_s: float | None) -> str | None:
-        """The checkpoint's last save, once the job has ended (stopped, preempted: after its stop grace, time to write
-        it), before the outputs: bounded as their upload is. Its failure changes no status: it is said in the note,
-        and the checkpoint saved before (if any: ``Checkpoint.kept``) stays the latest (``zen.agent.checkpoint``)."""
-        checkpoint.stop_periodic()  # (a periodic save under way may still land: which landed last is asked below)
-        cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved,
-                             lambda: checkpoint.save(END_SAVE, data.cancel),
-                             shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
-                             over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
-        closed = checkpoint.close()  # before the report: no save writes the manifest once it said what was saved
-        data.cancel.clear()  # a cut save leaves the outputs their own chance
-        lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
-        if cut is not None and closed:  # cut while its manifest was written: the save is the latest after all
-            kept = "the previous checkpoint is kept" if checkpoint.kept else AFRESH
-            lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest"
-                         if checkpoint.latest_why == END_SAVE else cut[1] if cut[1].endswith(("kept", AFRESH)) else f"{cut[1]}; {kept}")
-        return "\n".join(line for line in (note, *lines) if line) or None
+    def finish(self, attempt: AttemptReport, ended: resume.Ended, data: AttemptData | None) -> None:
+        """The upload (``data``: its directory, locked) and final report of an attempt whose job ended under an agent
+        of this VM that died (``zen.agent.resume``), in the slot taken for it."""
+        self._pulls.began((attempt.job_id, attempt.attempt), ended.gpus)
+        output = AttemptOutput(attempt.job_id, attempt.attempt, self._identity.vm, self._sink, self._settings.output,
+                               self._settings.tail_bytes)
+        self._end(attempt, output, ended.exit_code, ended.status, ended.note(self._identity.vm), data=data,
+                  upload=data is not None, tail=ended.tail, limit_s=ended.upload_left(self._clock()))
 
     def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | None:
         """The job's secrets, read before anything of it runs, and hidden in its output from the first line;

@@ -7,7 +7,9 @@ systemd restarts (after a crash, an upgrade, a reboot) publishes what its VM's e
 lives (it sent it only at its next start: a job that ended was run again meanwhile, its attempt lost).
 Beside them, ``<attempt name>.running`` marks an attempt this VM runs whose final report is not written yet
 (``running``, in container mode): the agent systemd restarts after its predecessor died reports each such attempt
-ended (``left_running``), once its container is known gone. Why, and the file format:
+ended (``left_running``), once its container is known gone; one whose job had ended (its exit code and what its
+upload needs written in the mark: ``exited``, its lease kept there: ``renewed``) has its upload resumed instead
+(``zen.agent.resume``). Why, and the file format:
 docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
@@ -34,6 +36,7 @@ REPLAY_BUDGET_S = 30.0  # each report kept, sent again (by the next agent, or by
 RESEND_S = 30.0  # how often a live agent sends again the final reports it kept
 MAX_AGE_S = 86400.0  # a report older than this is dropped unsent (and an attempt's mark, unreported)
 RUNNING = ".running"  # an attempt's mark while it runs (``Journal.running``)
+ENDED = "ended"  # in a mark: how its job ended, once docker said (``Journal.exited``)
 NOT_FINAL = (AgentStatus.CLAIMED, AgentStatus.RUNNING)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -67,6 +70,7 @@ class Journal:
         self.extra = extra or {}
         self._wall_clock = wall_clock
         self._marks: dict[str, int] = {}  # attempt name -> the locked fd of its mark (``running``)
+        self._records: dict[str, dict] = {}  # attempt name -> what its mark holds (``exited``, ``left_running``)
         self._marks_lock = threading.Lock()  # attempts run in threads of their own (several at once)
 
     def _write(self, path: Path, record: dict) -> int:
@@ -106,21 +110,64 @@ class Journal:
         one (``over``); the mark stays locked by this agent meanwhile. Best effort: a mark not written is logged,
         and a restart then leaves that attempt to Zen's lost-job sweep, as before."""
         name = attempt_name(job_id, attempt)
+        record = {"written_at": self._wall_clock(), "job_id": job_id, "attempt": attempt}
         try:
-            fd = self._write(self.dir / f"{name}{RUNNING}",
-                             {"written_at": self._wall_clock(), "job_id": job_id, "attempt": attempt})
+            fd = self._write(self.dir / f"{name}{RUNNING}", record)
         except OSError as exc:
             log.error("running attempt not marked: an agent restart would leave it to Zen's sweep", extra={
                 **self.extra, "job_id": job_id, "attempt": attempt, "error": str(exc)})
             return
         with self._marks_lock:
-            self._marks[name] = fd
+            self._marks[name], self._records[name] = fd, record
+
+    def exited(self, job_id: str, attempt: int, ended: dict) -> None:
+        """The attempt's job has ended and its final report waits for its upload: ``ended`` (its status, exit code and
+        what the upload needs: ``zen.agent.resume``) written in its mark, which the agent systemd restarts after this
+        one died reads (``ended_of``). Best effort, as ``running``: a mark not rewritten leaves the attempt PREEMPTED."""
+        self._rewrite(attempt_name(job_id, attempt), ended=ended)
+
+    def renewed(self, job_id: str, attempt: int, at: float) -> None:
+        """A report of the attempt Pub/Sub accepted, its publish begun at ``at`` (``AttemptReport.accepted_at``), kept
+        in its mark once its job has ended (``exited``): an upload resumed after a restart keeps the attempt's lease."""
+        name = attempt_name(job_id, attempt)
+        with self._marks_lock:
+            ended = self._records.get(name, {}).get(ENDED)
+        if ended is not None and ended.get("renewed_at") != at:
+            self._rewrite(name, ended={**ended, "renewed_at": at})
+
+    def ended_of(self, job_id: str, attempt: int) -> dict | None:
+        """What ``exited`` wrote in the mark of an attempt this agent holds (taken over: ``left_running``), or None."""
+        with self._marks_lock:
+            return self._records.get(attempt_name(job_id, attempt), {}).get(ENDED)
+
+    def _rewrite(self, name: str, **fields: object) -> None:
+        """The mark of ``name`` written again with ``fields`` (locked before its rename: never unlocked meanwhile)."""
+        with self._marks_lock:
+            record = self._records.get(name)
+        if record is None:  # not marked (local mode, a mark not written): nothing resumes it
+            return
+        record = {**record, **fields}
+        path = self.dir / f"{name}{RUNNING}"
+        try:
+            fd = self._write(path, record)
+        except OSError as exc:
+            log.error("running attempt's mark not rewritten", extra={**self.extra, "path": str(path), "error": str(exc)})
+            return
+        with self._marks_lock:
+            old = self._marks.get(name)
+            if old is not None:
+                self._marks[name], self._records[name] = fd, record
+        if old is None:  # over meanwhile
+            _remove(path, fd)
+        else:
+            os.close(old)
 
     def over(self, job_id: str, attempt: int) -> None:
         """The attempt's mark (``running``) removed, if this agent holds one."""
         name = attempt_name(job_id, attempt)
         with self._marks_lock:
             fd = self._marks.pop(name, None)
+            self._records.pop(name, None)
         if fd is not None:
             _remove(self.dir / f"{name}{RUNNING}", fd)
 
@@ -146,7 +193,7 @@ class Journal:
                 if attempt_name(job_id, attempt) == name.removesuffix(RUNNING) and not reported and \
                         self._wall_clock() - written_at <= MAX_AGE_S and _same(path, fd):
                     with self._marks_lock:
-                        self._marks[name.removesuffix(RUNNING)] = fd
+                        self._marks[name.removesuffix(RUNNING)], self._records[name.removesuffix(RUNNING)] = fd, mark
                     found.append((written_at, job_id, attempt))
                     continue
             except Exception:  # noqa: BLE001 - a bad mark must not keep the agent from starting

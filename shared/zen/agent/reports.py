@@ -120,6 +120,8 @@ class Reporter:
                 kept.done(sent)
         if sent:
             attempt.accepted_at = began
+            if self.journal is not None and status is AgentStatus.RUNNING:  # an ended job's upload: its lease kept
+                self.journal.renewed(attempt.job_id, attempt.attempt, began)  # for a restarted agent (zen.agent.resume)
         return sent
 
     def vm(self, state: VmState, *, budget_s: float, held: Sequence[tuple[str, int]] = (),

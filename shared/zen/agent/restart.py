@@ -8,21 +8,39 @@ lists none (``Agent.leftovers_gone``) is each attempt the journal marked as runn
 the lost-job sweep, and a VM running several jobs had its claims refused for want of room meanwhile. A container
 docker cannot remove, or a docker that cannot list them, reports nothing: the VM retires (or is powered off), and the
 sweep ends those attempts once their reports stop, as before. Container mode only: a host process (local mode) is
-not something docker can say is gone. Why: docs/reference/agent.md#final-reports-outlive-the-agent
+not something docker can say is gone. An attempt whose job had ended, its outputs being uploaded, is resumed instead
+when it may be (``zen.agent.resume``: ``end_left_running``).
+Why: docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Callable, Sequence
 
+from zen.agent import resume
 from zen.agent.journal import REPLAY_BUDGET_S, Journal
 from zen.agent.reports import AttemptReport, Reporter
+from zen.agent.settings import AgentSettings
+from zen.agent.slots import Slots
 from zen.core.models import AgentStatus
 
 
-def report_left_running(journal: Journal, reporter: Reporter, vm: str,
-                        log: logging.Logger | logging.LoggerAdapter) -> int:
-    """Report each attempt a dead agent of this VM ran PREEMPTED; returns how many were sent.
+def end_left_running(journal: Journal, reporter: Reporter, vm: str, project: str | None, settings: AgentSettings,
+                     slots: Slots, clock: Callable[[], float],
+                     log: logging.Logger | logging.LoggerAdapter) -> list[resume.Resumption]:
+    """Each attempt a dead agent of this VM ran (``Journal.left_running``): returned to be resumed when its job had
+    ended and its upload may go on (``zen.agent.resume.take``: its directory locked now, before the work-dir sweep),
+    else reported PREEMPTED (``report_left_running``)."""
+    resumed, preempted = resume.take(journal, journal.left_running(), settings, project, slots, clock)
+    report_left_running(journal, reporter, vm, log, preempted)
+    return resumed
+
+
+def report_left_running(journal: Journal, reporter: Reporter, vm: str, log: logging.Logger | logging.LoggerAdapter,
+                        left: Sequence[tuple[str, int, str | None]] | None = None) -> int:
+    """Report each attempt a dead agent of this VM ran PREEMPTED (``left``: those, each with why its upload was not
+    resumed when its job had ended; None: ``Journal.left_running``); returns how many were sent.
 
     PREEMPTED, not FAILED, and not silence: the VM's agent ended the attempt, not the job. Zen takes a PREEMPTED from
     the VM holding an attempt as the VM's doing (``zen.core.lifecycle.preempted_by_cloud``): the job is requeued at
@@ -33,10 +51,12 @@ def report_left_running(journal: Journal, reporter: Reporter, vm: str,
     ``seq`` is this agent's, above every report of the dead one; an attempt that ended meanwhile makes it stale, and
     Zen drops it."""
     sent = 0
-    for job_id, attempt in journal.left_running():
+    for job_id, attempt, why in [(j, a, None) for j, a in journal.left_running()] if left is None else left:
         log.warning("an attempt the previous agent ran ended with it; reported PREEMPTED", extra={
-            "job_id": job_id, "attempt": attempt})
+            "job_id": job_id, "attempt": attempt, **({"reason": why} if why else {})})
+        died = ("while the job ran (a crash, or the OOM killer) and was restarted; the job's container went with it"
+                if why is None else f"after the job ended, before its outputs were all uploaded, and was restarted; "
+                                    f"the upload was not resumed: {why}")
         sent += reporter.job(AttemptReport(job_id, attempt), AgentStatus.PREEMPTED, budget_s=REPLAY_BUDGET_S,
-                             message=f"zen: the agent on VM {vm} died while the job ran (a crash, or the OOM killer) "
-                                     "and was restarted; the job's container went with it (requeued, no attempt spent)")
+                             message=f"zen: the agent on VM {vm} died {died} (requeued, no attempt spent)")
     return sent

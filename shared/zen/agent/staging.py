@@ -177,11 +177,30 @@ class AttemptData:
             self.disk_fault = f"cannot prepare {self.root}: {exc}"
             raise Unavailable(self.disk_fault) from None
 
+    def reopen(self) -> bool:
+        """Lock the directory an agent of this VM that died left (its job ended: ``zen.agent.resume``), as ``prepare``
+        does, so the work-dir sweep leaves it; False when it is gone or a live agent holds it."""
+        try:
+            held = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(held)
+            return False
+        self._held = held
+        return True
+
+    def release(self) -> None:
+        """Unlock the directory, leaving it (the work-dir sweep removes it)."""
+        if self._held is not None:
+            os.close(self._held)
+            self._held = None
+
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-        if self._held is not None:
-            os.close(self._held)  # the lock goes with it
-            self._held = None
+        self.release()  # the lock goes with it
 
     def client(self):
         if self._client is None:
