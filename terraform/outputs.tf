@@ -130,7 +130,7 @@ output "db_grants_sql" {
     # The notifier (notifications.tf): the schema's version, the jobs it tells of, and its own ledger, nothing else.
     "GRANT USAGE ON SCHEMA public TO \"${google_sql_user.notifier.name}\";",
     "GRANT SELECT ON schema_migrations, jobs TO \"${google_sql_user.notifier.name}\";",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON notifications TO \"${google_sql_user.notifier.name}\";",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON notifications, notification_endpoints TO \"${google_sql_user.notifier.name}\";",
   ]))
 }
 

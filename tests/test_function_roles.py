@@ -70,6 +70,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "vm_prices": _grants((SCALING, "SELECT"), ((TICK,), "INSERT, UPDATE (usd_per_hour, fetched_at)")),
     "vm_price_refresh": _grants(((TICK,), "SELECT, UPDATE (tried_at, refreshed_at, error)")),
     "notifications": {},  # the notifier's alone (terraform: db_grants_sql)
+    "notification_endpoints": {},  # the notifier's alone (terraform: db_grants_sql)
 }
 
 

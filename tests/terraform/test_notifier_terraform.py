@@ -59,4 +59,5 @@ def test_it_reads_only_the_secrets_named_with_the_configured_prefix(module):
 def test_its_database_user_gets_its_tables_only(module):
     grants = module.outputs["db_grants_sql"]["value"]
     assert 'GRANT SELECT ON schema_migrations, jobs TO \\"${google_sql_user.notifier.name}\\";' in grants
-    assert 'GRANT SELECT, INSERT, UPDATE, DELETE ON notifications TO \\"${google_sql_user.notifier.name}\\";' in grants
+    assert ('GRANT SELECT, INSERT, UPDATE, DELETE ON notifications, notification_endpoints TO '
+            '\\"${google_sql_user.notifier.name}\\";') in grants

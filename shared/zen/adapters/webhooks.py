@@ -19,7 +19,7 @@ import urllib.request
 from typing import Any, Callable
 
 from zen.adapters.secret_manager import SecretDenied, SecretUnavailable, secret_reader
-from zen.core.notify import DeliveryFailed, DeliveryRefused
+from zen.core.notify import DeliveryFailed, DeliveryRefused, NoAnswer
 
 USER_AGENT = "zen-notifier/1"
 
@@ -163,7 +163,7 @@ class HttpPoster:
                 return self._post(request, timeout_s)
             except DeliveryFailed:
                 if deadline.expired:
-                    raise DeliveryFailed(f"no answer within {timeout_s:g} s") from None
+                    raise NoAnswer(f"no answer within {timeout_s:g} s") from None
                 raise
 
     def _post(self, request: urllib.request.Request, timeout_s: float) -> int:
@@ -179,11 +179,19 @@ class HttpPoster:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, _PrivateAddress):
                 raise DeliveryRefused("its URL's host resolves to a private address: give a public https URL") from None
-            raise DeliveryFailed(_why(exc.reason, timeout_s)) from None
+            raise _failure(exc.reason, timeout_s) from None
         except (OSError, ValueError) as exc:  # a read timing out, a connection reset midway, a malformed URL
-            raise DeliveryFailed(_why(exc, timeout_s)) from None
+            raise _failure(exc, timeout_s) from None
         except http.client.HTTPException:  # not HTTP (another protocol on the port), a body cut short, ...
             raise DeliveryFailed("its answer was not HTTP") from None
+
+
+def _failure(reason: object, timeout_s: float) -> DeliveryFailed:
+    """``NoAnswer`` when the endpoint gave none (no connection, a reset, nothing within the time): a failed TLS
+    handshake or an unusable URL is an endpoint that answers, wrongly."""
+    if isinstance(reason, OSError) and not isinstance(reason, ssl.SSLError):
+        return NoAnswer(_why(reason, timeout_s))
+    return DeliveryFailed(_why(reason, timeout_s))
 
 
 def _why(reason: object, timeout_s: float) -> str:

@@ -328,3 +328,8 @@ class DeliveryRefused(Exception):
 
 class DeliveryFailed(Exception):
     """Not now (no answer, a 5xx, Secret Manager unavailable): the event is retried. Never quotes a URL."""
+
+
+class NoAnswer(DeliveryFailed):
+    """The endpoint gave no answer at all: no connection, or none within the POST's time. Its next notices are
+    held back a while (``zen.jobs.notifications``): it would most likely keep a request waiting again."""

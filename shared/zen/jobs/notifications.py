@@ -13,6 +13,13 @@ never waits on any of it: the event was published after its decision was committ
 A job's notices reach a target in the job's order: one finds the job's earlier notices to that target still
 unsent in the ledger (a POST that failed, its event waiting for redelivery) and sends them first, or waits.
 
+A target whose POST got no answer (``NoAnswer``: none within the timeout, or no connection) is not POSTed to again
+for a while, ``STALL_FIRST_S`` doubling with each such POST to ``STALL_MOST_S``; then by one delivery at a time,
+until one gets an answer. Meanwhile its notices are recorded failed at once and their events redelivered as any
+failure's: one endpoint that hangs holds one of the notifier's few requests once per while, not once per notice of
+an array's many tasks while everyone else's notices wait. The state is Postgres's (``Ledger.gate``), not an
+instance's: every instance then learns it from one timeout, a new instance (they come and go with the load) too.
+
 A URL is read here only, and never written to a row or a log line: they name the target by its secret.
 Why and the guarantees: docs/how-to/notifications.md.
 """
@@ -30,10 +37,12 @@ from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.events import PubSubEnvelope
 from zen.core.models import Job
-from zen.core.notify import (DeliveryFailed, DeliveryRefused, NotifyTarget, delivery_key, email_body, merged,
-                             notice_of, refused_target, slack_body, url_problem, verdict, webhook_body)
+from zen.core.notify import (DeliveryFailed, DeliveryRefused, NoAnswer, NotifyTarget, delivery_key, email_body,
+                             merged, notice_of, refused_target, slack_body, url_problem, verdict, webhook_body)
 
 log = logging.getLogger("zen.notify")
+STALL_FIRST_S = 10.0  # Pub/Sub's first redelivery of the event that found no answer (terraform: minimum_backoff)
+STALL_MOST_S = 300.0  # well inside an event's redeliveries (10 s doubling to 600 s, 10 of them: about 40 minutes)
 
 
 class Ledger(Protocol):
@@ -50,11 +59,21 @@ class Ledger(Protocol):
     def settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, now: datetime,
                tries: int) -> bool: ...
 
+    def gate(self, endpoint: str, now: datetime,
+             hold_s: float) -> tuple[Literal["open", "probe", "wait"], datetime | None]: ...
+
+    def stalled(self, endpoint: str, now: datetime, first_s: float, most_s: float) -> datetime | None: ...
+
+    def answered(self, endpoint: str) -> None: ...
+
+    def untried(self, endpoint: str, until: datetime) -> None: ...
+
     def prune(self, now: datetime) -> None: ...
 
 
 class Poster(Protocol):
-    """One JSON POST (``zen.adapters.webhooks.HttpPoster``): the status code, or ``DeliveryFailed``."""
+    """One JSON POST (``zen.adapters.webhooks.HttpPoster``): the status code, or ``DeliveryFailed`` (``NoAnswer``
+    when none came)."""
 
     def post(self, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> int: ...
 
@@ -119,10 +138,13 @@ class Notifier:
 
     def _claim(self, notice: str, event: dict[str, Any], target: NotifyTarget,
                key: str) -> tuple[Literal["mine", "done", "busy"], int]:
-        hold_s = 2 * self._settings.timeout_s + 30  # the secret's read and the POST, with room
         return self._ledger.claim(key, job_id=str(event["job_id"]), attempt=event.get("attempt"), event=notice,
-                                  target=target.name, now=self._clock(), hold_s=hold_s, at=_event_time(event),
+                                  target=target.name, now=self._clock(), hold_s=self._hold_s, at=_event_time(event),
                                   payload=event)
+
+    @property
+    def _hold_s(self) -> float:
+        return 2 * self._settings.timeout_s + 30  # the secret's read and the POST, with room
 
     def _deliver(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
                  outcome: NotifyOutcome, job: Job) -> None:
@@ -169,7 +191,7 @@ class Notifier:
                  tries: int, said: dict[str, Any], outcome: NotifyOutcome) -> None:
         """Send the notice whose claim this delivery holds (try ``tries``) and record its outcome."""
         try:
-            status = self._send(notice, event, facts, target, key)
+            status = self._gated_send(notice, event, facts, target, key)
         except DeliveryRefused as refusal:
             self._settle(key, "refused", str(refusal), outcome.refused, target, said, tries)
             return
@@ -203,6 +225,30 @@ class Notifier:
             log.warning("notification refused; not retried", extra=extra)
         else:
             log.warning("notification failed; the event will be redelivered", extra=extra)
+
+    def _gated_send(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
+                    key: str) -> int:
+        """``_send``, unless the target's endpoint gave no answer lately (the module's docstring): then
+        ``DeliveryFailed`` at once, no secret read and no POST."""
+        endpoint = "email" if target.email is not None else target.name  # all email goes through one API
+        gate, until = self._ledger.gate(endpoint, self._clock(), self._hold_s)
+        if gate == "wait":
+            assert until is not None
+            raise DeliveryFailed("not tried: its endpoint gave no answer lately; tried again from "
+                                 f"{until.isoformat(timespec='seconds')}")
+        try:
+            status = self._send(notice, event, facts, target, key)
+        except NoAnswer:
+            self._ledger.stalled(endpoint, self._clock(), STALL_FIRST_S, STALL_MOST_S)
+            raise
+        except BaseException:
+            if gate == "probe":  # no POST made (its secret), or an answer that is no HTTP: the next delivery tries
+                assert until is not None
+                self._ledger.untried(endpoint, until)
+            raise
+        if gate == "probe":
+            self._ledger.answered(endpoint)
+        return status
 
     def _send(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
               key: str) -> int:

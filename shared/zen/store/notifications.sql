@@ -32,6 +32,40 @@ WHERE job_id = :job_id AND target = :target AND key <> :key AND state IN ('faile
   AND (at < :at OR (at = :at AND event = 'PREEMPTED' AND CAST(:end AS boolean)))
 ORDER BY at, created_at, key;
 
+-- name: endpoint_state
+-- An endpoint that gave no answer lately (migration 0059); no row: it answered last, POST to it.
+SELECT retry_at, probe_until FROM notification_endpoints WHERE endpoint = :endpoint;
+
+-- name: take_endpoint_probe
+-- Its while is over and no other delivery is trying it: this one does, the others waiting until its answer (or
+-- :until, should this delivery die). The row's lock makes it one delivery, however many ask at once.
+UPDATE notification_endpoints SET probe_until = :until, updated_at = :now
+WHERE endpoint = :endpoint AND retry_at <= :now AND (probe_until IS NULL OR probe_until <= :now)
+RETURNING endpoint;
+
+-- name: endpoint_stalled
+-- A POST to the endpoint got no answer: no POST to it for a while, :first_s doubling with each stall to :most_s.
+-- The stall of a POST under way when the while began (several were, when the first gave up) does not lengthen it.
+INSERT INTO notification_endpoints AS e (endpoint, stalls, retry_at, updated_at)
+VALUES (:endpoint, 1, CAST(:now AS timestamptz) + CAST(:first_s AS double precision) * interval '1 second', :now)
+ON CONFLICT (endpoint) DO UPDATE
+    SET stalls = CASE WHEN e.retry_at <= :now THEN e.stalls + 1 ELSE e.stalls END,
+        retry_at = CASE WHEN e.retry_at <= :now
+                        THEN CAST(:now AS timestamptz) + least(CAST(:most_s AS double precision),
+                                                               CAST(:first_s AS double precision) * power(2, e.stalls))
+                                                         * interval '1 second'
+                        ELSE e.retry_at END,
+        probe_until = NULL, updated_at = :now
+RETURNING retry_at;
+
+-- name: endpoint_answered
+DELETE FROM notification_endpoints WHERE endpoint = :endpoint;
+
+-- name: endpoint_untried
+-- The delivery that was to try it sent nothing (its secret could not be read) or had an answer that is not HTTP:
+-- the next may try it at once.
+UPDATE notification_endpoints SET probe_until = NULL WHERE endpoint = :endpoint AND probe_until = :until;
+
 -- name: notifications_of_job
 SELECT job_id, attempt, event, target, state, tries, detail, created_at, updated_at
 FROM notifications WHERE job_id = :job_id ORDER BY created_at, key;
@@ -39,3 +73,7 @@ FROM notifications WHERE job_id = :job_id ORDER BY created_at, key;
 -- name: prune_notifications
 WITH old AS (SELECT key FROM notifications WHERE updated_at < :cutoff ORDER BY updated_at LIMIT :limit)
 DELETE FROM notifications WHERE key IN (SELECT key FROM old);
+
+-- name: prune_notification_endpoints
+-- Endpoints not asked about for a day: the next delivery to one tries it as any other.
+DELETE FROM notification_endpoints WHERE updated_at < :cutoff;
