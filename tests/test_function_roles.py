@@ -62,6 +62,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "scaling_decisions": _grants((SCALING, "INSERT")),
     "scaling_decisions_id_seq": _grants((SCALING, "USAGE")),
     "scaling_pass_asks": _grants((SCALING, "SELECT, INSERT, UPDATE (asks)")),
+    "unplanned_request_failures": _grants((SCALING, "SELECT, DELETE"), ((TICK,), "INSERT")),
+    "unplanned_request_failures_id_seq": _grants(((TICK,), "USAGE")),
     "tick_clock": _grants((SCALING, "SELECT"), ((TICK,), "INSERT, UPDATE (last_at, interval_s, back_at, probe_nonce, "
                                                          "probe_sent_at, probe_heard_at, probe_vouched_at, "
                                                          "probe_prev_nonce, probe_prev_sent_at)"),

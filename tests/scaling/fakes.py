@@ -49,6 +49,7 @@ class FakeFleet:
         self._facts, self._first_seen = facts, first_seen
         self.drained: list[str] = []
         self.recorded: list[tuple[dict[str, RegionMemory], list[Decision]]] = []
+        self.kept: list[dict] = []  # failures a pass dropped (keep_failures)
 
     def cluster_lock(self, cluster: str):
         return nullcontext(True)
@@ -69,7 +70,10 @@ class FakeFleet:
         self.drained.append(vm)
         return True
 
-    def record(self, cluster, memory, decisions, now) -> None:
+    def keep_failures(self, cluster, failures, now) -> None:
+        self.kept.append(failures)
+
+    def record(self, cluster, memory, decisions, now, planned=()) -> None:
         self.recorded.append((memory, decisions))
 
 

@@ -128,9 +128,9 @@ class MemFleet(FakeFleet):
     def facts(self, cluster, since):
         return replace(self._facts, memory=dict(self.memory_kept))
 
-    def record(self, cluster, memory, decisions, now):
+    def record(self, cluster, memory, decisions, now, planned=()):
         self.memory_kept.update(memory)
-        super().record(cluster, memory, decisions, now)
+        super().record(cluster, memory, decisions, now, planned)
 
 
 class FlakyMig(RecordingMig):

@@ -27,8 +27,8 @@ ANY = (DemandGroup(tuple(REGIONS), 1, NOW - timedelta(hours=1)),)
 class MemFleet(FakeFleet):
     """A FakeFleet that keeps the planner's memory between passes, as FleetDb does."""
 
-    def record(self, cluster, memory, decisions, now):
-        super().record(cluster, memory, decisions, now)
+    def record(self, cluster, memory, decisions, now, planned=()):
+        super().record(cluster, memory, decisions, now, planned)
         self._facts = replace(self._facts, memory={**self._facts.memory, **memory})
 
 

@@ -56,6 +56,7 @@ class ClusterReport:
     short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
     undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
     refused: dict[str, str] = field(default_factory=dict)  # pool -> why its resize failed (``struck``)
+    planned_failures: list[int] = field(default_factory=list)  # kept failures it plans with (``zen.scaling.reported``)
 
     def merge(self, later: ClusterReport) -> ClusterReport:
         """This report and a later pass's (a rerun), as one."""

@@ -13,12 +13,12 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from zen.core.cluster_config import ClusterConfig
 from zen.core.prices import Pricing, snapshot
 from zen.core.provisioning import accepted_models, model_of_pool, outlasts_flex, pool_key, region_of
-from zen.scaling.model import Action, Decision, DemandGroup, RegionMemory, Timing, fold_demand
+from zen.scaling.model import Action, Decision, DemandGroup, ErrorKind, MigError, RegionMemory, Timing, fold_demand
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
@@ -43,6 +43,14 @@ def memory_from_json(raw: Mapping[str, Any]) -> RegionMemory:
         if value is not None:
             values[f.name] = value
     return RegionMemory(**values)
+
+
+def failure_to_json(error: MigError) -> str:
+    return to_json({**asdict(error), "kind": error.kind.value, "at": error.at.isoformat()})
+
+
+def failure_from_json(raw: Mapping[str, Any]) -> MigError:
+    return MigError(**{**raw, "kind": ErrorKind(raw["kind"]), "at": datetime.fromisoformat(raw["at"])})
 
 
 def pools_of_row(row: Mapping[str, Any], cluster: ClusterConfig | None) -> tuple[tuple[str, ...], float | None]:
@@ -126,8 +134,10 @@ class FleetDb:
             arrivals = fleet.arrivals_since(session, cluster, now - ARRIVALS_WINDOW)
             drained = fleet.drained_vms(session, cluster)
             last_pass_at = fleet.last_scaling_pass(session, cluster)
+            failures = tuple((r["id"], r["pool"], failure_from_json(r["failure"]))
+                             for r in fleet.kept_request_failures(session, cluster))
         return FleetFacts(demand, held, agents, memory, arrivals, drained=drained, last_pass_at=last_pass_at,
-                          heard_since=heard)
+                          heard_since=heard, failures=failures)
 
     def shared_load(self, cluster: str, now: datetime) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:
@@ -170,8 +180,10 @@ class FleetDb:
         with self._db.transaction() as session:
             return fleet.drain_unless_busy(session, vm, cluster, region, now)
 
-    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime) -> None:
+    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime,
+               planned: Collection[int] = ()) -> None:
         with self._db.transaction() as session:
+            fleet.forget_request_failures(session, cluster, list(planned))
             for region, value in memory.items():
                 fleet.save_scaling_memory(session, cluster, region, memory_to_json(value), now)
             for decision in decisions:
@@ -179,6 +191,11 @@ class FleetDb:
                                            action=decision.action.value, count=decision.count, vm=decision.vm,
                                            reason=decision.reason, now=now)
 
+    def keep_failures(self, cluster: str, failures: Mapping[str, list[MigError]], now: datetime) -> None:
+        with self._db.transaction() as session:
+            for pool, errors in failures.items():
+                for error in errors:
+                    fleet.keep_request_failure(session, cluster, pool, failure_to_json(error), now)
 
     def record_failure(self, cluster: str, exc: Exception, now: datetime) -> bool:
         """A failed pass in the cluster's decisions (an ERROR row: ``zen explain CLUSTER``), at most once a minute per

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
@@ -23,6 +22,7 @@ from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.quotas import Shortfall
 from zen.scaling.applied import ClusterReport, as_done, resize_failed
 from zen.scaling.asks import PassAsksDb
+from zen.scaling.compute_pool import compute_pool
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.flexrun import ending
 from zen.scaling.fleetdb import FleetDb
@@ -47,21 +47,8 @@ if TYPE_CHECKING:  # the service needs only the interface; the driver loads in t
 
 log = logging.getLogger("zen.scaling")
 
-# Compute calls made at once (reads of different MIGs): the tick's time is MIGs / this, and 8 keeps a
-# 100-MIG tick's ~300 reads far inside the Compute API's per-project read-request rate.
-COMPUTE_CONCURRENCY = 8
 MAX_RERUNS = 2  # passes run again for asks made during a pass; more wait for the tick (a minute)
 RERUN_WITHIN_S = 10.0  # nor once passes took this long: a submission's function has 60 s in all
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def compute_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=COMPUTE_CONCURRENCY, thread_name_prefix="zen-compute")
-        return _pool
 
 
 class ClusterManager:
@@ -85,7 +72,7 @@ class ClusterManager:
         self.quota_short: dict[str, Shortfall] = {}  # as the tick read GPU quotas: pool -> the quota no VM fits in
         self.quota_room: dict[str, int] | None = None  # pools short of a region's worth of VMs: their room; to one pass
         self._limits: tuple[dict[str, Pool], ClusterLimits] | None = None  # the pools, and the limits made with them
-        self._unreported = Unreported()  # failures reported once whose states a pass dropped (zen.scaling.reported)
+        self._unreported = Unreported(fleet, cluster.name)  # failures reported once whose states a pass dropped
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -105,7 +92,7 @@ class ClusterManager:
             if not locked:
                 if asks is None or asked or passes:
                     report.skipped = not passes
-                    self._unreported.keep(states)  # unplanned: its request failures go to the next pass
+                    self._unreported.keep(states, self._clock())  # unplanned: its request failures go to the next pass
                     return report
                 seen, asked = asks.ask(name), True  # the holder runs again, or it has let go by now
                 continue
@@ -162,7 +149,8 @@ class ClusterManager:
         facts = self._fleet.facts(name, now)
         if states is not None and read_at is not None and facts.last_pass_at is not None \
                 and facts.last_pass_at >= read_at:  # another pass planned the cluster since: its adds are not in them
-            self._unreported.keep(states)  # read again: their request failures, reported once, are kept
+            if self._unreported.keep(states, now):  # read again: their request failures, reported once, are kept
+                facts = self._fleet.facts(name, now)  # and planned with now (zen.scaling.reported)
             states = None
         if states is None:  # the regions' Compute calls at once
             states = dict(zip(self._migs, self._map(lambda r: self.read_mig(r, facts.memory), self._migs)))
@@ -171,6 +159,8 @@ class ClusterManager:
         seen: dict[str, list[str]] = {}  # the regions read: their instances' names; and ``billed``, those GCE bills
         billed: dict[str, list[str]] = {}  # (annotated, not ``dict[...]()``: a type made and called every pass)
         listings: dict[str, list[MigInstance]] = {}
+        kept, report.planned_failures = self._unreported.take(facts, [r for r, s in states.items() if isinstance(
+            s, MigState)], self._migs)  # failures reported once that a pass dropped (zen.scaling.reported)
         for region in self._migs:
             state = states[region]
             if isinstance(state, MigApiError):
@@ -181,7 +171,7 @@ class ClusterManager:
                 continue
             targets[region] = self._sizes[region] = state.target_size
             # A secondary pool's MIG reports its errors by region: the planner keeps them by pool.
-            found = state.errors + self._unreported.take(region, facts.memory)  # (``zen.scaling.reported``)
+            found = state.errors + kept.get(region, [])
             errors += found if region in self.cluster.regions else [replace(e, region=region) for e in found]
             seen[region], billed[region] = self._views.names_of(region, state.instances)
             listings[region] = state.instances
@@ -274,7 +264,7 @@ class ClusterManager:
     def record(self, plan: Plan, report: ClusterReport) -> None:
         now = self._clock()
         report.decisions = plan.decisions
-        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
+        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now, report.planned_failures)
         for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
             telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
                            cluster=self.cluster.name, region=decision.region, action=decision.action.value,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Collection, Iterable, Mapping, Protocol, Sequence
 
 from zen.core.quotas import Quota
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory
@@ -167,6 +167,9 @@ class FleetFacts:
     # When Zen could hear its agents again after an outage of its own (``zen.store.fleet.heard_since``): a boot
     # across it was not heard. None: no outage known (the simulator's ticks never stop).
     heard_since: datetime | None = None
+    # Failed flex-start requests a pass read and dropped unplanned, kept for the next pass (``zen.scaling.reported``):
+    # (id, pool, failure), oldest first. The simulator's passes drop no read: none.
+    failures: tuple[tuple[int, str, MigError], ...] = ()
 
 
 class PassAsks(Protocol):
@@ -204,5 +207,11 @@ class FleetPort(Protocol):
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
         """Mark ``vm`` as going away unless it holds a job (its claims are refused from then on)."""
 
-    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime) -> None:
-        """Keep the planner's memory (per region; regions not given keep theirs) and the decisions."""
+    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime,
+               planned: Collection[int] = ()) -> None:
+        """Keep the planner's memory (per region; regions not given keep theirs) and the decisions; forget the kept
+        failures the pass planned with (``planned``: ids of ``FleetFacts.failures``), in one transaction."""
+
+    def keep_failures(self, cluster: str, failures: Mapping[str, list[MigError]], now: datetime) -> None:
+        """Keep failures a pass read and dropped unplanned (pool -> its failed flex-start requests), reported once:
+        the cluster's next pass plans with them (``FleetFacts.failures``), whichever function instance runs it."""

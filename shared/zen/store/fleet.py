@@ -143,6 +143,22 @@ def save_scaling_memory(session: Session, cluster: str, region: str, memory: str
     session.run("save_scaling_memory", cluster=cluster, region=region, memory=memory, now=now)
 
 
+def keep_request_failure(session: Session, cluster: str, pool: str, failure: str, now: datetime) -> None:
+    """Keep a failed flex-start request (``failure``: JSON) a pass read and dropped unplanned (``zen.scaling.reported``)."""
+    session.run("keep_request_failure", cluster=cluster, pool=pool, failure=failure, now=now)
+
+
+def kept_request_failures(session: Session, cluster: str) -> list[dict[str, Any]]:
+    """The cluster's kept request failures, oldest first: ``id``, ``pool``, ``failure`` (as stored)."""
+    return session.run("kept_request_failures", cluster=cluster)
+
+
+def forget_request_failures(session: Session, cluster: str, ids: list[int]) -> None:
+    """Delete the kept request failures a pass planned with."""
+    if ids:
+        session.run("forget_request_failures", cluster=cluster, ids=ids)
+
+
 def see_instances(session: Session, cluster: str, region: str, names: list[str], now: datetime,
                   billed: list[str] | None = None, model: str | None = None,
                   price: PoolPrice | None = None) -> dict[str, datetime]:

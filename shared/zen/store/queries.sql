@@ -618,6 +618,18 @@ INSERT INTO scaling_memory (cluster, region, memory, updated_at)
 VALUES (:cluster, :region, CAST(:memory AS jsonb), :now)
 ON CONFLICT (cluster, region) DO UPDATE SET memory = EXCLUDED.memory, updated_at = EXCLUDED.updated_at;
 
+-- name: keep_request_failure
+-- A failed flex-start request a pass read and dropped unplanned (zen.scaling.reported): the next pass plans it.
+INSERT INTO unplanned_request_failures (cluster, pool, failure, kept_at)
+VALUES (:cluster, :pool, CAST(:failure AS jsonb), :now);
+
+-- name: kept_request_failures
+SELECT id, pool, failure FROM unplanned_request_failures WHERE cluster = :cluster ORDER BY id;
+
+-- name: forget_request_failures
+-- Planned: deleted with the memory that holds their strikes (one transaction).
+DELETE FROM unplanned_request_failures WHERE cluster = :cluster AND id = ANY(CAST(:ids AS bigint[]));
+
 -- name: forget_vanished_instances
 -- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row; keep when
 -- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`). Returns their names.

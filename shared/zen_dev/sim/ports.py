@@ -14,7 +14,7 @@ import dataclasses
 import math
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Sequence
+from typing import Collection, Mapping, Sequence
 
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, MigInstance, MigState, MigSummary, resize_requests
@@ -65,7 +65,7 @@ def _facts(demand: tuple[DemandGroup, ...], held: dict, agents: dict, memory: di
 assert list(MigInstance.__dataclass_fields__) == ["name", "zone", "current_action", "status", "creation_error"]
 assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count", "detail", "quota"]
 assert list(FleetFacts.__dataclass_fields__) == ["demand", "held", "agents", "memory", "arrivals", "changed", "drained",
-                                                 "last_pass_at", "heard_since"]
+                                                 "last_pass_at", "heard_since", "failures"]
 
 
 def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
@@ -338,6 +338,12 @@ class SimFleet:
         found = self._world.clusters[cluster].vms.get(vm)
         return found is None or (found.job is None and found.part is None)
 
-    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime) -> None:
+    def keep_failures(self, cluster: str, failures: Mapping[str, list[MigError]], now: datetime) -> None:
+        """Never asked: the simulator's lock is always free and its passes read the MIGs themselves, so no pass drops
+        a read (``zen.scaling.reported``)."""
+        raise NotImplementedError("the simulator's passes drop no read")
+
+    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime,
+               planned: Collection[int] = ()) -> None:
         state = self._world.clusters[cluster]
         state.memory = {**state.memory, **memory}
