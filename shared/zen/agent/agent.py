@@ -162,7 +162,10 @@ class Agent:
             self._retire()
         finally:
             for thread in self._threads:  # each sees the shutdown: its attempt ends PREEMPTED
-                thread.join()
+                # (by the power-off's deadline at most, when one is asked for: zen.agent.leftover.retirer)
+                thread.join(None if self.shutdown.power_off_reason is None else max(0.0, self.shutdown.left()))
+            if (why := self.shutdown.power_off_reason) is not None and self.settings.fence_file:  # reported: off now
+                leftover.fence_vm(self.settings.fence_file, why)
             self.disk.close()
             self._shut_down()
         return 0

@@ -171,7 +171,8 @@ class AttemptRunner:
             checkpoint.stop_periodic(0.0)
         fenced = final is AgentStatus.PREEMPTED and (fence.fence_left(attempt, settings, self._clock()) <= 0 or job.fenced())  # or its supervisor
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
-                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(self._pulls, self._vm_beats, key, settings, job.launch.container),
+                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(
+                                         self._pulls, self._vm_beats, key, settings, job.launch.container, self._shutdown, self._slots),
                                      stopped=final is AgentStatus.STOPPED, lost=fenced, lease_out=lambda: fence.fence_left(attempt, settings, self._clock()) <= 0)
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,

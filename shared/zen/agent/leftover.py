@@ -24,6 +24,8 @@ from zen.core.reports import LEFT_RUNNING
 if TYPE_CHECKING:
     from zen.agent.limits import DailyPulls
     from zen.agent.settings import AgentSettings
+    from zen.agent.shutdown import Shutdown
+    from zen.agent.slots import Slots
     from zen.agent.vmbeat import VmBeats
 
 log = logging.getLogger("zen.agent")
@@ -46,18 +48,28 @@ def left_reason(key: tuple[str, int]) -> str:
 
 
 def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], settings: AgentSettings | None = None,
-            container: str | None = None) -> Callable[[bool], None]:
+            container: str | None = None, shutdown: Shutdown | None = None,
+            slots: Slots | None = None) -> Callable[[bool], None]:
     """What :func:`hold` retires the VM by (no more jobs, RETIRED said now: the loop may be the attempt's own thread,
     with one slot); ``retire(True)``, for an attempt the fence stopped, powers the VM off too (:func:`fence_vm`)
     while its ``container`` may still run (docker cannot say it does not: one it killed but cannot remove runs no
-    more, and the VM's other jobs run on); ``settings``: where to ask for it (``fence_file``), and docker."""
+    more, and the VM's other jobs run on); ``settings``: where to ask for it (``fence_file``), and docker. A VM with
+    other attempts in its ``slots`` (running, or claimed) shuts down first (``Shutdown.power_off``): each is reported
+    PREEMPTED, requeued at once without spending an attempt, and the loop powers the VM off then (``zen.agent.agent``);
+    powered off at once, they went silent, and Zen ran them again only once the sweep took them for lost, each
+    spending an attempt."""
     fence_file, docker = (settings.fence_file, settings.docker) if settings is not None else (None, "docker")
 
     def retire(fenced: bool) -> None:
         pulls.retire(left_reason(key))
         if fenced and fence_file and (container is None or may_run(container, docker)):
-            fence_vm(fence_file, f"the container of {key[0]} attempt {key[1]}, whose lease ran out, may still run "
-                                 "(docker could not remove it, nor say it stopped): Zen runs the job again elsewhere")
+            why = (f"the container of {key[0]} attempt {key[1]}, whose lease ran out, may still run (docker could not "
+                   "remove it, nor say it stopped): Zen runs the job again elsewhere")
+            if shutdown is not None and slots is not None and (
+                    slots.claiming() or any(held != key for held in slots.held())):
+                shutdown.power_off(f"powered off: {left_reason(key)}", why)
+            else:
+                fence_vm(fence_file, why)
         vm_beats.retire()
         vm_beats.beat(force=True)
     return retire

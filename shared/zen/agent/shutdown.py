@@ -1,7 +1,9 @@
 """The VM's shutdown, as the agent's parts see it: whether it was asked for, why, and how much of its one
 deadline is left. A shutdown has one deadline: ``SHUTDOWN_S`` past the job's stop grace
 (``ZEN_AGENT_STOP_GRACE_S``), from the request, every final report is sent; each step takes what is left
-of it, keeping the time of the steps after it.
+of it, keeping the time of the steps after it. A power-off the agent asks for (``power_off``: a job's container
+docker cannot remove may still run) is a shutdown without the stop grace: the VM's other attempts are reported
+PREEMPTED within ``POWER_OFF_S``, then the VM is powered off (``zen.agent.agent``).
 Why these figures: docs/reference/agent.md (startup.sh's ``TimeoutStopSec``)
 """
 
@@ -16,6 +18,7 @@ SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted 
 # to the VM's STOPPING, the last to closing the control stream.
 SHUTDOWN_S = 10.0
 VM_STOPPING_S = 2.0
+POWER_OFF_S = 5.0  # a power-off the agent asks for comes this soon at most, the VM's other attempts reported first
 
 
 class Shutdown:
@@ -25,6 +28,7 @@ class Shutdown:
         self._clock = clock
         self._stop_grace_s = stop_grace_s
         self.reason: str | None = None
+        self.power_off_reason: str | None = None  # why the VM is powered off once its attempts are reported
         self._at: float | None = None  # when asked for (the clock's): the deadline counts from it
 
     def request(self, reason: str) -> None:
@@ -32,6 +36,18 @@ class Shutdown:
         if self.reason is None:
             self._at = self._clock()
             self.reason = reason
+
+    def power_off(self, reason: str, why: str) -> None:
+        """A shutdown (``reason``: what the attempts' reports say) that ends with the VM's power-off
+        (``zen.agent.leftover.fence_vm``, ``why`` its line) within ``POWER_OFF_S`` from now, its jobs given no grace,
+        whatever shutdown was under way: a container left may run its job, and the fence's margin (15 s of Zen's
+        deadline) is what keeps it from running beside the job's rerun elsewhere. Not from a signal handler."""
+        now = self._clock()
+        if self._at is None:
+            self._at, self.reason = now, reason
+        # the deadline (``left``) no later than POWER_OFF_S from now: the stop grace cut to what leaves that
+        self._stop_grace_s = min(self._stop_grace_s, now + POWER_OFF_S - SHUTDOWN_S - self._at)
+        self.power_off_reason = why
 
     @property
     def stopping(self) -> bool:

@@ -17,16 +17,16 @@ from zen.logs import setup_logging
 from zen_dev.local.until_stopped import stop_signals_heard
 
 from .iam import IamPolicyService
-from .service import PublisherService, SubscriberService, UnimplementedService
+from .service import PublishFaults, PublisherService, SubscriberService, UnimplementedService
 from .state import PubSubState
 
 DEFAULT_PORT = 8085  # the port the official emulator uses by default
 MAX_WORKERS = 64  # every open StreamingPull holds one worker for its lifetime
 
 
-def all_handlers(state: PubSubState) -> list[grpc.GenericRpcHandler]:
+def all_handlers(state: PubSubState, faults: PublishFaults | None = None) -> list[grpc.GenericRpcHandler]:
     return [
-        PublisherService(state).handlers(),
+        PublisherService(state, faults).handlers(),
         SubscriberService(state).handlers(),
         IamPolicyService(state).handlers(),
         UnimplementedService(),
@@ -38,6 +38,7 @@ class PubSubStandIn:
 
     ``clock`` (seconds since the epoch, like ``time.time``) drives publish times, ack
     deadlines, retention and expiration; after advancing an injected clock call :meth:`wake`.
+    ``faults``: the publishes a test makes fail (``PublishFaults.refuse``).
     """
 
     def __init__(
@@ -52,6 +53,7 @@ class PubSubStandIn:
         self._requested_port = port
         self._max_workers = max_workers
         self.state = PubSubState(clock)
+        self.faults = PublishFaults()
         self._server: grpc.Server | None = None
         self._port: int | None = None
 
@@ -60,7 +62,7 @@ class PubSubStandIn:
             raise RuntimeError("the Pub/Sub stand-in is already started")
         server = grpc.server(
             ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="pubsub-standin"),
-            handlers=all_handlers(self.state),
+            handlers=all_handlers(self.state, self.faults),
             # Pub/Sub takes a Publish request of up to 10 MB of messages and answers INVALID_ARGUMENT past that
             # (resources.MAX_PUBLISH_BYTES): gRPC's own limit, 4 MB by default, must not refuse one first.
             options=[("grpc.max_receive_message_length", -1)],

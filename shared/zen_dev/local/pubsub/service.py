@@ -55,12 +55,27 @@ def _unary(fn: Callable, request_type, response_type) -> grpc.RpcMethodHandler:
     )
 
 
+class PublishFaults:
+    """Publishes a test makes fail: ``refuse(topic, message)`` (a raw ``PubsubMessage``) True for one message of a
+    request fails the whole request with ``code``. PERMISSION_DENIED by default: a code the official client does not
+    retry, so a request that also carries other messages (the client batches them) fails once; one it retried (say
+    UNAVAILABLE) it retries for good, and every publish of that client waits behind it."""
+
+    def __init__(self) -> None:
+        self.refuse: Callable[[str, object], bool] | None = None
+        self.code = "PERMISSION_DENIED"
+
+
 class PublisherService:
-    def __init__(self, state: PubSubState) -> None:
+    def __init__(self, state: PubSubState, faults: PublishFaults | None = None) -> None:
         self.state = state
+        self.faults = faults or PublishFaults()
 
     def publish(self, request):
         """Raw ``PublishRequest`` protobuf in, raw ``PublishResponse`` out."""
+        refuse = self.faults.refuse
+        if refuse is not None and any(refuse(request.topic, message) for message in request.messages):
+            raise R.PubSubError(self.faults.code, "Publish refused (a fault the test injected).")
         ids = self.state.publish(request.topic, request.messages)
         return _PUBLISH_RESPONSE(message_ids=ids)
 
