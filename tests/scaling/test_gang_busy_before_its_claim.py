@@ -11,7 +11,7 @@ the BUSY heartbeat is handled, then a tick's pass runs, then the claim, so the o
 from __future__ import annotations
 
 from tests.messages import heartbeat, job_request
-from tests.scaling.test_gang_claim_during_a_pass import REGION, config, deleted  # noqa: F401 - fixture (max_vms 2)
+from tests.scaling.test_gang_claim_during_a_pass import REGION, booted_pair, config, deleted  # noqa: F401 - fixtures
 from tests.scaling.test_scaling_integration import BOOT_S, build_stack, vm_beat
 
 
@@ -20,31 +20,20 @@ def busy_with(name: str, job_id: str, attempt: int, seq: int, at: str) -> dict:
     return {**vm_beat(name, REGION, "BUSY", seq, sent_at=at), "job_id": job_id, "attempt": attempt}
 
 
-def test_a_booting_vm_a_gang_needs_is_kept_when_a_nodes_busy_word_comes_before_its_claim(
-        config, db, publisher, clock, monkeypatch, tmp_path):
-    from zen_dev.local.invoke import FunctionsInvoker
+def test_a_booting_vm_a_gang_needs_is_kept_when_a_nodes_busy_word_comes_before_its_claim(booted_pair, db, clock):
+    fn, first, second, names = booted_pair
+    fn.heartbeat(vm_beat(first.name, REGION, "IDLE", 1, sent_at=clock().isoformat()))
+    fn.heartbeat(busy_with(first.name, "pair", 1, 2, clock().isoformat()))  # its claim not recorded yet
+    fn.tick()  # a pass between the two
+    assert not (gone := deleted(db)) and names() == [first.name, second.name], gone
 
-    zen, advance, instances, standin = build_stack(config, db, publisher, clock, monkeypatch, tmp_path)
-    try:
-        fn = FunctionsInvoker(zen)
-        fn.submit(job_request("pair", nodes=2, regions=[REGION]))
-        assert len(instances(REGION)) == 2  # the gang's two VMs: max_vms leaves no room for a spare
-        advance(BOOT_S + 1)
-        first, second = instances(REGION)  # both RUNNING; the first's agent is up, the second's not yet
-        fn.heartbeat(vm_beat(first.name, REGION, "IDLE", 1, sent_at=clock().isoformat()))
-        fn.heartbeat(busy_with(first.name, "pair", 1, 2, clock().isoformat()))  # its claim not recorded yet
-        fn.tick()  # a pass between the two
-        assert not (gone := deleted(db)) and [i.name for i in instances(REGION)] == [first.name, second.name], gone
-
-        # The claim comes, then the other node's agent, which claims the rest: the gang runs on the VMs it booted.
-        fn.heartbeat(heartbeat("pair", "CLAIMED", 3, vm=first.name, region=REGION, zone=first.zone))
-        fn.heartbeat(vm_beat(second.name, REGION, "IDLE", 1, sent_at=clock().isoformat()))
-        fn.heartbeat(heartbeat("pair", "CLAIMED", 2, vm=second.name, region=REGION, zone=second.zone))
-        with db.transaction() as session:
-            job = session.sql("SELECT status, gang FROM jobs WHERE job_id = 'pair'")[0]
-        assert job["status"] == "ASSIGNED" and [n["vm"] for n in job["gang"]] == [first.name, second.name], job
-    finally:
-        standin.stop()
+    # The claim comes, then the other node's agent, which claims the rest: the gang runs on the VMs it booted.
+    fn.heartbeat(heartbeat("pair", "CLAIMED", 3, vm=first.name, region=REGION, zone=first.zone))
+    fn.heartbeat(vm_beat(second.name, REGION, "IDLE", 1, sent_at=clock().isoformat()))
+    fn.heartbeat(heartbeat("pair", "CLAIMED", 2, vm=second.name, region=REGION, zone=second.zone))
+    with db.transaction() as session:
+        job = session.sql("SELECT status, gang FROM jobs WHERE job_id = 'pair'")[0]
+    assert job["status"] == "ASSIGNED" and [n["vm"] for n in job["gang"]] == [first.name, second.name], job
 
 
 def test_a_gang_whose_next_node_is_busy_before_its_claim_is_not_released_for_room(

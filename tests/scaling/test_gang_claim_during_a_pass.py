@@ -48,8 +48,10 @@ class Interleaved(dict):
         return super().__getitem__(name)
 
 
-def test_a_booting_vm_a_gang_needs_is_kept_when_its_first_node_claims_during_the_pass(
-        config, db, publisher, clock, monkeypatch, tmp_path):
+@pytest.fixture
+def booted_pair(config, db, publisher, clock, monkeypatch, tmp_path):
+    """The gang "pair" (2 nodes in REGION) submitted and its two VMs RUNNING, the first's agent up, the second's not
+    yet (``max_vms`` 2: no spare): the functions, the two VMs, and the names of the MIG's instances now."""
     from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances, standin = build_stack(config, db, publisher, clock, monkeypatch, tmp_path)
@@ -58,17 +60,22 @@ def test_a_booting_vm_a_gang_needs_is_kept_when_its_first_node_claims_during_the
         fn.submit(job_request("pair", nodes=2, regions=[REGION]))
         assert len(instances(REGION)) == 2  # the gang's two VMs: max_vms leaves no room for a spare
         advance(BOOT_S + 1)
-        first, second = instances(REGION)  # both RUNNING; the first's agent is up, the second's not yet
-
-        def claim():  # the first VM claims node 0 of the gang, committed on another connection
-            fn.heartbeat(heartbeat("pair", "CLAIMED", 1, vm=first.name, region=REGION, zone=first.zone))
-
-        db.queries = Interleaved(db.queries, "held_vms_of_cluster", claim)  # after the demand is read
-        fn.heartbeat(vm_beat(first.name, REGION, "IDLE", 1, sent_at=clock().isoformat()))  # its first word: a pass
-        assert db.queries.hook is None  # the claim came during that pass
-        with db.transaction() as session:
-            gang = session.sql("SELECT gang FROM jobs WHERE job_id = 'pair'")[0]["gang"]
-        assert [node["vm"] for node in gang] == [first.name], gang
-        assert not (gone := deleted(db)) and [i.name for i in instances(REGION)] == [first.name, second.name], gone
+        first, second = instances(REGION)
+        yield fn, first, second, lambda: [i.name for i in instances(REGION)]
     finally:
         standin.stop()
+
+
+def test_a_booting_vm_a_gang_needs_is_kept_when_its_first_node_claims_during_the_pass(booted_pair, db, clock):
+    fn, first, second, names = booted_pair
+
+    def claim():  # the first VM claims node 0 of the gang, committed on another connection
+        fn.heartbeat(heartbeat("pair", "CLAIMED", 1, vm=first.name, region=REGION, zone=first.zone))
+
+    db.queries = Interleaved(db.queries, "held_vms_of_cluster", claim)  # after the demand is read
+    fn.heartbeat(vm_beat(first.name, REGION, "IDLE", 1, sent_at=clock().isoformat()))  # its first word: a pass
+    assert db.queries.hook is None  # the claim came during that pass
+    with db.transaction() as session:
+        gang = session.sql("SELECT gang FROM jobs WHERE job_id = 'pair'")[0]["gang"]
+    assert [node["vm"] for node in gang] == [first.name], gang
+    assert not (gone := deleted(db)) and names() == [first.name, second.name], gone
