@@ -19,7 +19,8 @@ as a real one does.
 - ``ps -aq --filter name=RE``: the ids of the containers whose name matches.
 - ``network inspect NAME``: exits 1 unless ``network create ... NAME`` made it (``networks/<name>``).
 - ``fail(command)``: that command (``kill``, ``rm``, ``ps``) exits 1 and does nothing from now on;
-  ``hang(command)``: it never answers; ``removing(name)``: docker is removing that container.
+  ``hang(command)``: it never answers; ``removing(name)``: docker is removing that container; ``stuck(name)``:
+  docker cannot remove nor kill that container (the others an ``rm -f`` names go).
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ if args[0] == "run":
     if (root / "slow-exit").exists():  # the container is gone, its CLI not yet
         time.sleep(float((root / "slow-exit").read_text()))
     sys.exit(137)
+if args[0] == "kill" and (root / ("stuck-" + args[1])).exists():
+    print("Error response from daemon: cannot kill container " + args[1] + ": injected failure", file=sys.stderr)
+    sys.exit(1)
 if args[0] == "kill" and (root / "kill-keeps").exists():
     (root / ("oom-" + args[1])).write_text("false")  # it has run out, and stays
 elif args[0] == "kill":
@@ -93,14 +97,22 @@ if args[0] == "inspect":  # by name, or by id (as ``ps -q`` gives them)
 removing = set(p.name.removeprefix("removing-") for p in root.glob("removing-*"))
 if args[0] == "rm":
     targets = [a for a in args[1:] if not a.startswith("-")]
+    stuck = []
     for path in containers.iterdir():
         if path.name in targets or path.read_text() in targets:
             if path.name in removing:
                 print("Error response from daemon: removal of container is already in progress", file=sys.stderr)
                 sys.exit(1)
+            if (root / ("stuck-" + path.name)).exists():  # the others named are removed, as docker does
+                stuck.append(path.name)
+                continue
             path.unlink()
             if "-v" in args or "--volumes" in args:
                 (root / "volumes" / path.name).unlink(missing_ok=True)
+    if stuck:
+        print("Error response from daemon: cannot remove container " + stuck[0] + ": injected failure",
+              file=sys.stderr)
+        sys.exit(1)
 if args[0] == "ps":
     pattern = args[args.index("--filter") + 1].removeprefix("name=")
     states = [a.removeprefix("--filter=status=") for a in args if a.startswith("--filter=status=")]
@@ -135,6 +147,11 @@ class FakeDocker:
         """Docker is removing that container (an ``rm -f`` that timed out): ``ps`` shows it only without a
         status filter, ``rm -f`` of it fails ("already in progress")."""
         (self.root / f"removing-{name}").touch()
+
+    def stuck(self, name: str) -> None:
+        """Docker cannot remove (nor kill) that container from now on: ``rm -f`` of it exits 1, and removes the others
+        it names (as docker does), ``kill`` of it exits 1; it runs on."""
+        (self.root / f"stuck-{name}").touch()
 
     def slow_exit(self, seconds: float) -> None:
         """A ``run`` CLI ends ``seconds`` after its container was killed (a slow daemon's answer, a full pipe)."""

@@ -1,6 +1,6 @@
 """An agent that dies while it runs jobs (a crash, an OOM kill of the agent alone) and that systemd restarts on the
 same VM: its jobs died with it (their containers are removed at its start). The new agent says so at once, for each
-attempt the dead one ran, once docker lists none of their containers: PREEMPTED, as a VM going away does, so Zen
+attempt the dead one ran, once docker lists its container gone (one it cannot remove is left to the sweep): PREEMPTED, as a VM going away does, so Zen
 requeues the job unspent (the agent's death is not the job's doing) instead of waiting ``heartbeat_timeout_s`` for
 the lost-job sweep, which spends one of the job's attempts; and a VM running several jobs at once takes new work at
 once, where Zen refused its claims for want of room until the sweep. The real agent, restarted as systemd restarts
@@ -15,6 +15,7 @@ import pytest
 from tests.agent.conftest import DEADLINES, shared_vms_config
 from tests.agent.fakedocker import FakeDocker
 from tests.agent.helpers import wait_for
+from zen.agent.runner import container_name
 
 IMAGE = "us-docker.pkg.dev/p/r/train:1"
 SHARED = "8xa100-40gb"
@@ -111,3 +112,36 @@ def test_a_restarted_agent_that_cannot_remove_the_container_left_reports_nothing
     wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 30, what="vm-a retired")
     job = scheduler.job("stuck-1")
     assert (job.attempt, job.status.value) == (1, "RUNNING") and len(docker.names()) == 1
+
+
+def test_a_shared_vm_whose_agent_cannot_remove_one_container_left_ends_the_other_attempts_at_once(
+        scheduler, agents, tmp_path):
+    """Of the two jobs the dead agent ran, docker cannot remove one's container: that one may still run, and is left
+    to the sweep (the VM retires). The other's container is gone: its attempt is reported PREEMPTED at once, requeued
+    unspent, where it waited for the sweep beside the first and spent an attempt."""
+    docker = FakeDocker(tmp_path / "docker")
+    jobs = ["kept-1", "freed-1"]
+    for job_id in jobs:
+        scheduler._publish(scheduler.config.topics.job_submitted, {
+            "job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4,
+            "command": ["python", "train.py"], "image": IMAGE})
+    doomed = agents.start("vm-a", **containers(docker, SHARED))
+    budgets = {job_id: scheduler.wait_status(job_id, "RUNNING", timeout_s=60).max_attempts for job_id in jobs}
+    wait_for(lambda: len(docker.names()) == 2, 10, what="the jobs' containers")
+    docker.stuck(container_name("kept-1", 1))
+
+    doomed.kill()
+    killed = time.monotonic()
+    restarted = agents.start("vm-a", **containers(docker, SHARED))
+    # No sweep: only the restarted agent's report ends the attempt.
+    freed = wait_for(lambda: (j := scheduler.job("freed-1")).attempt >= 2 and j, 20, 0.2, what="freed-1 requeued")
+    print(f"\nfreed-1 requeued {time.monotonic() - killed:.1f} s after the kill")
+
+    assert freed.max_attempts == budgets["freed-1"] + 1, (freed.max_attempts, scheduler.history("freed-1"))
+    assert restarted.said("an attempt the previous agent ran ended with it; reported PREEMPTED", job_id="freed-1",
+                          attempt=1)
+    assert not restarted.said("an attempt the previous agent ran ended with it; reported PREEMPTED", job_id="kept-1")
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 30, what="vm-a retired")
+    kept = scheduler.job("kept-1")
+    assert (kept.attempt, kept.status.value) == (1, "RUNNING"), (kept.attempt, kept.status)
+    assert docker.names() == [container_name("kept-1", 1)]

@@ -71,7 +71,7 @@ def _runs_containers(env) -> bool:
     return env.get("ZEN_AGENT_LOCAL", "").strip().lower() not in ("1", "true", "yes")
 
 
-def _remove_leftovers(env) -> str | None:
+def _remove_leftovers(env) -> ContainersLeft | None:
     """Remove the containers an earlier agent left (container mode only): why some may be left, else None. One
     docker cannot remove and does not say has stopped powers the VM off (``ZEN_AGENT_FENCE_FILE``): no agent reports
     its attempt any more, and Zen runs the job again elsewhere once the attempt's reports stop. So does docker
@@ -93,7 +93,7 @@ def _remove_leftovers(env) -> str | None:
         elif fence_file and not exc.found and ran_since_boot(work_dir_of(env)):
             fence_vm(fence_file, "docker cannot list containers, and an agent of this boot ran attempts here: one's "
                                  "container may still run: Zen runs its job again elsewhere once its reports stop")
-        return str(exc)
+        return exc
     if removed:
         log.warning("removed containers left by a previous agent", extra={"containers": removed})
     return None
@@ -143,11 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Imported here: the client library is heavy, and --check / errors above do not need it.
     from zen.agent.agent import Agent
+    from zen.agent.restart import gone_after
     from zen.agent.transport import PubSubTransport, TransportError
 
     pulls = DailyPulls(limits, capacity.gpus)
     if left is not None and not local:
-        pulls.retire(left)
+        pulls.retire(str(left))
     networks = None if local else ensure_networks(sandbox, settings.docker)  # the slots' job networks
     if networks is not None:
         log.error("job networks could not be made; the VM retires", extra={"reason": networks})
@@ -157,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
                   sink=_output_sink(env, identity, local), pulls=pulls,
                   slots=Slots.of_vm(capacity, settings.work_dir, identity.vm), sandbox=sandbox,
-                  leftovers_gone=not local and left is None)  # its predecessor's attempts then said ended (restart.py)
+                  left_gone=None if local else gone_after(left, settings.docker))  # (restart.py)
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

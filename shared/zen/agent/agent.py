@@ -63,9 +63,10 @@ class Agent:
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None,
                  sandbox: Sandbox | None = None, read_secret: Callable[[str], bytes] | None = None,
-                 leftovers_gone: bool = False):
+                 left_gone: Callable[[str, int], bool] | None = None):
         self.identity = identity
-        self.leftovers_gone = leftovers_gone  # docker listed no container an earlier agent left (zen.agent.restart)
+        # Whether an attempt an earlier agent ran is known gone, its container (zen.agent.restart); None: none is.
+        self.left_gone = left_gone
         self.settings = settings
         self.transport = transport
         self.local = local
@@ -117,7 +118,8 @@ class Agent:
         """Serve jobs until asked to shut down. Returns the process exit code."""
         # The attempts a dead agent ran, said ended or resumed (their directories kept from the sweep), before any pull.
         resumed = end_left_running(self.journal, self.reporter, self.identity.vm, self.identity.project, self.settings,
-                                   self.slots, self._clock, self.log) if self.leftovers_gone else []
+                                   self.slots, self._clock, self.log,
+                                   self.left_gone) if self.left_gone is not None else []
         self._sweep_work_dir()
         self.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
         self._resend_at = self._clock() + RESEND_S

@@ -82,11 +82,22 @@ def remove_container(name: str, docker: str = "docker", *, tries: int = REMOVE_T
     that name (or only one docker is removing), ``tries`` times at most, within ``budget_s``. True once
     docker says it is gone; False (logged as an error) when it is still there or docker cannot say.
     Never raises."""
-    found, gone = _remove(docker, "^" + name.replace(".", r"\.") + "$", tries, name, budget_s)
+    found, gone = _remove(docker, _exactly(name), tries, name, budget_s)
     if not gone:
         log.error("a job's container could not be removed: it may still run", extra={
             "container": name, "containers": found})
     return gone
+
+
+def _exactly(name: str) -> str:
+    """Docker's name filter matching the container ``name`` alone."""
+    return "^" + name.replace(".", r"\.") + "$"
+
+
+def listed_gone(name: str, docker: str = "docker", timeout_s: float = DOCKER_TIMEOUT_S) -> bool:
+    """Whether docker lists no container named ``name`` (or only one it is removing): False when it lists one, or
+    cannot say (an error, a timeout). Never raises."""
+    return _containers(docker, _exactly(name), timeout_s) == []
 
 
 def may_run(name: str, docker: str = "docker", timeout_s: float = DOCKER_TIMEOUT_S) -> bool:
