@@ -66,9 +66,8 @@ def test_a_restarted_agent_ends_its_predecessors_attempt_at_once_without_spendin
     assert rerun.vm == "vm-a"  # the restarted agent took it again
 
 
-def test_a_shared_vm_whose_agent_restarted_takes_new_work_at_once(scheduler, agents, tmp_path):
-    docker = FakeDocker(tmp_path / "docker")
-    jobs = ["shared-1", "shared-2"]
+def running_side_by_side(scheduler, agents, docker: FakeDocker, jobs: list[str]):
+    """Two 4-GPU jobs running at once on vm-a's shared VM, in containers: its agent, and each job's attempts budget."""
     for job_id in jobs:
         scheduler._publish(scheduler.config.topics.job_submitted, {
             "job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4,
@@ -76,6 +75,13 @@ def test_a_shared_vm_whose_agent_restarted_takes_new_work_at_once(scheduler, age
     doomed = agents.start("vm-a", **containers(docker, SHARED))
     budgets = {job_id: scheduler.wait_status(job_id, "RUNNING", timeout_s=60).max_attempts for job_id in jobs}
     wait_for(lambda: len(docker.names()) == 2, 10, what="the jobs' containers")
+    return doomed, budgets
+
+
+def test_a_shared_vm_whose_agent_restarted_takes_new_work_at_once(scheduler, agents, tmp_path):
+    docker = FakeDocker(tmp_path / "docker")
+    jobs = ["shared-1", "shared-2"]
+    doomed, budgets = running_side_by_side(scheduler, agents, docker, jobs)
 
     doomed.kill()
     killed = time.monotonic()
@@ -121,13 +127,7 @@ def test_a_shared_vm_whose_agent_cannot_remove_one_container_left_ends_the_other
     unspent, where it waited for the sweep beside the first and spent an attempt."""
     docker = FakeDocker(tmp_path / "docker")
     jobs = ["kept-1", "freed-1"]
-    for job_id in jobs:
-        scheduler._publish(scheduler.config.topics.job_submitted, {
-            "job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4,
-            "command": ["python", "train.py"], "image": IMAGE})
-    doomed = agents.start("vm-a", **containers(docker, SHARED))
-    budgets = {job_id: scheduler.wait_status(job_id, "RUNNING", timeout_s=60).max_attempts for job_id in jobs}
-    wait_for(lambda: len(docker.names()) == 2, 10, what="the jobs' containers")
+    doomed, budgets = running_side_by_side(scheduler, agents, docker, jobs)
     docker.stuck(container_name("kept-1", 1))
 
     doomed.kill()
