@@ -117,10 +117,8 @@ class Pricer:
         it is unpriced, and the fleet's dollars it is in are a lower bound (``add_fleet``). ``usd_per_hour``: the
         price its pool had when the scaling passes first saw it billed (migration 0056), which GCE billed it at;
         None (seen before, or unpriced then): today's, as above."""
-        from zen.core.prices import BILLING_MINIMUM_S, billed_usd
-
         if usd_per_hour is not None:
-            return billed_usd(max(seconds, BILLING_MINIMUM_S) if began else seconds, float(usd_per_hour), minimum=began)
+            return self._billed(seconds, float(usd_per_hour), began)
         # Its own attempts' machine type first: the cluster's may have changed since it ran (GCE billed what ran).
         machine_type = self.kept_vms.get((cluster, name), (None, None))[0]
         if cluster not in self.clusters:
@@ -134,8 +132,14 @@ class Pricer:
                 return None
         price = self._price(cluster, machine_type, region, self.model({"cluster": cluster, "vm": name,
                                                                       "region": region, "model": model}))
-        return None if price is None else billed_usd(max(seconds, BILLING_MINIMUM_S) if began else seconds, price,
-                                                     minimum=began)
+        return None if price is None else self._billed(seconds, price, began)
+
+    @staticmethod
+    def _billed(seconds: float, usd_per_hour: float, began: bool) -> float:
+        """A VM's ``seconds`` in the window at ``usd_per_hour``: GCE's one-minute minimum where its RUNNING ``began``."""
+        from zen.core.prices import BILLING_MINIMUM_S, billed_usd
+
+        return billed_usd(max(seconds, BILLING_MINIMUM_S) if began else seconds, usd_per_hour, minimum=began)
 
     def _price(self, cluster: str, machine_type: str | None, region: str | None, model: str | None) -> float | None:
         config = self.clusters.get(cluster)
