@@ -133,8 +133,8 @@ class DecisionWriter:
         # ``admit`` the caller runs its pass, and one that ends jobs (``ArrayJobs._stop_tasks``) passes ``passes``.
         done = {(job.queue, job.cluster)} if own or not admit else set()
         theirs = sorted(later - done) if passes is None else []
-        if own and theirs or len(theirs) > 1:
-            self.lock_passes(tx, ([(str(job.queue), job.cluster)] if own else []) + theirs)
+        if len(planned := ([(str(job.queue), job.cluster)] if own else []) + theirs) > 1:
+            self.lock_passes(tx, planned)
         if own:  # who is next (into the quota, or past it)
             ids += self.admit(tx, str(job.queue), job.cluster, now, released=job.gpus if frees else 0)
         for queue, cluster in theirs:
