@@ -25,6 +25,7 @@ from typing import Any, Callable
 from zen.agent.cache import InputCache, object_key
 from zen.agent.output_files import Skipped, not_regular, open_listed, send
 from zen.agent.runner import attempt_name
+from zen.agent.workdir import lock_unheld
 from zen.core.gcs import input_name, output_destination, split_uri
 from zen.core.models import InputSpec
 from zen.core.text import escape_unstorable, human_bytes, unstorable_problem
@@ -180,17 +181,8 @@ class AttemptData:
     def reopen(self) -> bool:
         """Lock the directory an agent of this VM that died left (its job ended: ``zen.agent.resume``), as ``prepare``
         does, so the work-dir sweep leaves it; False when it is gone or a live agent holds it."""
-        try:
-            held = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(held)
-            return False
-        self._held = held
-        return True
+        self._held = lock_unheld(self.root)
+        return self._held is not None
 
     def release(self) -> None:
         """Unlock the directory, leaving it (the work-dir sweep removes it)."""

@@ -32,15 +32,25 @@ def sweep_work_dir(work_dir: Path, cache_path: Path, log: logging.Logger | loggi
         path = work / name
         if path == cache or path in cache.parents:
             continue
-        try:
-            held = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
+        if (held := lock_unheld(path)) is None:  # gone, or a live agent's attempt
             continue
         try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live agent's attempt
             shutil.rmtree(path, ignore_errors=True)
             log.warning("attempt directory left by an agent that died removed", extra={"path": str(path)})
-        except OSError:
-            pass
         finally:
             os.close(held)
+
+
+def lock_unheld(path: Path) -> int | None:
+    """The directory ``path`` locked (``flock``; the lock goes with the returned descriptor), unless no such directory
+    is there (or it is a link) or a live agent holds its lock: None then."""
+    try:
+        held = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live agent's attempt
+    except OSError:
+        os.close(held)
+        return None
+    return held
