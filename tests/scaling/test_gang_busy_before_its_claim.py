@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tests.messages import heartbeat, job_request
 from tests.scaling.test_gang_claim_during_a_pass import REGION, booted_pair, config, deleted  # noqa: F401 - fixtures
-from tests.scaling.test_scaling_integration import BOOT_S, build_stack, vm_beat
+from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, build_stack, vm_beat
 
 
 def busy_with(name: str, job_id: str, attempt: int, seq: int, at: str) -> dict:
@@ -67,3 +67,28 @@ def test_a_gang_whose_next_node_is_busy_before_its_claim_is_not_released_for_roo
         assert job["status"] == "ASSIGNED" and [n["vm"] for n in job["gang"]] == [first.name, second.name], job
     finally:
         standin.stop()
+
+
+def test_a_gang_whose_first_node_is_in_flight_is_demand_only_in_that_nodes_region(functions, zen, clock):
+    """The first claim narrows a gang's start to its node's region (zen.core.gang): a node in flight, its claim not
+    recorded yet, is in the region the gang assembles in. Its demand was the rest of the gang in every region it
+    allows, so a pass asked for the other node in the first of them, a VM that booted for nothing (its claim
+    released: the gang assembles where the node in flight claims), and the gang waited for a pass and a new boot."""
+    from tests.scaling.test_gang_demand import plan_for, vm
+    from zen.scaling.fleetdb import demand_groups
+    from zen.scaling.model import VmPhase
+    from zen.store import fleet
+
+    functions.submit(job_request("pair", nodes=2))  # allowed: us-central1 first, us-west1, europe-west4
+    functions.heartbeat(busy_with("vm-w", "pair", 1, 1, clock().isoformat()))  # in us-west1, its claim on the way
+    with zen.db.transaction() as session:
+        [row] = fleet.queued_demand(session, CLUSTER, clock(), 600)
+    assert (row["need"], list(row["regions"])) == (1, [REGION]), row
+    [group] = demand_groups([row], zen.config.cluster(CLUSTER))
+    assert {pool.split("/")[0] for pool in group.regions} == {REGION}, group
+    assert plan_for(group, vms=[vm("vm-w", REGION, VmPhase.BUSY, job="pair")]).add == {REGION: 1}  # not us-central1
+
+    functions.heartbeat(heartbeat("pair", "CLAIMED", 2, vm="vm-w", region=REGION, zone=f"{REGION}-a"))
+    with zen.db.transaction() as session:  # its claim recorded: the claim narrows it, as before
+        [row] = fleet.queued_demand(session, CLUSTER, clock(), 600)
+    assert (row["need"], list(row["regions"])) == (1, [REGION]), row

@@ -518,7 +518,10 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- (gang_node_in_flight, migration 0057: a VM whose agent said BUSY with the gang's attempt, its claim on the way):
 -- the pass sees that VM busy (zen.scaling.vms.classify), so counted in the need too the gang wanted a VM more than
 -- it lacks, and at max_vms the pass deleted the VM booting for its next node. A gang all of whose missing nodes
--- are in flight needs no VM: no row.
+-- are in flight needs no VM: no row. A gang none of whose nodes is claimed yet, its nodes in flight all in one region
+-- its start reaches, assembles there (its first claim narrows it so: zen.core.gang): its demand is in that region
+-- alone. In all it allows, a pass asked for its other nodes in the first of them, VMs that booted for nothing (their
+-- claims released once the node in flight claimed elsewhere), and the gang waited a pass and new boots for them.
 -- longest: the group's longest max_runtime_s its request named (NULL: none did; the stored column holds the cap
 -- then), what a flex-start VM must have left of its run to count. late: queued for its start bound or longer at
 -- :now (its own max_start_wait_s, else the cluster's :bound), apart from the others: the planner ranks a group
@@ -528,13 +531,15 @@ SELECT priority, regions, provisioning, max_start_wait_s, checkpoint_every_s, co
        late
 -- The nodes in flight counted apart, over the cluster's busy VMs, joined by job id: a job's whole row passed to
 -- gang_node_in_flight for each queued job read every column of each (2.5x the time at 30,000 queued; 1.3x so).
-FROM (SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-             checkpoint_every_s, queued_at, named_max_runtime_s, nodes,
+FROM (SELECT priority, CASE WHEN flying.places = 1 AND COALESCE(start_regions, regions) @> jsonb_build_array(flying.region)
+                              THEN jsonb_build_array(flying.region) ELSE COALESCE(start_regions, regions) END AS regions,
+             provisioning, max_start_wait_s, checkpoint_every_s, queued_at, named_max_runtime_s, nodes,
              nodes - COALESCE(jsonb_array_length(gang), 0) - COALESCE(flying.vms, 0) AS need,
              queued_at <= CAST(:now AS timestamptz)
                           - COALESCE(max_start_wait_s, CAST(:bound AS integer)) * interval '1 second' AS late
       FROM jobs
-      LEFT JOIN (SELECT vms.job_id, count(*) AS vms FROM vms JOIN jobs AS job ON job.job_id = vms.job_id
+      LEFT JOIN (SELECT vms.job_id, count(*) AS vms, min(vms.region) AS region, count(DISTINCT vms.region) AS places
+                 FROM vms JOIN jobs AS job ON job.job_id = vms.job_id
                  WHERE vms.cluster = :cluster AND vms.state = 'BUSY' AND gang_node_in_flight(vms, job)
                  GROUP BY vms.job_id) AS flying ON flying.job_id = jobs.job_id
       WHERE cluster = :cluster AND status = 'QUEUED') AS queued
