@@ -64,6 +64,23 @@ def test_output_faster_than_the_rate_keeps_the_tail_and_counts_what_it_drops(tmp
     assert [int(t.split()[1]) for t in kept] == sorted(int(t.split()[1]) for t in kept)
 
 
+def test_an_output_numbered_after_another_goes_on_past_every_line_the_first_may_ship(tmp_path):
+    """``numbered``: where an output an agent restarted writes the attempt's end goes on (``zen.agent.resume``)."""
+    limits = OutputLimits(flush_s=0.05, rate_lines=20, hold_s=0.5, tail_bytes=200, line_bytes=100)
+    first = AttemptOutput("again", 1, "vm", LocalSink(tmp_path), limits)
+    for number in range(1, 301):  # faster than the rate: a window held back
+        first.add("stdout", f"line {number}")
+    numbered = first.numbered()
+    first.close("done", budget_s=10)
+    shipped = entries(tmp_path, "again")
+    assert shipped[-1].final and shipped[-1].seq == numbered + 1, (numbered, shipped[-3:])
+
+    resumed = AttemptOutput("again", 1, "vm", LocalSink(tmp_path / "resumed"), limits, numbered=numbered + 1)
+    resumed.close("resumed", budget_s=10)
+    [end] = entries(tmp_path / "resumed", "again")
+    assert (end.seq, end.final) == (numbered + 2, True)
+
+
 def test_output_limits_come_from_the_environment_and_bad_ones_are_refused():
     limits = AgentSettings.from_env({"ZEN_AGENT_LOG_LIMIT_BYTES": "4096", "ZEN_AGENT_LOG_TAIL_BYTES": "1024",
                                      "ZEN_AGENT_LOG_LINE_BYTES": "512", "ZEN_AGENT_LOG_RATE_LINES": "50"}).output

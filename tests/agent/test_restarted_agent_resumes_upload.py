@@ -18,6 +18,7 @@ from google.cloud import storage as gcs
 from tests.agent.conftest import DEADLINES
 from tests.agent.fakedocker import FakeDocker
 from tests.agent.helpers import wait_for
+from zen.adapters.joblogs import LocalReader
 from zen.core import lease
 from zen.core.config import load_config
 
@@ -40,9 +41,9 @@ def bucket(storage):
     return gcs.Client().create_bucket("out-bkt")
 
 
-def start_agent(agents, docker: FakeDocker, storage, tmp_path):
+def start_agent(agents, docker: FakeDocker, storage, tmp_path, **tuning: str):
     return agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path, ZEN_CLUSTER=CLUSTER,
-                        STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work"))
+                        STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work"), **tuning)
 
 
 def killed_while_uploading(scheduler, agents, storage, tmp_path, job_id: str, code: int):
@@ -117,3 +118,29 @@ def test_an_attempt_whose_lease_fell_while_no_agent_ran_is_not_resumed(scheduler
     [said] = restarted.said("an attempt the previous agent ran ended with it; reported PREEMPTED", job_id="late",
                             attempt=1)
     assert "no heartbeat reached Zen" in said.get("reason", ""), said
+
+
+def test_the_resumed_output_goes_on_past_the_lines_the_dead_agent_shipped(scheduler, agents, storage, bucket, tmp_path):
+    """The job's lines the dead agent shipped keep their numbers, and the attempt's end is numbered after them: it was
+    numbered 1 again, the first line's number (``zen logs -f``, reading past it, never printed how the job ended; a
+    later read showed one of the two entries of number 1)."""
+    logs = tmp_path / "logs"
+    docker = FakeDocker(tmp_path / "docker")
+    docker.ends(0, stderr="epoch 1\nepoch 2\n", writes=OUTPUTS)
+    held = storage.state.hold("metrics.json", "store")
+    doomed = start_agent(agents, docker, storage, tmp_path, ZEN_JOB_LOGS_DIR=str(logs))
+    scheduler.submit("numbered", ["python", "train.py"], image=IMAGE, cluster=CLUSTER, outputs="gs://out-bkt/runs")
+    assert held.reached.wait(60), "the upload never began"
+    entries = LocalReader(logs)
+    shipped = wait_for(lambda: len(got := entries.new_entries("numbered", 1)) >= 2 and got, 10, what="the lines shipped")
+    doomed.kill()
+
+    start_agent(agents, docker, storage, tmp_path, ZEN_JOB_LOGS_DIR=str(logs))
+    job = scheduler.wait_status("numbered", "SUCCEEDED", "FAILED", "QUEUED", "ASSIGNED", "PENDING", timeout_s=60)
+    held.release.set()
+    assert (job.status.value, job.attempt) == ("SUCCEEDED", 1), scheduler.history("numbered")
+
+    [end] = wait_for(lambda: entries.new_entries("numbered", 1), 10, what="the attempt's end")
+    assert end.final and end.text.startswith("[zen] end of attempt 1 on vm-a: SUCCEEDED"), end
+    assert [(e.seq, e.text) for e in shipped] == [(1, "epoch 1"), (2, "epoch 2")], shipped
+    assert end.seq == 3, end  # after them, with no gap (a reader waits for a missing number)

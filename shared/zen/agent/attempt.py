@@ -208,7 +208,8 @@ class AttemptRunner:
                 checkpoint.close()
             if exited is not None and report and (journal := self._reporter.journal) is not None:  # ``exited``: the job's
                 journal.exited(attempt.job_id, attempt.attempt,  # start's, for the agent restarted should this one die now
-                               resume.ended(exited, final, exit_code, note, tail, data, limit_s, attempt, self._clock()))
+                               resume.ended(exited, final, exit_code, note, tail, data, limit_s, attempt, self._clock(),
+                                            output.numbered()))
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
@@ -246,7 +247,7 @@ class AttemptRunner:
         of this VM that died (``zen.agent.resume``), in the slot taken for it."""
         self._pulls.began((attempt.job_id, attempt.attempt), ended.gpus)
         output = AttemptOutput(attempt.job_id, attempt.attempt, self._identity.vm, self._sink, self._settings.output,
-                               self._settings.tail_bytes)
+                               self._settings.tail_bytes, numbered=ended.numbered)  # its end after the lines shipped
         self._end(attempt, output, ended.exit_code, ended.status, ended.note(self._identity.vm), data=data,
                   upload=data is not None, tail=ended.tail, limit_s=ended.upload_left(self._clock()))
 

@@ -83,7 +83,7 @@ class AttemptOutput:
     """One attempt's output: ``add`` from the capture threads, ``close`` once at the end."""
 
     def __init__(self, job_id: str, attempt: int, vm: str, sink: Sink | None, limits: OutputLimits = OutputLimits(),
-                 recent_bytes: int = 4096, wall_clock: Callable[[], float] = time.time):
+                 recent_bytes: int = 4096, wall_clock: Callable[[], float] = time.time, numbered: int = 0):
         self.job_id, self.attempt, self.vm = job_id, attempt, vm
         self._sink = sink
         self._limits = limits
@@ -94,7 +94,7 @@ class AttemptOutput:
         self._window: deque[tuple[str, str, str, int]] = deque()  # (stream, text, time, size)
         self._window_bytes = 0
         self._dropped = [0, 0]  # lines, bytes fallen out of the window
-        self._seq = 0
+        self._seq = numbered  # its entries are numbered from here on (``numbered``: an upload resumed, zen.agent.resume)
         self._hidden: tuple[str, ...] = ()  # the job's secret values (``hide``), longest first
         self._accepted_bytes = 0
         self._over_size = False
@@ -133,6 +133,15 @@ class AttemptOutput:
     def recent_text(self) -> str:
         with self._lock:
             return self._recent.text()
+
+    def numbered(self) -> int:
+        """The highest ``seq`` this output's entries reach before its final entry (``close``): those numbered, and
+        those its ship thread may still number (a window held back while it was behind, after a line counting what fell
+        out of it; one held for being over the size limit goes only at ``close``). An agent restarted numbers the
+        attempt's end after it (``zen.agent.resume``), past the lines this one shipped."""
+        with self._lock:
+            held = len(self._window) + bool(self._dropped[0]) if self._behind and not self._over_size else 0
+            return self._seq + held
 
     def _route(self, stream: str, text: str, at: str, size: int) -> None:
         limits = self._limits

@@ -11,7 +11,8 @@ may have taken the attempt for lost and given the job to another VM; PREEMPTED, 
 agent would have reported it), and its work directory is there, locked by no live agent (locked now, before the
 work-dir sweep, which then leaves it). Otherwise it is reported PREEMPTED, as before (``zen.agent.restart``). The
 resumed upload sends every output again (the objects are the attempt's own: a repeat is harmless), within what is left
-of its budget from the job's end; the report says the upload was resumed.
+of its budget from the job's end; the report says the upload was resumed, and the attempt's last output entry is
+numbered after those the dead agent numbered (``Ended.numbered``: numbered 1 again, it took the job's first line's).
 Why: docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
@@ -50,9 +51,10 @@ def base(start: StartMessage, attempt: AttemptReport) -> dict[str, object]:
 
 
 def ended(base: dict[str, object], final: AgentStatus, exit_code: int | None, note: str | None, tail: str, data: AttemptData | None,
-          limit_s: float | None, attempt: AttemptReport, now: float) -> dict[str, object]:
-    """The mark's record of how the job ended (``Journal.exited``), as its upload begins (``now``, the agent's clock)."""
-    return {**base, "status": final.value, "exit_code": exit_code, "note": note, "tail": tail,
+          limit_s: float | None, attempt: AttemptReport, now: float, numbered: int = 0) -> dict[str, object]:
+    """The mark's record of how the job ended (``Journal.exited``), as its upload begins (``now``, the agent's clock;
+    ``numbered``: the last ``seq`` its output may reach, ``AttemptOutput.numbered``)."""
+    return {**base, "status": final.value, "exit_code": exit_code, "note": note, "tail": tail, "numbered": numbered,
             "summary": data.summary() if data is not None else "", "had_data": data is not None, "limit_s": limit_s,
             "at": now, "boot": boot_id(), "renewed_at": attempt.accepted_at}
 
@@ -74,6 +76,7 @@ class Ended:
     at: float
     boot: str | None
     renewed_at: float | None
+    numbered: int = 0  # the job's output entries the dead agent numbered (or may have): the resumed ones follow
 
     @classmethod
     def of(cls, record: object) -> Ended | None:
@@ -86,7 +89,8 @@ class Ended:
             return cls(AgentStatus(record["status"]), None if code is None else int(code), record.get("note"),
                        str(record.get("tail") or ""), str(record.get("summary") or ""), bool(record["had_data"]),
                        record.get("outputs"), None if node is None else int(node), None if gpus is None else int(gpus),
-                       number("limit_s"), float(record["at"]), record.get("boot"), number("renewed_at"))
+                       number("limit_s"), float(record["at"]), record.get("boot"), number("renewed_at"),
+                       int(record.get("numbered") or 0))
         except (KeyError, TypeError, ValueError):
             return None
 
