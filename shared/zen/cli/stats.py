@@ -61,12 +61,12 @@ def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: fl
 
 USD_FIGURE = "attempt_usd"  # not a log metric: what the attempts that ended in the window cost
 USD_DOC = ("USD of the attempts that ended in the window, per cluster, region and provisioning model, each billed "
-           "per second at its region's and model's price when it ended (not a log metric)")
+           "per second at the price its VM was billed at, in its region and model (not a log metric)")
 
 
 def attempt_dollars(session, since: datetime, pricer) -> list[dict[str, Any]]:
     """What the attempts that ended since ``since`` cost, per cluster, region and provisioning model, each
-    billed per second at its own region's and model's price when it ended (``zen.cli.usage.Pricer``; ``usd`` None
+    billed per second at the price its VM was billed at, in its region and model (``zen.cli.usage.Pricer``; ``usd`` None
     where one was unpriced)."""
     from zen.store import usage
 

@@ -1,7 +1,7 @@
 """``zen usage [--since AGE|DATE] [--by user|queue|region] [--json]``: GPU-hours, VM-hours and what they
 cost per user, queue or region, read from ``attempt_usage`` (``zen.store.usage``), with the fleet's
 VM-hours ``--by region``. Each attempt is billed per second of its share of its VM at the price of its
-machine type in the region and provisioning model it ran in, as kept when it ended; each VM of the fleet
+machine type in the region and provisioning model it ran in, as its VM was billed (kept when it ended); each VM of the fleet
 as GCE bills it (a one-minute minimum, per second after: ``Pricer``). What is counted, the window and the prices: docs/explanations/accounting.md.
 A read command: it never starts or creates a database (``zen.cli.kit.database``).
 """
@@ -47,7 +47,8 @@ class Unpriced(str):
 
 class Pricer:
     """What attempts and VMs cost, billed as GCE bills. An attempt (an ``attempt_usage`` row): per second of its
-    share of the VM, at the model and price kept as it ended (``zen.core.prices.AttemptPrice``); a row from
+    share of the VM, at the model and price kept as it ended (its VM's billed segment's, as the fleet's below, else
+    the price then: ``zen.core.prices.AttemptPrice``); a row from
     before they were kept: today's price, the model from its VM's name as its cluster is configured now. A
     VM (the fleet): a one-minute minimum, then per second, at its pool's price when it began (else today's).
     GCE's minimum is a VM's, met by its boot before its first job: not charged again for each job it runs.
@@ -265,8 +266,8 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
     columns = (args.by,) + COLUMNS + (FLEET_COLUMNS if args.by == "region" else ())
     print(f"attempts that ended since {since.astimezone():%Y-%m-%d %H:%M %Z}, by {args.by}")
     print_table(shown_unpriced(rows), columns)
-    print("usd: each attempt per second of its share of its VM, at its region's and provisioning model's price "
-          "when it ended")
+    print("usd: each attempt per second of its share of its VM, at the price its VM was billed at (its region's "
+          "and provisioning model's)")
     if args.by == "region":
         print("fleet: every VM the scaling passes saw in the window, boot and idle included, billed as GCE bills "
               "(one-minute minimum, per second after) at its pool's price when it began; its time in the window only, while usd counts "

@@ -206,11 +206,13 @@ def snapshot() -> PriceTable:
 class AttemptPrice:
     """What an attempt that ends now is priced at, as its usage row keeps it (``zen.store.usage``). ``vms``: each
     VM it held (a gang's nodes, rank order), the model its name gives under today's configuration
-    (``model_of_vm``), and its share of the attempt's VM-time. Per model, ``fixed`` (a configured override) wins,
-    else the catalog's stored price (looked up in the row's own statement where ``catalog``), else the
-    snapshot's (``fallback``). The row's statement reads each VM's model as the scaling passes first saw it
-    where they did (a primary pool's VM names no model), else the name's; the attempt's price per VM-hour is
-    its VMs' weighted by their shares, unpriced where any VM's model is, and its model rank 0's."""
+    (``model_of_vm``), and its share of the attempt's VM-time. The row's statement reads each VM's model, and the
+    price kept with it, from the billed segment the scaling passes saw the attempt start in (a primary pool's VM
+    names no model; migration 0056: what the fleet's dollars bill that VM at, so a price refreshed while the attempt
+    ran does not reprice it); for a VM no pass saw billed, or a segment kept unpriced, the name's model priced now:
+    ``fixed`` (a configured override) wins, else the catalog's stored price (looked up in the row's own statement
+    where ``catalog``), else the snapshot's (``fallback``). The attempt's price per VM-hour is its VMs' weighted by
+    their shares, unpriced where any VM's model is, and its model rank 0's."""
 
     vms: tuple[tuple[str, str, float], ...]
     fixed: dict[str, float]

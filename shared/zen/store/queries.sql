@@ -867,11 +867,13 @@ GROUP BY queue, cluster;
 -- claim that ran it is the last), else when it began running (an agent's clock never moves the start
 -- before Zen's claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM (x :gpu_factor: a
 -- gang's nodes that ended before it, zen.jobs.decisions).
--- Its price per VM-hour now (zen.core.prices.AttemptPrice): each of its VMs (:vms, a gang's nodes) as the
--- model the scaling passes saw it as (mig_instances: the billed segment its start falls in, an earlier one's kept in
--- billed_before for a VM its MIG recreated since; else vm_lifetimes once it left its MIG; a primary
--- pool's VM names no model), else as its name says; priced at a configured price of that model, else the
--- catalog's stored price of its pool, else the snapshot's; weighted by each VM's share; unpriced where one is.
+-- Its price per VM-hour (zen.core.prices.AttemptPrice): each of its VMs (:vms, a gang's nodes) as the scaling passes
+-- saw it billed (mig_instances: the billed segment its start falls in, an earlier one's kept in billed_before for a
+-- VM its MIG recreated since; else vm_lifetimes once it left its MIG): that segment's model and the price kept with
+-- it (migration 0056: what the fleet's dollars bill the VM at, so an attempt is its share of its VM's cost, whatever
+-- price the catalog's refresh or an override set while it ran); a VM no pass saw billed, or a segment kept without a
+-- price, as its name says (a primary pool's VM names no model), priced now: at a configured price of that model, else
+-- the catalog's stored price of its pool, else the snapshot's; weighted by each VM's share; unpriced where one is.
 -- Its model: its VMs' (a gang's nodes' models, when they differ, in one name: spot+standard).
 -- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
 INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
@@ -887,31 +889,36 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
      LATERAL (SELECT string_agg(DISTINCT n.model, '+') AS model,
              CASE WHEN bool_and(n.usd IS NOT NULL) THEN sum(n.share * n.usd) END AS usd_per_hour
       FROM (SELECT m.rank, m.share, m.model,
-                   COALESCE(CAST(CAST(:fixed AS jsonb) ->> m.model AS double precision),
+                   COALESCE(m.kept,
+                            CAST(CAST(:fixed AS jsonb) ->> m.model AS double precision),
                             (SELECT p.usd_per_hour FROM vm_prices p
                              WHERE CAST(:use_catalog AS boolean) AND p.machine_type = :machine_type
                                AND p.region = :region AND p.model = m.model),
                             CAST(CAST(:fallback AS jsonb) ->> m.model AS double precision)) AS usd
-            FROM (SELECT g.rank, g.share,
-                         -- the VM's row (in its MIG, else the last one that left it): the last billed segment begun by
-                         -- the attempt's start (its VM then), else the first (claimed before a pass saw its VM billed);
-                         -- that segment's model, else the row's
-                         COALESCE((SELECT COALESCE((SELECT seg.model FROM (
-                                              SELECT CAST(e ->> 0 AS timestamptz) AS since, e ->> 2 AS model
-                                              FROM jsonb_array_elements(COALESCE(r.billed_before, '[]'::jsonb)) AS e
-                                              UNION ALL SELECT r.running_at, r.model WHERE r.running_at IS NOT NULL) AS seg
-                                            ORDER BY seg.since <= s.started_at DESC,
-                                                     CASE WHEN seg.since <= s.started_at THEN seg.since END DESC,
-                                                     seg.since LIMIT 1), r.model)
-                                   FROM (SELECT billed_before, running_at, model, 0 AS gone, first_seen_at FROM mig_instances
-                                         WHERE name = g.vm AND model IS NOT NULL
-                                         UNION ALL
-                                         SELECT billed_before, running_at, model, 1, first_seen_at FROM vm_lifetimes
-                                         WHERE name = g.vm AND model IS NOT NULL) AS r
-                                   ORDER BY r.gone, r.first_seen_at DESC LIMIT 1),
-                                  g.model) AS model
+            FROM (SELECT g.rank, g.share, COALESCE(k.model, g.model) AS model, k.usd AS kept
                   FROM jsonb_to_recordset(CAST(:vms AS jsonb))
-                       AS g(rank integer, vm text, model text, share double precision)) AS m) AS n) AS v
+                       AS g(rank integer, vm text, model text, share double precision)
+                  -- the VM's row (in its MIG, else the last one that left it): the last billed segment begun by the
+                  -- attempt's start (its VM then), else the first (claimed before a pass saw its VM billed); that
+                  -- segment's model (else the row's) and its kept price
+                  LEFT JOIN LATERAL (
+                      SELECT COALESCE(seg.model, r.model) AS model, seg.usd
+                      FROM (SELECT billed_before, running_at, model, usd_per_hour, 0 AS gone, first_seen_at
+                            FROM mig_instances WHERE name = g.vm AND model IS NOT NULL
+                            UNION ALL
+                            SELECT billed_before, running_at, model, usd_per_hour, 1, first_seen_at
+                            FROM vm_lifetimes WHERE name = g.vm AND model IS NOT NULL) AS r
+                           LEFT JOIN LATERAL (
+                               SELECT e.model, e.usd FROM (
+                                   SELECT CAST(x ->> 0 AS timestamptz) AS since, x ->> 2 AS model,
+                                          CAST(x ->> 3 AS double precision) AS usd
+                                   FROM jsonb_array_elements(COALESCE(r.billed_before, '[]'::jsonb)) AS x
+                                   UNION ALL SELECT r.running_at, r.model, r.usd_per_hour WHERE r.running_at IS NOT NULL
+                               ) AS e
+                               ORDER BY e.since <= s.started_at DESC,
+                                        CASE WHEN e.since <= s.started_at THEN e.since END DESC, e.since
+                               LIMIT 1) AS seg ON true
+                      ORDER BY r.gone, r.first_seen_at DESC LIMIT 1) AS k ON true) AS m) AS n) AS v
 ON CONFLICT (job_id, attempt) DO NOTHING
 RETURNING job_id;
 
