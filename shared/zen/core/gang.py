@@ -88,7 +88,7 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
         reason = f"the gang assembles in {nodes[0].region}; a node in {hb.region} cannot join it"
         return Decision(ignored=reason, publish_start=True,
                         controls=[_order(job, hb.vm, ControlAction.RELEASE, reason)])
-    node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now)
+    node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now, claimed_at=now)
     nodes.append(node)
     if len(nodes) == job.nodes:  # each waiting node claimed again until now (its seq recorded, not its time): heard now
         nodes = [n.model_copy(update={"beat_at": now, "confirmed_at": now}) for n in nodes]

@@ -53,6 +53,9 @@ class GangNode(BaseModel):
     # e.g. killed for want of memory (zen.core.retries.ended reads it, as a one-VM job's report's).
     message: str | None = None
     confirmed_at: datetime | None = None  # when the gang completed (its claim: ASSIGNED), where its usage starts
+    # When Zen heard its claim (its first, the gang assembling): a VM made after it under its name never ran its part
+    # (zen.core.incarnation). None on a node recorded before it was kept.
+    claimed_at: datetime | None = None
     # While the gang assembles: when another node left it after this one's claim (the gang then needs one
     # more VM; a planner pass before then counted that VM busy: zen.core.gang.room_seen_after).
     left_at: datetime | None = None

@@ -32,10 +32,12 @@ def claimed_before(vm: str, attempt: int, claimed_by: datetime | None, created: 
             "recreated the VM that claimed it under its name, and the new VM never ran it")
 
 
-def held_since(job: Job) -> datetime | None:
-    """A moment the job's attempt was held by its VM already: its start, else the row's last change (both
-    written at the claim or after it; a later change makes the check weaker, never wrong)."""
-    return min((at for at in (job.started_at, job.updated_at) if at is not None), default=None)
+def held_since(job: Job, vm: str | None = None) -> datetime | None:
+    """A moment the job's attempt was held by ``vm`` already: its start, else the row's last change (both
+    written at the claim or after it; a later change makes the check weaker, never wrong), and a gang's node of
+    ``vm`` its own claim (``GangNode.claimed_at``: the gang may complete, and its row change, long after)."""
+    node = next((n.claimed_at for n in job.gang or () if n.vm == vm), None)
+    return min((at for at in (job.started_at, job.updated_at, node) if at is not None), default=None)
 
 
 def not_its_vm(job: Job, hb: Heartbeat, created: datetime | None) -> Decision | None:
@@ -46,5 +48,5 @@ def not_its_vm(job: Job, hb: Heartbeat, created: datetime | None) -> Decision | 
     holds = hb.vm == job.vm or any(node.vm == hb.vm for node in job.gang or ())
     if hb.status is AgentStatus.CLAIMED or not holds or hb.attempt != job.attempt or not job.status.holds_vm:
         return None
-    reason = claimed_before(hb.vm, hb.attempt, held_since(job), created)
+    reason = claimed_before(hb.vm, hb.attempt, held_since(job, hb.vm), created)
     return None if reason is None else Decision(ignored=reason)
