@@ -24,7 +24,7 @@ from zen.agent.container import Sandbox, Shape, ensure_networks
 from zen.agent.fence import fence_s
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
-from zen.agent.leftover import fence_vm
+from zen.agent.leftover import PowerOffAtStart
 from zen.agent.ranlog import ran_since_boot
 from zen.agent.removal import ContainersLeft, may_run, remove_leftover_containers
 from zen.agent.settings import AgentSettings, with_deadlines, work_dir_of
@@ -71,14 +71,16 @@ def _runs_containers(env) -> bool:
     return env.get("ZEN_AGENT_LOCAL", "").strip().lower() not in ("1", "true", "yes")
 
 
-def _remove_leftovers(env) -> ContainersLeft | None:
-    """Remove the containers an earlier agent left (container mode only): why some may be left, else None. One
-    docker cannot remove and does not say has stopped powers the VM off (``ZEN_AGENT_FENCE_FILE``): no agent reports
-    its attempt any more, and Zen runs the job again elsewhere once the attempt's reports stop. So does docker
-    listing none at all once an agent of this boot ran an attempt here (``ranlog.ran_since_boot``); else the VM only
-    retires (one whose docker never works is not powered off at every boot)."""
+def _remove_leftovers(env) -> tuple[ContainersLeft | None, PowerOffAtStart | None]:
+    """Remove the containers an earlier agent left (container mode only): why some may be left, else None, and the
+    VM's power-off, if it is due. One docker cannot remove and does not say has stopped powers the VM off
+    (``ZEN_AGENT_FENCE_FILE``): no agent reports its attempt any more, and Zen runs the job again elsewhere once the
+    attempt's reports stop. So does docker listing none at all once an agent of this boot ran an attempt here
+    (``ranlog.ran_since_boot``); else the VM only retires (one whose docker never works is not powered off at every
+    boot). The power-off comes once the earlier agent's other attempts, their containers gone, are reported
+    (``zen.agent.restart``), and ``POWER_OFF_S`` from now at most (``leftover.PowerOffAtStart``)."""
     if not _runs_containers(env):
-        return None
+        return None, None
     docker = env.get("ZEN_AGENT_DOCKER") or "docker"
     try:
         removed = remove_leftover_containers(docker)
@@ -87,16 +89,19 @@ def _remove_leftovers(env) -> ContainersLeft | None:
                   extra={"reason": str(exc)})
         running = [cid for cid in exc.found if may_run(cid, docker)]
         fence_file = env.get("ZEN_AGENT_FENCE_FILE")
+        off = None
         if running and fence_file:
-            fence_vm(fence_file, f"containers of earlier attempts may still run ({' '.join(running)}) and docker "
-                                 "cannot remove them: Zen runs their jobs again elsewhere once their reports stop")
+            off = PowerOffAtStart(fence_file, f"containers of earlier attempts may still run ({' '.join(running)}) "
+                                              "and docker cannot remove them: Zen runs their jobs again elsewhere once "
+                                              "their reports stop")
         elif fence_file and not exc.found and ran_since_boot(work_dir_of(env)):
-            fence_vm(fence_file, "docker cannot list containers, and an agent of this boot ran attempts here: one's "
-                                 "container may still run: Zen runs its job again elsewhere once its reports stop")
-        return exc
+            off = PowerOffAtStart(fence_file, "docker cannot list containers, and an agent of this boot ran attempts "
+                                              "here: one's container may still run: Zen runs its job again elsewhere "
+                                              "once its reports stop")
+        return exc, off
     if removed:
         log.warning("removed containers left by a previous agent", extra={"containers": removed})
-    return None
+    return None, None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,7 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()
     env = os.environ
-    left = None if args.check else _remove_leftovers(env)  # first: any read below may fail and exit
+    left, off = (None, None) if args.check else _remove_leftovers(env)  # first: any read below may fail and exit
+    try:
+        return _start(args, env, left, off)
+    finally:  # whatever ended the agent (an error, a read that failed), the power-off it decided on is not lost
+        if off is not None:
+            off.now()
+
+
+def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: PowerOffAtStart | None) -> int:
     metadata = MetadataServer.from_env(env)
     try:
         settings = AgentSettings.from_env(env)
@@ -158,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
                   sink=_output_sink(env, identity, local), pulls=pulls,
                   slots=Slots.of_vm(capacity, settings.work_dir, identity.vm), sandbox=sandbox,
-                  left_gone=None if local else gone_after(left, settings.docker))  # (restart.py)
+                  left_gone=None if local else gone_after(left, settings.docker),  # (restart.py)
+                  power_off=off)  # once those attempts are reported
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

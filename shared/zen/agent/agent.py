@@ -63,7 +63,8 @@ class Agent:
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None,
                  sandbox: Sandbox | None = None, read_secret: Callable[[str], bytes] | None = None,
-                 left_gone: Callable[[str, int], bool] | None = None):
+                 left_gone: Callable[[str, int], bool] | None = None,
+                 power_off: leftover.PowerOffAtStart | None = None):
         self.identity = identity
         # Whether an attempt an earlier agent ran is known gone, its container (zen.agent.restart); None: none is.
         self.left_gone = left_gone
@@ -100,6 +101,11 @@ class Agent:
         self._clock = clock
         self._resend_at = 0.0  # when the final reports kept are next sent again (_resend_kept)
         self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
+        # The VM's power-off decided at the start (zen.agent.__main__): it shuts down at once, and is powered off once
+        # the attempts an earlier agent left are reported (run), as a power-off decided while running (leftover.py).
+        self._power_off = power_off
+        if power_off is not None:
+            self.shutdown.power_off("powered off: a container of an earlier attempt may still run", power_off.why)
 
     @property
     def jobs_run(self) -> int:
@@ -123,7 +129,8 @@ class Agent:
         self._sweep_work_dir()
         self.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
         self._resend_at = self._clock() + RESEND_S
-        self.transport.open_control()
+        if self._power_off is None:  # (powered off: no control message is needed, nor waited for)
+            self.transport.open_control()
         self._threads += [resume.start(r, self.attempts, self.controls, self.journal, self.slots, self.log) for r in resumed]
         self.log.info("agent started", extra={"local": self.local})
         self.vm_beats.beat(force=True)
@@ -166,7 +173,9 @@ class Agent:
             for thread in self._threads:  # each sees the shutdown: its attempt ends PREEMPTED
                 # (by the power-off's deadline at most, when one is asked for: zen.agent.leftover.retirer)
                 thread.join(None if self.shutdown.power_off_reason is None else max(0.0, self.shutdown.left()))
-            if (why := self.shutdown.power_off_reason) is not None and self.settings.fence_file:  # reported: off now
+            if self._power_off is not None:  # the earlier agent's attempts reported: off now
+                self._power_off.now()
+            elif (why := self.shutdown.power_off_reason) is not None and self.settings.fence_file:  # reported: off now
                 leftover.fence_vm(self.settings.fence_file, why)
             self.disk.close()
             self._shut_down()

@@ -15,10 +15,12 @@ and the container with it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from zen.agent.removal import may_run
+from zen.agent.shutdown import POWER_OFF_S
 from zen.core.reports import LEFT_RUNNING
 
 if TYPE_CHECKING:
@@ -87,6 +89,32 @@ def fence_vm(path: str, reason: str) -> None:
         log.error("cannot ask for this VM's power-off", extra={"path": path, "reason": reason, "error": str(exc)})
         return
     log.error("this VM is powered off", extra={"reason": reason})
+
+
+class PowerOffAtStart:
+    """The VM's power-off the agent asks for as it starts (``zen.agent.__main__``: a container an earlier agent left,
+    which docker cannot remove, may run its job): asked for (:func:`fence_vm`, once) when :meth:`now` is called, once
+    the earlier agent's other attempts, their containers gone, are reported (``Agent.run``, ``zen.agent.restart``),
+    and ``POWER_OFF_S`` after it was decided at most, whatever the agent does then (a report waiting for Pub/Sub, a
+    read that fails and ends the agent): a timer asks for it then. Asked for first thing, it went before those
+    reports, and Zen ran their jobs again only once the sweep took them for lost, each spending an attempt."""
+
+    def __init__(self, path: str, why: str, within_s: float = POWER_OFF_S) -> None:
+        self.path, self.why = path, why
+        self._lock = threading.Lock()
+        self._asked = False
+        self._timer = threading.Timer(within_s, self.now)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def now(self) -> None:
+        """Ask for the power-off now, unless it was asked for already (the timer, or the agent)."""
+        with self._lock:
+            if self._asked:
+                return
+            self._asked = True
+        self._timer.cancel()
+        fence_vm(self.path, self.why)
 
 
 def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock: Callable[[], float],

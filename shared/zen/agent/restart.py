@@ -9,7 +9,8 @@ Zen requeues it at once, where it waited ``heartbeat_timeout_s`` for the lost-jo
 had its claims refused for want of room meanwhile. An attempt whose container docker cannot remove, or all of them
 when docker cannot list containers, is not reported: the VM retires (or is powered off), and the sweep ends that
 attempt once its reports stop, as before; the VM's other attempts, their containers gone, are reported all the same
-(where they waited for the sweep beside it, each spending an attempt). Container mode only: a host process (local mode) is
+(where they waited for the sweep beside it, each spending an attempt), before the power-off
+(``zen.agent.leftover.PowerOffAtStart``). Container mode only: a host process (local mode) is
 not something docker can say is gone. An attempt whose job had ended, its outputs being uploaded, is resumed instead
 when it may be (``zen.agent.resume``: ``end_left_running``).
 Why: docs/reference/agent.md#final-reports-outlive-the-agent
