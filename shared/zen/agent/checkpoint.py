@@ -62,7 +62,7 @@ class Checkpoint:
         self.notes, self._failed = list[str](), set[str]()  # _failed: notes of saves that failed, dropped once one lands
         self.saved, self.saves = Progress(), 0  # the last save's (one object, restarted by each save); saves written
         self.latest_why: str | None = None  # why the newest save this attempt wrote was made (None: none yet)
-        self._bucket_name, self._prefix = split_uri(spec.uri)
+        self._bucket_name, self._prefix = split_uri(self.spec.uri)  # a node's: node-<rank>/ of the job's
         self._lock = threading.Lock()  # one save at a time
         self._last: Listing | None = None  # the files and empty folders as last saved or restored: unchanged, not saved again
         self._current: list[str] = []  # the objects of the save the manifest names
