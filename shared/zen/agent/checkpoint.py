@@ -1,7 +1,7 @@
 """A job's checkpoint on the VM (its ``checkpoint:``, ``zen.core.checkpoints``): ``ZEN_CHECKPOINT_DIR`` restored from
-Cloud Storage before the attempt runs, saved every ``every`` seconds in a thread of its own (never in the heartbeat's
-way), and once more when the attempt ends (after a preemption's notice too: the job was told, by
-``ZEN_PREEMPTION_NOTICE`` and SIGTERM, and had its stop grace to write it).
+Cloud Storage before the attempt runs, saved every ``every`` seconds (and as its objects age) in a thread of its own
+(never in the heartbeat's way), and once more when the attempt ends (after a preemption's notice too: the job was
+told, by ``ZEN_PREEMPTION_NOTICE`` and SIGTERM, and had its stop grace to write it).
 
 Layout under the job's prefix (``gs://<bucket>/<prefix>/<cluster>/<job_id>/``): each save uploads its files under
 ``attempt-<n>/save-<k>/``, then writes ``LATEST.json``, the manifest naming that save and its files. One object's
@@ -15,8 +15,7 @@ attempt's (over the one it read): from then on an earlier attempt's save is drop
 (its files replacing those being read) is restored instead. No listing, so the agents' accounts need object rights on
 their cluster's prefix alone (terraform/iam.tf). Once the attempt has ended (``close``) no save writes the manifest: a
 save cut or still waiting then is dropped, so what the final report says (saved, or the previous one kept) stays true
-while Zen runs the job again. Limits and what happens past them: docs/how-to/checkpoints.md
-"""
+while Zen runs the job again. Limits and what happens past them: docs/how-to/checkpoints.md"""
 
 from __future__ import annotations
 
@@ -357,9 +356,10 @@ class Checkpoint:
 
     # -- periodic saves ----------------------------------------------------------------------------
     def start_periodic(self) -> None:
-        def run() -> None:
-            while not self._stop.wait(self.spec.every):
+        def run(tried: bool = False) -> None:  # every ``every`` s, and as an object holding a file ages (next_save_in)
+            while not self._stop.wait(checkpoint_objects.next_save_in(self._held, self.spec.every, time.time(), tried)):
                 self._quietly(f"every {self.spec.every} s", self._stop)
+                tried = True
 
         self._thread = threading.Thread(target=run, name="zen-checkpoint", daemon=True)
         self._thread.start()

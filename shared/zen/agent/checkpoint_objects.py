@@ -20,6 +20,7 @@ from zen.agent import checkpoint_files
 from zen.agent.checkpoint_files import Files
 
 REUSE_WITHIN_S = 12 * 3600.0  # half the least checkpoint_retention_days (1 day): never an object the lifecycle deleted
+AGING_SLACK_S = 1.0  # a periodic save due as an object turns REUSE_WITHIN_S old comes this much after it
 
 Held = dict[str, tuple[str, float, tuple[int, int, int]]]  # path -> (its object under the prefix, written at, identity)
 
@@ -45,6 +46,15 @@ def aging(held: Held, now: float) -> bool:
     """Whether an object holding a file is too old to be named again: an unchanged checkpoint is saved again (its old
     objects uploaded anew) before the lifecycle deletes them, and the manifest with them."""
     return any(now - at >= REUSE_WITHIN_S for _, at, _ in held.values())
+
+
+def next_save_in(held: Held, every: float, now: float, tried: bool) -> float:
+    """Seconds until the next periodic save: ``every``, or less when an object holding a file turns too old to be named
+    again first (``aging``): ``every`` may be up to a week and the lifecycle's age a day, and a checkpoint restored
+    after a long wait in the queue may be near it. ``tried``: a save was just made; an object still that old (it
+    failed) waits ``every`` before the next try."""
+    due = min((at + REUSE_WITHIN_S - now for _, at, _ in held.values()), default=float(every))
+    return float(every) if tried and due <= 0 else min(float(every), max(0.0, due) + AGING_SLACK_S)
 
 
 def reusable(held: Held, files: Files, now: float) -> dict[str, tuple[str, float]]:
