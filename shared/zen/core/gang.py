@@ -28,8 +28,8 @@ from typing import Any
 
 from zen.core import lifecycle
 from zen.core.gang_assembly import RESET as _RESET, assembly_expired as assembly_expired, keep_deadline as keep_deadline
-from zen.core.gang_assembly import order as _order
-from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
+from zen.core.gang_assembly import claimed_again, confirm as _confirm, order as _order, place as place, successor
+from zen.core.gang_records import GangConfig, GangNode, master_port as master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, word_after
 from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, agents_line, most_silent, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines, silent_for
@@ -46,19 +46,10 @@ def is_gang(job: Job) -> bool:
     return job.nodes > 1
 
 
-def place(job: Job, nodes: list[GangNode], rank: int, config: GangConfig) -> GangPlace:
-    return GangPlace(rank=rank, nodes=len(nodes), ips=[node.ip or node.vm for node in nodes],
-                     port=master_port(config, job.job_id, job.attempt))
-
-
-def _confirm(job: Job, nodes: list[GangNode], node: GangNode, config: GangConfig) -> ControlMessage:
-    return _order(job, node.vm, ControlAction.CONFIRM, f"gang complete: rank {node.rank} of {len(nodes)}",
-                  gang=place(job, nodes, node.rank, config))
-
-
 # -- the claim ------------------------------------------------------------------------------------
-def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decision:
-    """``lifecycle.decide_heartbeat`` for any job; a gang's claims and node reports decided here."""
+def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig, created: datetime | None = None) -> Decision:
+    """``lifecycle.decide_heartbeat`` for any job; a gang's claims and node reports decided here (``created``: when
+    the reporting VM was made, its token says: ``gang_assembly.claimed_again``)."""
     if not is_gang(job) or hb.attempt != job.attempt or job.status is JobStatus.PENDING:
         return lifecycle.decide_heartbeat(job, hb, now)
     if job.status.terminal:
@@ -72,18 +63,27 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig)
         checked = lifecycle.decide_heartbeat(job, hb, now)  # the region and tag checks, as for one VM
         if checked.ignored or not checked.changes:
             return checked
-        return _claim(job, hb, now, config)
+        return _claim(job, hb, now, config, created)
+    if job.status in _RUN and (gone := successor(job, hb, created)) and gone[0].status == AgentStatus.CLAIMED.value:
+        return _claimed_too_late(job, hb, *gone, now)
     return _node_report(job, hb, now, config)
 
 
-def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decision:
+def _claimed_too_late(job: Job, hb: Heartbeat, node: GangNode, why: str, now: datetime) -> Decision:
+    """A claim from the VM its MIG made under the name of a confirmed node that has not started its part: the
+    VM that claimed it is gone, and the other nodes were told its address, so the gang cannot run whole. The new
+    VM is released (CONFIRMed, it would run the part where no peer meets it, its reports refused), and the part is
+    the gone VM's given back (``decide_given_back``): the others stopped first, the gang retried unspent."""
+    decision = decide_given_back(job, hb.vm, hb.attempt, max(hb.seq, node.seq + 1), now) or Decision(duplicate=True)
+    decision.changes = [Change(change.to, f"{why}: {change.reason}") for change in decision.changes]
+    decision.controls.append(_order(job, hb.vm, ControlAction.RELEASE, f"{why}; the gang is retried"))
+    return decision
+
+
+def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig, created: datetime | None) -> Decision:
     nodes = list(job.gang or [])
-    if (mine := next((node for node in nodes if node.vm == hb.vm), None)) is not None:
-        # A claim repeated while the gang assembles: it waits, its seq kept (older reports are late: decide_given_back)
-        if hb.seq <= mine.seq:
-            return Decision(duplicate=True)
-        nodes[mine.rank] = mine.model_copy(update={"seq": hb.seq})
-        return Decision(fields=dict(gang=nodes))
+    if (mine := next((node for node in nodes if node.vm == hb.vm), None)) is not None:  # its VM's, or a successor's
+        return claimed_again(job, mine, hb, now, created)
     if nodes and hb.region != nodes[0].region:
         reason = f"the gang assembles in {nodes[0].region}; a node in {hb.region} cannot join it"
         return Decision(ignored=reason, publish_start=True,
@@ -93,7 +93,7 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
     if len(nodes) == job.nodes:  # each waiting node claimed again until now (its seq recorded, not its time): heard now
         nodes = [n.model_copy(update={"beat_at": now, "confirmed_at": now}) for n in nodes]
     if len(nodes) < job.nodes:
-        first = nodes[0].beat_at
+        first = min(n.beat_at for n in nodes)  # the earliest claim held (a node replaced: claimed_again claimed now)
         return Decision(fields=dict(gang=nodes, start_regions=[hb.region], widen_at=first + timedelta(
             seconds=config.assemble_s)), note=f"node {node.rank} of {job.nodes} claimed by {hb.vm} in {hb.region}")
     vms = ", ".join(n.vm for n in nodes)

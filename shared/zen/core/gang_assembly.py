@@ -1,22 +1,65 @@
 """A gang's assembly (``zen.core.gang``'s first part, pure): the tick's verdict on a gang not complete in time
-(``assembly_expired``), a refused claim that keeps the assembly deadline (``keep_deadline``), and what both share
-with the rest of the gang's decisions: an order to one node (``order``), the fields a new attempt starts from
-(``RESET``)."""
+(``assembly_expired``), a refused claim that keeps the assembly deadline (``keep_deadline``), a node's VM, or the VM
+made under its name since (``successor``), claiming its part again (``claimed_again``), and what they share with the
+rest of the gang's decisions: an order to one node (``order``), a node's CONFIRM with its place (``confirm``), the
+fields a new attempt starts from (``RESET``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from zen.core.gang_records import GangConfig, avoid_region
+from zen.core.gang_records import GangConfig, GangNode, GangPlace, avoid_region, master_port
+from zen.core.incarnation import claimed_before, held_since
 from zen.core.lifecycle import Decision
-from zen.core.models import ControlAction, ControlMessage, Job, JobStatus
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus
 
 RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
 
 
 def order(job: Job, vm: str, action: ControlAction, reason: str, **extra: Any) -> ControlMessage:
     return ControlMessage(vm=vm, job_id=job.job_id, attempt=job.attempt, action=action, reason=reason, **extra)
+
+
+def place(job: Job, nodes: list[GangNode], rank: int, config: GangConfig) -> GangPlace:
+    return GangPlace(rank=rank, nodes=len(nodes), ips=[node.ip or node.vm for node in nodes],
+                     port=master_port(config, job.job_id, job.attempt))
+
+
+def confirm(job: Job, nodes: list[GangNode], node: GangNode, config: GangConfig) -> ControlMessage:
+    return order(job, node.vm, ControlAction.CONFIRM, f"gang complete: rank {node.rank} of {len(nodes)}",
+                 gang=place(job, nodes, node.rank, config))
+
+
+def successor(job: Job, hb: Heartbeat, created: datetime | None) -> tuple[GangNode, str] | None:
+    """The gang's node of ``hb.vm``'s name and why ``hb``, a claim, is not from its VM: the VM that sent it was
+    created (``created``, its token says) after that node's claim (``zen.core.incarnation``). None otherwise."""
+    node = next((n for n in job.gang or () if n.vm == hb.vm), None)
+    if node is None or hb.status is not AgentStatus.CLAIMED or hb.attempt != job.attempt:
+        return None
+    gone = claimed_before(hb.vm, hb.attempt, held_since(job, hb.vm), created)
+    return None if gone is None else (node, gone)
+
+
+def claimed_again(job: Job, mine: GangNode, hb: Heartbeat, now: datetime, created: datetime | None) -> Decision:
+    """A claim, while the gang assembles, from a VM named as its node ``mine`` (``created``: when the VM was made, its
+    token says; None unknown). The VM that claimed the part repeating its claim waits on, its seq kept (its older
+    reports are late: ``zen.core.gang.decide_given_back``). A VM made after that claim (``zen.core.incarnation``) is
+    the one its MIG made under the name once the claiming VM was gone: its claim replaces the node, as a new claim
+    in its rank (its address, zone, seq and claim time), so that the gang's CONFIRMs, which its name's VM receives,
+    tell every node the address of the VM that runs the part, and that VM's reports, made after the claim the node
+    now holds, are its own. The old VM is gone (a zone holds one VM of a name) and none of the gang ran (no CONFIRM
+    goes out before the last claim): no part runs twice. Taking the new VM is quicker than releasing it: released,
+    it or another VM would claim the part again while the others wait."""
+    nodes = list(job.gang or [])
+    if (gone := successor(job, hb, created)) is not None:
+        nodes[mine.rank] = GangNode(rank=mine.rank, vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq,
+                                    beat_at=now, claimed_at=now)
+        return Decision(fields=dict(gang=nodes), note=f"{gone[1]}; the new VM's claim replaces node {mine.rank}")
+    if hb.seq <= mine.seq:
+        return Decision(duplicate=True)
+    nodes[mine.rank] = mine.model_copy(update={"seq": hb.seq})
+    return Decision(fields=dict(gang=nodes))
 
 
 def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: frozenset[str] = frozenset(),

@@ -44,7 +44,9 @@ def not_its_vm(job: Job, hb: Heartbeat, created: datetime | None) -> Decision | 
     """The refusal of ``hb`` about the attempt ``job`` holds on a VM of ``hb.vm``'s name (its VM, or one of a
     gang's nodes: each claimed before the gang was complete), when the reporting VM was created after that attempt
     was claimed (the module's docstring); None otherwise. A claim is left to ``zen.core.lifecycle``, which answers
-    it as a claim of the holder's again."""
+    it as a claim of the holder's again, and to ``zen.core.gang``: while the gang assembles the new VM's claim replaces
+    the node of its name (``gang_assembly.claimed_again``); once it is complete, that claim is released and the gang
+    retried, the other nodes told the gone VM's address."""
     holds = hb.vm == job.vm or any(node.vm == hb.vm for node in job.gang or ())
     if hb.status is AgentStatus.CLAIMED or not holds or hb.attempt != job.attempt or not job.status.holds_vm:
         return None

@@ -25,9 +25,11 @@ OVER = (JobStatus.LOST, JobStatus.PENDING)  # an attempt lost, or over with the 
 NOTED_AFTER_S = 60.0  # a report read this much after it was published: its history row says when the attempt ended
 
 
-def decide(job: Job, hb: Heartbeat, now: datetime, published: datetime | None, config: GangConfig) -> Decision:
-    """``gang.decide_heartbeat``; the attempt a final report ends, ended when Pub/Sub ``published`` it (above)."""
-    decision = gang.decide_heartbeat(job, hb, now, config)
+def decide(job: Job, hb: Heartbeat, now: datetime, published: datetime | None, config: GangConfig,
+           created: datetime | None = None) -> Decision:
+    """``gang.decide_heartbeat`` (``created``: the reporting VM's creation); the attempt a final report ends, ended
+    when Pub/Sub ``published`` it (above)."""
+    decision = gang.decide_heartbeat(job, hb, now, config, created)
     if hb.status in FINAL and published is not None:
         _node_ended(job, hb, decision, now, published)
     end = next((i for i, change in enumerate(decision.changes) if change.to.terminal or change.to in OVER), None)

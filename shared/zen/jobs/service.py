@@ -277,7 +277,8 @@ class JobService:
             self.sweeps.before_claim(message.job_id)
         offered: list[Enqueued] = []  # a job of higher priority offered to the VM instead (claims.outranked)
         outcome = self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
-                               lambda job, now: report_end.decide(job, message, now, envelope.publish_time, self._config.gangs),
+                               lambda job, now: report_end.decide(job, message, now, envelope.publish_time,
+                                                                  self._config.gangs, created),
                                answering=message, seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
                                guard=lambda tx, job: incarnation.not_its_vm(job, message, created) or (
                                    gang.keep_deadline(job, refuse_claim(
