@@ -40,6 +40,7 @@ REFUSED_FOR_S, REFUSED_WAIT_S = 120.0, 10.0  # a restore refused (401, 403) is a
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
 AFRESH = "no checkpoint was saved: the next attempt starts afresh"  # a save not made, where none was before
+SUPERSEDED = "which stays the latest"  # ends the note of a save refused for a later attempt's, the one left (not this attempt's before)
 
 
 class Changed(TransferError):
@@ -273,8 +274,8 @@ class Checkpoint:
                 given_up = written and not isinstance(exc, TransferError)  # no answer: that write may land yet
                 if not (cancel.is_set() or self._closed or given_up) and latest is not None:
                     checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in latest])
-                if isinstance(exc, TransferError):
-                    raise type(exc)(f"checkpoint not saved ({why}): {exc}; {self.after}") from None
+                if isinstance(exc, TransferError):  # (refused for a later attempt's save: that one is what is left)
+                    raise type(exc)(f"checkpoint not saved ({why}): {exc}" + ("" if SUPERSEDED in str(exc) else f"; {self.after}")) from None
                 if isinstance(exc, Exception):
                     raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.after}") from None
                 raise
@@ -339,8 +340,7 @@ class Checkpoint:
                     self._generation = int(found.generation)
                     return overwritten
                 if isinstance(other, dict) and isinstance(other.get("attempt"), int) and other["attempt"] > self.attempt:
-                    raise TransferError(f"attempt {other['attempt']} of the job saved its checkpoint since, which stays "
-                                        f"the latest") from None
+                    raise TransferError(f"attempt {other['attempt']} of the job saved its checkpoint since, {SUPERSEDED}") from None
                 self._generation = int(found.generation) if found is not None else 0
                 try:  # its objects, deleted once this save lands (a manifest no save wrote: none)
                     overwritten = checkpoint_objects.objects_of(self._prefix, other)
