@@ -230,10 +230,10 @@ class MigManager:
             return [op.name for op in pages
                     if op.status != compute_v1.Operation.Status.DONE and (op.target_link or "").endswith(suffix)]
 
-    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
+    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> dict[str, str] | None:
         """Delete exactly these instances (lowering the target size); ones already gone are skipped."""
         if not names:
-            return
+            return None
         # Compute wants zones/Z/instances/N; a name the listing gave no zone for (an instance not created
         # yet) goes in a call of its own, so that, should Compute refuse it, the others are deleted.
         # A failure names what it left (``MigApiError.undeleted``): the other call's instances are going.
@@ -251,6 +251,7 @@ class MigManager:
                     failed.append(exc)
                     left.update(batch)
         raise_first(failed, left)
+        return None
 
     def _write(self, method: Callable[..., compute_v1.Operation], **fields: Any) -> None:
         """A resize or delete (its own ``requestId``), then what its operation says at once (``_check``)."""

@@ -201,14 +201,17 @@ class FlexStartMig(MigManager):
                     raise
                 raise MigUnconfirmed(f"{exc} (after {made} other resize request(s) were made)") from exc
 
-    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
+    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> dict[str, str]:
         """Real instances are deleted; a pending one cancels its whole request (once per request). Each request
         on its own: Compute refuses to cancel one no longer queued (granted since the read: the MIG then lists
-        its VMs, which the next pass sees and deletes as any other), and that stops none of the others (the
-        loop gave up at it, leaving later requests queued for a grant nobody wanted); any other failure is
-        raised once everything was tried, naming what it left (``MigApiError.undeleted``)."""
+        its VMs, which the next pass sees as any other), and that stops none of the others (the loop gave up at
+        it, leaving later requests queued for a grant nobody wanted); such a request's pending VMs are returned,
+        with why, as not deleted (counted deleted, the pass said it cancelled a request Compute had granted, its
+        VMs booting, billed); any other failure is raised once everything was tried, naming what it left
+        (``MigApiError.undeleted``, the refused requests' VMs among them)."""
         failed: list[MigApiError] = []
         left: set[str] = set()
+        kept: dict[str, str] = {}
         real = [n for n in names if request_of(n) is None]
         try:
             super().delete_instances(real, zones)
@@ -221,10 +224,14 @@ class FlexStartMig(MigManager):
             except MigApiError as exc:
                 if isinstance(exc.__cause__, gexc.BadRequest):  # not queued any more: nothing to cancel
                     log.info("resize request %s of %s not cancelled: %s", request, self.name, exc)
+                    kept.update({n: f"its flex-start resize request {request} was not cancelled: no longer queued "
+                                 f"(granted since it was read, its VMs are seen as any other): {exc}"
+                                 for n in names if request_of(n) == request})
                     continue
                 failed.append(exc)
                 left.update(n for n in names if request_of(n) == request)
-        raise_first(failed, left)
+        raise_first(failed, left | set(kept))
+        return kept
 
 
 _ADAPTS: type[MigPort] = FlexStartMig  # the type checker holds the adapter to its port

@@ -248,8 +248,9 @@ class ClusterManager:
                 report.undeleted[vm] = "it took a job before it was drained"
         for region, names in by_region.items():
             try:
-                self._migs[region].delete_instances(names, zones)
-                report.deleted += names
+                kept = self._migs[region].delete_instances(names, zones) or {}  # rightly not deleted, and why
+                report.deleted += [vm for vm in names if vm not in kept]
+                report.undeleted.update(kept)
             except MigApiError as exc:  # of those it names (else all), the delete failed; the others went
                 report.errors.append(f"delete in {region}: {exc}")
                 report.deleted += [vm for vm in names if exc.undeleted is not None and vm not in exc.undeleted]

@@ -110,8 +110,10 @@ class MigPort(Protocol):
         ``together``: of the VMs added, the units that must come whole (gangs), for a MIG that asks for
         VMs in all-or-nothing requests (flex-start); a MIG resized by target size ignores them."""
 
-    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
-        """Delete exactly these instances, lowering the target size (as ``resize``: never waited on)."""
+    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> Mapping[str, str] | None:
+        """Delete exactly these instances, lowering the target size (as ``resize``: never waited on). Returns those
+        of them Compute rightly kept, each with why (a flex-start request no longer queued, so not cancelled); None
+        or empty: all go. A failure raises ``MigApiError``."""
 
 
 def whole_units(together: Iterable[int], count: int) -> tuple[int, ...]:
