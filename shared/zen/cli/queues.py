@@ -181,10 +181,11 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
     else:
         why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
     if job.status is JobStatus.STOPPING:  # why, and until when its VM may answer (lifecycle.stop_left_s)
-        since = job.last_heartbeat_at
-        wait_s = None if since is None else stop_left_s(job, since, config.deadlines, losing_node(job))
-        why += f"; stopping: {stopping_reason(job)}" + ("" if since is None or wait_s is None else
-                                                        f"; unanswered by {at(since + timedelta(seconds=wait_s))}, it is ended without its VM's word")
+        since, losing = job.last_heartbeat_at, losing_node(job)
+        wait_s = None if since is None else stop_left_s(job, since, config.deadlines, losing)
+        why += f"; stopping: {_stopping_why(session, job, losing)}" + ("" if since is None or wait_s is None else
+                                                                      f"; unanswered by {at(since + timedelta(seconds=wait_s))}, "
+                                                                      f"{_unanswered(job, losing)}")
     data = _data_line(config, job)
     if data:
         why += f"; {data}"
@@ -192,6 +193,30 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
     if cleared is not None and not job.status.terminal:
         why += f"; {cleared.because()}"
     return why
+
+
+def _stopping_why(session, job, losing: bool) -> str:
+    """Why a STOPPING job stops: its user's reason or its queue's preemption (``lifecycle.stopping_reason``); a gang's
+    lost or failed node (``gang.losing_node``: neither), as its history's last change to STOPPING says."""
+    if not losing:
+        return stopping_reason(job)
+    from zen.store import repository
+
+    stops = [row["reason"] for row in repository.job_history(session, job.job_id) if row["to_status"] == "STOPPING"]
+    return stops[-1].splitlines()[0] if stops else "a node of the gang was lost"
+
+
+def _unanswered(job, losing: bool) -> str:
+    """What the sweep does with a STOPPING job its VMs leave unanswered (``gang.decide_silence``): a user's stop
+    ends the job (CANCELLED); a preemption by its queue gives the attempt up and the job waits for its quota again, no
+    attempt spent; a gang that lost a node gives the attempt up and runs again, or ends FAILED (``gang._settle``)."""
+    word = "their" if job.nodes > 1 else "its VM's"
+    if job.preempted_by:
+        return f"the attempt is given up without {word} word and the job waits for its queue's quota again (no attempt spent)"
+    if losing:
+        return (f"the attempt is given up without {word} word: the gang runs again, or ends FAILED where a node failed "
+                "or its attempts are spent")
+    return f"it is ended without {word} word"
 
 
 def _pools(config, job) -> tuple[str, ...]:

@@ -250,7 +250,8 @@ class Queueing:
         Cheapest: lowest priority, then the most recently admitted (Kueue's order). Then, as Kueue does, each
         victim but the last, from the last back, is spared where the others free enough without it (a small
         job taken before a large one that freed enough alone was stopped, and rerun, for nothing)."""
-        name = queue.config.name
+        name, takes = queue.config.name, {"reclaim-borrowed": "takes back the quota its queue lent"}.get(
+            queue.config.preemption, "takes the quota of lower-priority jobs of its queue")
         if queue.config.preemption == "reclaim-borrowed":
             if queue.used + job.gpus > queue.nominal:
                 return []
@@ -271,8 +272,7 @@ class Queueing:
                 lent[candidate.queue] -= candidate.gpus
                 need -= candidate.gpus
                 # The preemptor by its queue and size, not its id: the victim's people may not see it (console.md).
-                victims.append((candidate, f"a {job.gpus}-GPU job of queue {name} (priority {job.priority}) "
-                                           f"takes back {queue.config.preemption.replace('-', ' ')} quota"))
+                victims.append((candidate, f"a {job.gpus}-GPU job of queue {name} (priority {job.priority}) {takes}"))
         if need > 0:
             return []
         for victim in reversed(victims[:-1]):
