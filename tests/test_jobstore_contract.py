@@ -404,6 +404,28 @@ def test_the_tick_clock_keeps_the_heartbeat_paths_probe(store):
         assert tx.look_at_probe(at(480), 15.0, 120.0, "k" * 32)[4:] == (at(420), at(420))
 
 
+def test_a_probe_heard_after_the_path_stalled_restarts_silences(store):
+    """A probe heard while one replaced unheard is outstanding (either of them): the path stalled ``stale_s``, its
+    backlog comes back in no order, so silences count afresh from then (back_at), as after a gap in the ticks."""
+    at = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
+    with store.transaction() as tx:
+        tx.record_tick(at(0), 60.0)
+        tx.look_at_probe(at(0), 15.0, 120.0, "a" * 32)
+        assert tx.probe_heard("a" * 32, at(1)) == 1.0
+        for t, nonce in ((60, "b"), (120, "x"), (180, "y")):  # b unheard from 60
+            tx.record_tick(at(t), 60.0)
+            tx.look_at_probe(at(t), 15.0, 120.0, nonce * 32)
+        tx.record_tick(at(181), 60.0)  # b replaced unheard by c, kept as the previous probe
+        assert tx.look_at_probe(at(181), 15.0, 120.0, "c" * 32)[:2] == (None, True)
+        assert tx.probe_heard("c" * 32, at(200)) == 19.0  # c first: the path stalled
+        tx.record_tick(at(240), 60.0)
+        assert tx.look_at_probe(at(240), 15.0, 120.0, "d" * 32) == (at(200), True, False, True, at(181), at(181))
+        assert tx.probe_heard("b" * 32, at(241)) is None  # b after it: cleared, a duplicate
+        assert tx.probe_heard("d" * 32, at(242)) == 2.0  # prompt, none replaced outstanding: back_at stays
+        tx.record_tick(at(300), 60.0)
+        assert tx.look_at_probe(at(300), 15.0, 120.0, "e" * 32) == (at(200), True, False, True, at(240), at(240))
+
+
 def test_an_outage_teaches_the_tick_clock_no_schedule_that_hides_the_next(store):
     """Ticks a minute apart, a ten-minute outage, five healthy minutes, then a three-minute outage: a gap
     (learnt whole, the first outage's 600 s made the second no gap for a quarter of an hour)."""

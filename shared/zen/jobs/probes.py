@@ -15,7 +15,13 @@ where it was until a probe sent after it comes through; a steadily slow path (a 
 function) only delays the verdict by its lag; a VM really gone is found once a probe sent one timeout after its
 last report comes through (about a tick after the timeout while the path is prompt). A probe unheard two timeouts
 after it was sent (lost, or the path slow or stalled) is replaced by the next tick's, and kept as the previous
-one: it still vouches if it comes through (a path up to about four timeouts behind is followed).
+one: it still vouches if it comes through. Either coming through while the one replaced is outstanding says the
+path stalled two timeouts: its backlog comes back in no order (each message refused and retried in its own backoff,
+the newest refused least and back soonest), so the probe came through ahead of reports accepted before it was
+sent; silences then count afresh from when it was heard (``tick_clock.back_at``, as after a gap in the ticks): on
+its word alone, the sweep took a running attempt for lost with its agent's fence up
+(``tests/test_probe_ahead_of_its_backlog.py``). A path steadily up to two timeouts behind is followed; one further
+behind holds silences.
 
 The probe is a test of the path, not of each message: Pub/Sub does not order them, and a report that alone
 fails and waits in its own backoff is not seen by it (the attempt's next reports, 30 s apart, are). Until a

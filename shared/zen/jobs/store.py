@@ -104,7 +104,7 @@ class EarlyStops(Protocol):
 class ProbeLook(NamedTuple):
     """The tick's look at its last probe of the heartbeat path (``zen.jobs.probes``)."""
 
-    back_at: datetime | None  # when silences count from (the end of the last gap in the ticks)
+    back_at: datetime | None  # when silences count from (the end of the last gap in the ticks, or stall of the path)
     publish: bool  # a new probe is due (its nonce and time kept): publish it
     late: bool  # the last probe was unheard past the margin (while probes have come through before)
     seen: bool  # a probe has ever come through

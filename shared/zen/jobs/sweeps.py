@@ -53,7 +53,8 @@ class Sweeps:
         heartbeats were refused and wait in Pub/Sub's backoff, and the ticks failed too. The first
         tick after a gap in the ticks (``JobTx.record_tick``) starts every held job's deadline
         afresh, so an outage longer than the heartbeat timeout does not stop and rerun every healthy
-        job; a VM that is really gone is found one timeout after Zen is back. Silence counts up to how far the
+        job; a VM that is really gone is found one timeout after Zen is back (so too once a probe comes through
+        after the heartbeat path stalled two timeouts: ``zen.jobs.probes``). Silence counts up to how far the
         heartbeat path is vouched for (``zen.jobs.probes``: reports Pub/Sub accepted after the last probe that
         came through, which keep their agent's fence up, may wait undelivered); each tick publishes the next."""
         deadlines = self._config.deadlines

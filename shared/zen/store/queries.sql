@@ -209,8 +209,11 @@ UPDATE tick_clock SET probe_sent_at = NULL, probe_nonce = NULL WHERE probe_nonce
 -- name: probe_heard
 -- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before, or the one
 -- it replaced unheard; what Pub/Sub accepted up to when it was sent has come through (the path is vouched for up
--- to then, however late it came). Returns its lag.
-WITH old AS (SELECT CASE WHEN probe_nonce = :nonce THEN probe_sent_at ELSE probe_prev_sent_at END AS sent_at
+-- to then, however late it came). Returns its lag. While one replaced unheard is outstanding (either is heard),
+-- the path was stalled two timeouts: its backlog comes back in no order (each message in its own backoff, the
+-- newest soonest), so silences count afresh from now (back_at), as after a gap in the ticks.
+WITH old AS (SELECT CASE WHEN probe_nonce = :nonce THEN probe_sent_at ELSE probe_prev_sent_at END AS sent_at,
+                    probe_prev_nonce IS NOT NULL AS stalled
              FROM tick_clock
              WHERE (probe_nonce = :nonce AND probe_heard_at IS NULL AND probe_sent_at IS NOT NULL)
                 OR probe_prev_nonce = :nonce)
@@ -218,6 +221,7 @@ UPDATE tick_clock SET probe_seen = true,
     probe_heard_at = CASE WHEN probe_nonce = :nonce THEN :now ELSE probe_heard_at END,
     probe_vouched_at = CASE WHEN probe_vouched_at > :now THEN old.sent_at  -- the clock stepped back: from here
                             ELSE GREATEST(probe_vouched_at, old.sent_at) END,
+    back_at = CASE WHEN old.stalled THEN :now ELSE back_at END,
     probe_prev_nonce = NULL, probe_prev_sent_at = NULL
 FROM old
 RETURNING EXTRACT(EPOCH FROM (:now - old.sent_at)) AS lag_s;

@@ -266,6 +266,8 @@ class InMemoryJobTx:
             return None
         sent, vouched = clock["probe_sent_at"] if current else clock["probe_prev_sent_at"], clock.get("probe_vouched_at")
         clock["probe_vouched_at"] = sent if vouched is None or vouched > now else max(vouched, sent)  # stepped back
+        if clock.get("probe_prev_nonce") is not None:  # the path stalled two timeouts: silences count afresh
+            clock["back_at"] = now
         clock.update(probe_seen=True, probe_prev_nonce=None, probe_prev_sent_at=None,
                      **({"probe_heard_at": now} if current else {}))
         return (now - sent).total_seconds()
