@@ -23,7 +23,7 @@ from zen.core.clearance import data_uris
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
-from zen.jobs import probes
+from zen.jobs import flex_end, probes
 from zen.jobs.announce import Announcements, RejectionEvent
 from zen.jobs.arrays import ArrayJobs, made_by
 from zen.jobs.authorization import kept_stop, may_stop, may_submit, taken_id, user_actor
@@ -276,9 +276,10 @@ class JobService:
         elif message.status is AgentStatus.CLAIMED:  # a stop that crossed the submission is applied first
             self.sweeps.before_claim(message.job_id)
         offered: list[Enqueued] = []  # a job of higher priority offered to the VM instead (claims.outranked)
-        outcome = self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
+        outcome = self._on_job(envelope, source, message.job_id, f"vm:{message.vm}", flex_end.told(  # (its run's end)
+                               self._config, message, flex_end.run_marks(self._store, message),
                                lambda job, now: report_end.decide(job, message, now, envelope.publish_time,
-                                                                  self._config.gangs, created),
+                                                                  self._config.gangs, created)),
                                answering=message, seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
                                guard=lambda tx, job: incarnation.not_its_vm(job, message, created) or (
                                    gang.keep_deadline(job, refuse_claim(
