@@ -89,10 +89,10 @@ class Agent:
         self.leases = Leases(transport, self.log)
         self.claimer = Claimer(settings, transport, self.leases, self.reporter, self.controls, self.backoff,
                                self.pulls, self.shutdown, identity.vm, clock, self.log)
-        # Each running attempt's share of the work disk (zen.agent.diskquota), from its size now.
+        # Each attempt's share of the work disk (zen.agent.diskquota), from its size now; the cache gives way first.
         self.disk = DiskWatch(settings.work_dir, DiskShare(
             disk_size(settings.work_dir), self.slots.capacity.max_jobs, settings.disk_share,
-            settings.disk_per_job_bytes), look_s=settings.disk_look_s, log=self.log)
+            settings.disk_per_job_bytes), look_s=settings.disk_look_s, log=self.log, make_room=self.cache.give_way)
         self.attempts = AttemptRunner(identity, settings, self.reporter, self.controls, self.vm_beats, self.slots,
                                       self.pulls, self.cache, sandbox or Sandbox(),  # no limits by default
                                       self.shutdown, clock, self.log, local=local, sink=sink, base_env=base_env,

@@ -1,9 +1,10 @@
 """The agent's warm cache (issue 15): staged input objects kept between jobs on this VM, and the images
 it pulled, so Zen can send the next job that needs them here first (``zen.core.routing``). Objects are
 keyed by a digest of their metadata, bounded by ``ZEN_AGENT_CACHE_BYTES`` (least recently used out
-first), downloaded once however many attempts miss on it at once, and reported in VM heartbeats as the
-inputs they complete; an entry an earlier agent kept is checked against its object's checksum at its
-first hit; images beyond ``ZEN_AGENT_IMAGES_KEEP`` are removed in the background.
+first; out too as the work disk fills, before any job is stopped or fails to stage for it: ``give_way``),
+downloaded once however many attempts miss on it at once, and reported in VM heartbeats as the inputs they complete;
+an entry an earlier agent kept is checked against its object's checksum at its first hit;
+images beyond ``ZEN_AGENT_IMAGES_KEEP`` are removed in the background.
 Rules: docs/reference/agent.md (the warm cache)
 """
 
@@ -20,6 +21,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
+
+from zen.agent.diskquota import FULL_MIN_BYTES
 
 log = logging.getLogger("zen.agent.cache")
 REPORTED = 16  # inputs (and images) a VM heartbeat lists at most (VmHeartbeat's bound)
@@ -82,7 +85,7 @@ class InputCache:
         ends without a copy kept, or once ``cancelled()`` (whose ``download`` then ends at once)."""
         key = object_key(blob) if self.max_bytes > 0 else None
         if key is None:
-            download(target)
+            self._download(blob, target, download)
             return False
         path, mine = self.directory / key, None
         while True:
@@ -100,7 +103,7 @@ class InputCache:
             if cancelled():
                 break
         try:
-            download(target)
+            self._download(blob, target, download)
             with self._lock:
                 self.misses += 1
             size = target.stat().st_size
@@ -112,6 +115,18 @@ class InputCache:
                     del self._fetching[key]
                 mine.set()
         return False
+
+    def _download(self, blob: Any, target: Path, download: Callable[[Path], None]) -> None:
+        """``download(target)``; on a full disk the cache gives way (``give_way``: the object's size and a nearly
+        full disk's margin) and it is downloaded again, until it fits or the cache has nothing left to give."""
+        while True:
+            try:
+                download(target)
+                return
+            except OSError as exc:
+                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                if not full or not self.give_way((blob.size or 0) + FULL_MIN_BYTES):
+                    raise
 
     def _hit(self, key: str, blob: Any, path: Path, target: Path) -> bool:
         """Whether ``target`` got the kept copy; an entry missing, not its size or not its checksum is dropped."""
@@ -192,6 +207,28 @@ class InputCache:
                 gone.append(key)
         for key in gone:
             (self.directory / key).unlink(missing_ok=True)
+
+    def give_way(self, wanted: int) -> int:
+        """Remove the least recently used entries until ``wanted`` bytes are freed or none is left; returns the bytes
+        freed. Asked when the work disk is nearly full (``zen.agent.diskquota.DiskWatch``) or a download finds it full
+        (``_download``): the bound is a number of bytes, whatever the disk has free, and no job is stopped, nor its
+        staging failed, for space the cache holds.
+        An attempt copying an entry removed meanwhile keeps the copy it opened, or downloads the object."""
+        with self._lock:
+            gone, freed = [], 0
+            while self._entries and freed < wanted:
+                key, size = self._entries.popitem(last=False)
+                self._bytes -= size
+                self._checked.discard(key)
+                gone.append(key)
+                freed += size
+            kept = self._bytes
+        for key in gone:
+            (self.directory / key).unlink(missing_ok=True)
+        if gone:
+            log.warning("cached objects removed: the work disk is full or nearly",
+                        extra={"entries": len(gone), "freed_bytes": freed, "kept_bytes": kept})
+        return freed
 
     def _drop(self, key: str) -> None:
         with self._lock:

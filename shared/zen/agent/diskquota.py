@@ -9,7 +9,8 @@ GCE images are ext4, so the agent measures instead.
   agent start x ``ZEN_AGENT_DISK_SHARE`` / ``max_jobs_per_vm``;
 - ``decide``: pure, from one round of measurements: who is stopped, and the reason the user reads;
 - ``DiskWatch``: one thread of the agent measuring every running attempt's directory and the disk's free
-  space each ``ZEN_AGENT_DISK_LOOK_S``; each attempt's thread asks it for a verdict (``verdict``) and stops
+  space each ``ZEN_AGENT_DISK_LOOK_S``; a nearly full disk first empties the warm cache (``make_room``,
+  ``zen.agent.cache.InputCache.give_way``); each attempt's thread asks it for a verdict (``verdict``) and stops
   its job, FAILED, with that reason (``zen.agent.attempt``).
 Why the agent and not the job's supervisor, the defaults, and the limits: docs/reference/agent.md#the-disk-quota
 """
@@ -162,8 +163,13 @@ class DiskShare:
         return "write less, or run it on VMs with a larger disk (boot_disk_size_gb)"
 
 
+def full_bytes(total_bytes: int) -> int:
+    """Free space under which a disk of ``total_bytes`` is nearly full."""
+    return int(max(FULL_SHARE * total_bytes, FULL_MIN_BYTES))
+
+
 def nearly_full(free_bytes: int, total_bytes: int) -> bool:
-    return free_bytes < max(FULL_SHARE * total_bytes, FULL_MIN_BYTES)
+    return free_bytes < full_bytes(total_bytes)
 
 
 def decide(measured: Mapping[Key, Usage], share: DiskShare, free_bytes: int, total_bytes: int,
@@ -221,8 +227,10 @@ class DiskWatch:
     def __init__(self, work_dir: str | os.PathLike[str], share: DiskShare, *, look_s: float = LOOK_S,
                  max_entries: int = MAX_ENTRIES,
                  disk_usage: Callable[[str], tuple[int, int, int]] = shutil.disk_usage,
-                 log: logging.Logger | logging.LoggerAdapter[logging.Logger] = log, threaded: bool = True) -> None:
+                 log: logging.Logger | logging.LoggerAdapter[logging.Logger] = log, threaded: bool = True,
+                 make_room: Callable[[int], int] | None = None) -> None:
         self.work_dir = os.fspath(work_dir)
+        self._make_room = make_room  # frees at least N bytes if it can, returns those freed: the warm cache's
         self.share = share
         self._look_s = look_s
         self._max_entries = max_entries
@@ -279,6 +287,13 @@ class DiskWatch:
             total, _, free = self._disk_usage(self.work_dir)
         except OSError:  # the work directory is being made, or the disk failed: the quotas still hold
             total, free = self.share.total_bytes, self.share.total_bytes
+        if self._make_room is not None and nearly_full(free, total):  # what the cache holds goes before any job
+            wanted = 2 * full_bytes(total) - free  # no more nearly full, with as much again to spare
+            if self._make_room(wanted) > 0:
+                try:
+                    total, _, free = self._disk_usage(self.work_dir)
+                except OSError:
+                    pass
         with self._lock:
             measured = {key: usage for key, usage in measured.items() if key in self._roots}  # not removed since
             found = decide(measured, self.share, free, total, stopping=set(self._verdicts))
