@@ -89,6 +89,7 @@ class JobService:
         source = self._topics.job_submitted
         sender: str | None = None  # the proven sender, once known (recorded with a refusal)
         claimed: str | None = None  # the user_id it claims (believed with ZEN_AUTH=off)
+        named: str | None = None  # its job_id once known (the request's, else its message id): its refusal's
         try:
             sender = self._sender(envelope)
             request: JobRequest = decode_payload(envelope, JobRequest, self._config.limits.max_message_bytes)
@@ -97,12 +98,13 @@ class JobService:
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
+            named = job_id
             if sender is not None and request.user_id.lower() != sender:
                 raise Rejected(f"the request says user_id {escape_unstorable(request.user_id, 128)!r} but its "
                                f"zen_auth token proves {sender}: a job is submitted as its sender (`zen submit` "
                                "sets user_id to the identity it proves)")
         except Rejected as rejection:
-            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
+            return self.reject(envelope, source, rejection.reason, named or job_id_hint(envelope.data), "job.rejected",
                                principal=sender, claimed=claimed)
         canonical = request.canonical(job_id)
         request_hash = request_fingerprint(canonical)
@@ -122,8 +124,8 @@ class JobService:
                 again = existing.request_hash == request_hash if existing else request.array is not None and (
                     made_by(tx, canonical, job_id, request.array, resolved))  # each task's request as sent, as a job's
             if not again:
-                return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
-                                   principal=sender, claimed=claimed)
+                return self.reject(envelope, source, rejection.reason, job_id, "job.rejected", principal=sender,
+                                   claimed=claimed)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
         now = self._clock()
