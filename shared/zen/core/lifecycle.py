@@ -287,8 +287,8 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
 
 def preempted_by_cloud(job: Job, vm: str, now: datetime) -> Decision:
     """``vm`` is going away (spot preemption, maintenance, a flex-start run's end, so worded by ``zen.jobs.flex_end``):
-    the cloud's doing, so the attempt is requeued unspent (silence, maybe the job's doing, spends one), FREE_PREEMPTIONS
-    times: the agent says PREEMPTED on any SIGTERM, and a job that shuts its own VM down must not loop for ever."""
+    the cloud's doing, so the attempt is requeued unspent (silence, maybe the job's, spends one unless a pass saw the
+    cloud take its VM: ``zen.jobs.cloud_silence``), FREE_PREEMPTIONS times: a job shutting its VM down must not loop."""
     free = job.preemptions < FREE_PREEMPTIONS
     lost = lose_attempt(job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free}), f"VM {vm} was "
                         f"preempted{' (no attempt spent)' if free else f' ({FREE_PREEMPTIONS} preemptions were free)'}")

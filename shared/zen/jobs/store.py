@@ -155,8 +155,7 @@ class AdmissionRows(Protocol):
         """Per queue holding quota on ``cluster``: ``queue``, ``gpus``, ``jobs``, ``freeing`` (of STOPPING jobs)."""
 
     def preemption_candidates(self, queues: list[str], cluster: str, limit: int) -> list[Job]:
-        """Admitted jobs of ``queues`` not being preempted, cheapest first (the first ``limit`` of each queue),
-        held; held elsewhere: skipped."""
+        """Admitted jobs of ``queues`` not being preempted, cheapest first (``limit`` a queue), held (others skipped)."""
 
     def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
         """The queue's PENDING jobs of ``cluster`` of at most ``most`` GPUs in admission order, held, up to
@@ -241,15 +240,16 @@ class FleetRows(Protocol):
         """The provisioning model a scaling pass recorded for ``vm`` when it first listed it; None: none recorded."""
 
     def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
-        """When ``vm``'s agent was first heard (its row's first heartbeat), and when a scaling pass first saw its VM
-        RUNNING (``mig_instances.running_at``: GCE counts a flex-start VM's run from then); None: not yet."""
+        """When ``vm``'s agent was first heard, and a pass first saw it RUNNING (a flex-start run's start); None: not yet."""
+
+    def vm_stop_seen(self, vm: str, since: datetime) -> tuple[str | None, datetime | None, bool] | None:
+        """(model, run start, left its MIG) of ``vm`` seen stopped after ``since``, not by Zen (``cloud_silence``)."""
 
     def vm_shares(self, vm: str) -> bool | None:
         """Whether ``vm``'s agent may run several jobs at once (its VM heartbeats list them); None: never heard."""
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
-        """Mark ``vm`` for a scale-down unless it holds a job (``zen.store.fleet.drain_unless_busy``); True
-        when drained."""
+        """Mark ``vm`` for a scale-down unless it holds a job (``zen.store.fleet.drain_unless_busy``); True: drained."""
 
 
 class ArrayRows(Protocol):

@@ -21,7 +21,7 @@ from zen.core.provisioning import accepted_models, blocked_for, pool_key, region
 from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs import claims, probes
+from zen.jobs import claims, cloud_silence, probes
 from zen.jobs.placement import regions_cleared_now
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
@@ -56,7 +56,8 @@ class Sweeps:
         job; a VM that is really gone is found one timeout after Zen is back (so too once a probe comes through
         after the heartbeat path stalled two timeouts: ``zen.jobs.probes``). Silence counts up to how far the
         heartbeat path is vouched for (``zen.jobs.probes``: reports Pub/Sub accepted after the last probe that
-        came through, which keep their agent's fence up, may wait undelivered); each tick publishes the next."""
+        came through, which keep their agent's fence up, may wait undelivered); each tick publishes the next. An attempt
+        whose VM a scaling pass saw the cloud take is counted as a preemption (``zen.jobs.cloud_silence``)."""
         deadlines = self._config.deadlines
         now = self._clock()
         with self._store.transaction() as tx:
@@ -65,8 +66,8 @@ class Sweeps:
             cutoff = until - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
             candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < until else []
         probes.send(self._store, self._relay, self._config, probe)
-        return self._for_each_job(candidates, "sweep", lambda _, job: gang.decide_silence(
-            job, now, deadlines, heard_since=back_at, heard_until=until))
+        return self._for_each_job(candidates, "sweep", lambda tx, job: cloud_silence.taken(  # (its VM taken: free)
+            self._config, tx, job, gang.decide_silence(job, now, deadlines, back_at, until), now))
 
     def republish_unclaimed(self, limit: int = 500) -> int:
         """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so

@@ -303,6 +303,10 @@ class PostgresJobTx:
     def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
         return repository.vm_run_marks(self.session, vm)
 
+    @hooked("vm_stop_seen")
+    def vm_stop_seen(self, vm: str, since: datetime) -> tuple[str | None, datetime | None, bool] | None:
+        return repository.vm_stop_seen(self.session, vm, since)
+
     @hooked("vm_shares")
     def vm_shares(self, vm: str) -> bool | None:
         return repository.vm_shares(self.session, vm)

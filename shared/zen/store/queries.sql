@@ -560,6 +560,7 @@ GROUP BY priority, regions, provisioning, max_start_wait_s, checkpoint_every_s, 
 -- usd_per_hour (migration 0056): the pool's price when a billed segment begins (:fixed, a configured price, else the
 -- catalog's stored one where :use_catalog, else the snapshot's :fallback; NULL: unpriced then), kept with it (an
 -- ended segment's as the fourth element of its billed_before entry): GCE billed the VM at the price of that time.
+-- The fifth: the first sight of it unbilled, after which its VM was stopped (a silent job's: vm_stop_seen).
 -- DISTINCT: a listing may name an instance twice, and ON CONFLICT may not touch one row twice.
 INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at, running_at, model, usd_per_hour)
 SELECT name, :cluster, :region, :now, :now,
@@ -581,7 +582,8 @@ ON CONFLICT (name) DO UPDATE SET
     billed_before = CASE WHEN mig_instances.running_at IS NOT NULL AND EXCLUDED.running_at IS NULL
                          THEN COALESCE(mig_instances.billed_before, '[]'::jsonb)
                               || jsonb_build_array(jsonb_build_array(mig_instances.running_at, mig_instances.last_seen_at,
-                                                                     mig_instances.model, mig_instances.usd_per_hour))
+                                                                     mig_instances.model, mig_instances.usd_per_hour,
+                                                                     EXCLUDED.last_seen_at))
                          ELSE mig_instances.billed_before END
 RETURNING name, first_seen_at;
 
@@ -690,6 +692,26 @@ UNION ALL SELECT 1 FROM vm_lifetimes WHERE name = :vm_name
 -- flex-start VM's run counts from the earlier (zen.core.provisioning.flex_run_left_s).
 SELECT (SELECT first_seen_at FROM vms WHERE name = :vm_name) AS first_seen_at,
        (SELECT running_at FROM mig_instances WHERE name = :vm_name) AS running_at;
+
+-- name: vm_stop_seen
+-- How a scaling pass saw a VM stop after :since (a silent job's last report: zen.jobs.cloud_silence), none of Zen's
+-- doing (Zen deletes only drained VMs, and drains none that holds a job: drain_unless_busy). Still in its MIG and not
+-- drained: listed unbilled by a pass after :since (running_at NULL), or billed again (its MIG recreated it) after a
+-- segment (billed_before, migration 0043) first seen unbilled after :since (its fifth element; an entry kept before
+-- it, whose last billed sight was after :since); the model and start of the segment that ended. Gone from its MIG
+-- (forget_vanished_instances; its latest lifetime): its model and when a pass first saw it RUNNING.
+SELECT CASE WHEN m.running_at IS NULL THEN m.model ELSE COALESCE(m.billed_before -> -1 ->> 2, m.model) END AS model,
+       CAST(m.billed_before -> -1 ->> 0 AS timestamptz) AS running_at, FALSE AS left_mig
+FROM mig_instances m
+WHERE m.name = :vm_name AND NOT EXISTS (SELECT 1 FROM vm_drains d WHERE d.name = m.name)
+  AND ((m.running_at IS NULL AND m.last_seen_at > :since)
+       OR CAST(COALESCE(m.billed_before -> -1 ->> 4, m.billed_before -> -1 ->> 1) AS timestamptz) >= :since)
+UNION ALL
+(SELECT l.model, COALESCE(l.running_at, CAST(l.billed_before -> 0 ->> 0 AS timestamptz)), TRUE
+ FROM vm_lifetimes l
+ WHERE l.name = :vm_name AND l.first_seen_at <= :since
+   AND NOT EXISTS (SELECT 1 FROM mig_instances WHERE name = :vm_name)
+ ORDER BY l.first_seen_at DESC LIMIT 1);
 
 -- name: vm_model
 -- The provisioning model a scaling pass recorded for a VM when it first listed it (mig_instances.model, what its

@@ -255,6 +255,13 @@ def vm_run_marks(session: Session, vm: str) -> tuple[datetime | None, datetime |
     return row["first_seen_at"], row["running_at"]
 
 
+def vm_stop_seen(session: Session, vm: str, since: datetime) -> tuple[str | None, datetime | None, bool] | None:
+    """(model, run start, left its MIG) of ``vm`` when a scaling pass saw it stop after ``since``, not by Zen; None:
+    not seen so (the query ``vm_stop_seen``)."""
+    row = session.one("vm_stop_seen", vm_name=vm, since=since)
+    return None if row is None else (row["model"], row["running_at"], row["left_mig"])
+
+
 def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int) -> list[str]:
     """Jobs held by a VM whose last sign of life is older than ``cutoff``, oldest first."""
     return [r["job_id"] for r in session.run("held_jobs_silent_since", cutoff=cutoff, limit=limit)]

@@ -606,6 +606,10 @@ class InMemoryJobTx:
     def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
         return self._t.vms.get(vm, {}).get("first_seen_at"), None  # no scaling pass records instances here
 
+    @hooked("vm_stop_seen")
+    def vm_stop_seen(self, vm: str, since: datetime) -> tuple[str | None, datetime | None, bool] | None:
+        return None  # no scaling pass records instances here
+
     @hooked("vm_shares")
     def vm_shares(self, vm: str) -> bool | None:
         row = self._t.vms.get(vm)
