@@ -1,10 +1,11 @@
 """The order one `terraform apply` rolls an upgrade out in: the functions before the agents.
 
-Messages refuse unknown fields (docs/reference/messages.md), so a report from an agent newer than the
-functions that read it is refused and acked: a CLAIMED with `gives_way` (agents since 2026-12-05) was refused
-by the functions before, the claim never answered; a FAILED with `over_limit` was lost, its job left RUNNING
-until the lost-job sweep ran it again. A MIG's template is the agent its new VMs run, so the MIG takes a new
-template only after the functions of the same apply are deployed."""
+Messages refuse unknown fields (docs/reference/messages.md). Functions from before agents' reports were read
+without the fields they do not know refuse a report from a newer agent and ack it: a CLAIMED with `gives_way`
+(agents since 2026-12-05) was refused by the functions before, the claim never answered; a FAILED with `over_limit`
+was lost, its job left RUNNING until the lost-job sweep ran it again. And a new field is acted on only by functions
+that know it. A MIG's template is the agent its new VMs run, so the MIG takes a new template only after the
+functions of the same apply are deployed."""
 
 from __future__ import annotations
 

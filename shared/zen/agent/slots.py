@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Callable
 from pydantic import ValidationError
 
 from zen.agent.limits import given_or_attribute
-from zen.agent import ranlog
-from zen.agent.ranlog import RanLog
+from zen.agent.orders import read_order
+from zen.agent.ranlog import RanLog, path_for as ran_log_path
 from zen.agent.removal import remove_container
 from zen.agent.runner import container_name
 from zen.agent.shutdown import SLICE_S
@@ -86,7 +86,7 @@ class Slots:
     def of_vm(cls, capacity: Capacity, work_dir: str | Path, vm: str) -> "Slots":
         """A VM's slots as its agent runs them: what it ran kept in its work directory (``zen.agent.ranlog``)."""
         slots = cls(capacity)
-        slots.remember_in(ranlog.path_for(work_dir, vm))
+        slots.remember_in(ran_log_path(work_dir, vm))
         return slots
 
     def remember_in(self, path: Path) -> None:
@@ -356,7 +356,7 @@ class ControlRouter:
 
     def _decode(self, control: ControlDelivery) -> ControlMessage | None:
         try:
-            return ControlMessage.model_validate_json(control.data)
+            return read_order(control.data, control.message_id, self._log)  # (a newer Zen's STOP: zen.agent.orders)
         except ValidationError as exc:
             self._log.error("invalid control message dropped", extra={
                 "message_id": control.message_id, "reason": describe_validation_error(exc)})

@@ -1,7 +1,7 @@
 """Messages, records and the job state machine.
 
-Every Pub/Sub payload is a versioned pydantic model validated once, at the edge: unknown fields
-refused, types strict, text that Postgres can store (``Received``); the rules: docs/reference/messages.md.
+Every Pub/Sub payload is a versioned pydantic model validated once, at the edge: unknown fields refused (a newer agent's
+report's, a newer Zen's STOP's ignored: docs/reference/messages.md), types strict, text that Postgres can store.
 
 Job lifecycle (the one transition table, ``TRANSITIONS``; why: docs/explanations/delivery-guarantees.md)::
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from zen.core.errors import Rejected
+from zen.core.text import escape_unstorable, unstorable_place
 from zen.core.models import INT32_MAX, INT64_MAX, GsUri, Heartbeat, JobId, Received, UtcTimestamp, VmState
 
 
@@ -88,6 +89,34 @@ def model_of(data: Any) -> type[Heartbeat | VmHeartbeat | VmUp | PathProbe]:
     heartbeat; anything unreadable is read as a job's report, which refuses it)."""
     kind = data.get("kind", "job" if "job_id" in data else "vm") if isinstance(data, dict) else "job"
     return VmHeartbeat if kind == "vm" else VmUp if kind == "up" else PathProbe if kind == "probe" else Heartbeat
+
+
+AGENT_REPORTS: tuple[type[Received], ...] = (Heartbeat, VmHeartbeat, VmUp)  # what agents send (PathProbe: the tick's)
+
+
+class NewerFields:
+    """Top-level fields of an agent's report that this release does not know: a newer agent's (a VM keeps the
+    agent it booted with while the functions are rolled back), dropped so the rest is read by the model's own
+    rules. Refused whole, every report of such an agent's job was dropped: the job, running, was swept as
+    silent and run again. Each model's set of such fields is told once (``first``) per instance."""
+
+    def __init__(self) -> None:
+        self._told: set[tuple[str, tuple[str, ...]]] = set()
+
+    def known(self, data: Any, model: type[BaseModel]) -> tuple[Any, tuple[str, ...] | None]:
+        """``data`` without the fields ``model`` does not know, and those fields' names the first time this
+        instance drops that set for that model (None: nothing dropped, or dropped before). Nested objects,
+        and messages that are not agents' reports, keep their own rules: an unknown field there is refused."""
+        if model not in AGENT_REPORTS or not isinstance(data, dict):
+            return data, None
+        unknown = tuple(sorted(escape_unstorable(str(name), 64) for name in data if name not in model.model_fields))
+        if not unknown or unstorable_place(data):  # text no message may hold, in any key or value: refused
+            return data, None  # by the model, as before
+        unknown = unknown[:16]
+        first = (model.__name__, unknown) not in self._told and len(self._told) < 64  # bounded: told, not kept
+        if first:
+            self._told.add((model.__name__, unknown))
+        return {name: value for name, value in data.items() if name in model.model_fields}, unknown if first else None
 
 
 SEQ_AHEAD_S = 300  # how far ahead of Zen's clock a heartbeat's seq (epoch ms) may be

@@ -38,7 +38,7 @@ from zen.adapters.submitters import SubmitterChecker
 from zen.adapters.vm_proof import ProofChecker
 from zen.core.stops import users_reason
 from zen.core.text import escape_unstorable
-from zen.core.vm_heartbeat import PathProbe, VmHeartbeat, VmUp, check_seq, model_of
+from zen.core.vm_heartbeat import NewerFields, PathProbe, VmHeartbeat, VmUp, check_seq, model_of
 from zen.jobs.placement import choose, configured_cluster, held_gpus, job_pools, resolve_request
 from zen.jobs.rejections import Rejections
 from zen.jobs.queueing import Queueing
@@ -82,6 +82,7 @@ class JobService:
                                  queues=self._queues is not None, proof_required=self._auth.required)
         self.sweeps = Sweeps(store, config, clock, relay, self.decisions, self._arrays, self._auth.required)
         self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
+        self._newer = NewerFields()  # a newer agent's report is read without what this release does not know
         self._rejections = Rejections(store, config, self._announce, relay, clock, self._auth.required)
 
     # -- submit --------------------------------------------------------------------------------
@@ -252,7 +253,10 @@ class JobService:
                 data = None  # _decode rejects it on size before parsing
             else:
                 data = parse_json(envelope.data)
-            message = decode_payload(envelope, model_of(data), self._config.limits.max_message_bytes, data)
+            data, newer = self._newer.known(data, model := model_of(data))  # a newer agent's: zen.core.vm_heartbeat
+            if newer:
+                log.warning("fields this Zen does not know ignored", extra={"model": model.__name__, "fields": list(newer)})
+            message = decode_payload(envelope, model, self._config.limits.max_message_bytes, data)
             if isinstance(message, PathProbe):  # the tick's, of this path (zen.jobs.probes): no VM's, no token
                 self._proof.ready()  # held back while reports would be: their certificates unreachable
                 return Outcome(probes.heard(self._store, self._config, message.nonce, self._clock()), None)
