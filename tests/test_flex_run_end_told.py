@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.messages import heartbeat, job_request
 from zen.core.config import ZenConfig
 from zen.store import repository
@@ -95,3 +97,52 @@ def test_a_gang_whose_flex_start_vms_runs_ended_is_told_so_at_each_step(config, 
     assert [to for to, _ in ended] == ["STOPPING", "LOST"] and attempt == 2, history
     assert all("was preempted" not in reason and "reached the end of its flex-start run" in reason
                for _, reason in ended), ended
+
+
+@pytest.mark.parametrize("answer", ["PREEMPTED", "STOPPED"])
+def test_a_gang_whose_first_node_to_report_its_runs_end_is_rank_0_is_told_so_at_its_end(
+        config, db, publisher, clock, db_url, monkeypatch, answer):
+    """Rank 0's PREEMPTED first: the attempt ends on node 1's word (its own end, or its answer to the STOP), and
+    names the node preempted first, rank 0 (``zen.core.gang._settle``), not the VM reporting: its end said that
+    rank 0's VM "was preempted", after the gang's STOPPING said it reached the end of its run."""
+    zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
+    vms = (VM, VM.replace("ab12", "ef56"))
+    for seq, vm in enumerate(vms, 1):
+        functions.heartbeat(BEAT | {"vm": vm, "seq": seq, "sent_at": zen.clock().isoformat()})
+    functions.submit(job_request("g", nodes=2))
+    for vm, ip in zip(vms, ("10.0.0.1", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
+    for vm in vms:
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    zen.clock.advance(RUN_S - zen.config.scaling.boot_estimate_s - 30)
+    functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm=vms[0], message=f"zen: VM {vms[0]} shut down (SIGTERM)"))
+    functions.heartbeat(heartbeat("g", answer, 3, vm=vms[1], exit_code=None if answer == "PREEMPTED" else 143))
+    with zen.db.transaction() as tx:
+        history = [(r["to_status"], r["reason"]) for r in repository.all_job_events(tx) if r["attempt"] == 1]
+        attempt = repository.get_job(tx, "g").attempt
+    ended = [(to, reason) for to, reason in history if to in ("STOPPING", "LOST")]
+    assert [to for to, _ in ended] == ["STOPPING", "LOST"] and attempt == 2, history
+    assert all("was preempted" not in reason for _, reason in ended), ended
+    assert ended[-1][1].startswith(f"VM {vms[0]} reached the end of its flex-start run"), ended
+
+
+def test_a_gang_whose_other_node_goes_silent_after_rank_0s_run_ended_is_told_so_at_its_end(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """Rank 0's PREEMPTED at its run's end, node 1 deleted unheard: the lost-job sweep ends the attempt once node 1's
+    fence surely fell, naming rank 0, preempted first (``zen.core.gang._settle``): it said that VM "was preempted"."""
+    zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
+    vms = (VM, VM.replace("ab12", "ef56"))
+    for seq, vm in enumerate(vms, 1):
+        functions.heartbeat(BEAT | {"vm": vm, "seq": seq, "sent_at": zen.clock().isoformat()})
+    functions.submit(job_request("g", nodes=2))
+    for vm, ip in zip(vms, ("10.0.0.1", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
+    for vm in vms:
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    zen.clock.advance(RUN_S - zen.config.scaling.boot_estimate_s - 30)
+    functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm=vms[0], message=f"zen: VM {vms[0]} shut down (SIGTERM)"))
+    zen.clock.advance(zen.config.deadlines.preempted_stop_s + 1)
+    functions.tick()
+    with zen.db.transaction() as tx:
+        lost = [r["reason"] for r in repository.all_job_events(tx) if r["attempt"] == 1 and r["to_status"] == "LOST"]
+    assert len(lost) == 1 and lost[0].startswith(f"VM {vms[0]} reached the end of its flex-start run"), lost

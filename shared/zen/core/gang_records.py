@@ -56,6 +56,9 @@ class GangNode(BaseModel):
     # When Zen heard its claim (its first, the gang assembling): a VM made after it under its name never ran its part
     # (zen.core.incarnation). None on a node recorded before it was kept.
     claimed_at: datetime | None = None
+    # How its flex-start VM's run ended, where its PREEMPTED came at that end (zen.jobs.flex_end): a later report of
+    # another node, which ends the attempt (zen.core.gang._settle), names this node's end so too.
+    run_ended: str | None = None
     # While the gang assembles: when another node left it after this one's claim (the gang then needs one
     # more VM; a planner pass before then counted that VM busy: zen.core.gang.room_seen_after).
     left_at: datetime | None = None

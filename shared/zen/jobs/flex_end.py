@@ -49,16 +49,37 @@ def told(config: ZenConfig, hb: Heartbeat, marks: Marks | None,
          decide: Callable[[Job, datetime], Decision]) -> Callable[[Job, datetime], Decision]:
     """``decide`` with each change saying ``hb.vm`` "was preempted" (``lifecycle.preempted_by_cloud``'s "VM ...", a
     gang's first node ``zen.core.gang``'s "node N (...)") saying how its flex-start run ended instead, where it did
-    (``run_ended``). Only the history's words: the STOP sent to a gang's other nodes still reads as a preemption's,
-    which gives them ``ZEN_PREEMPTION_NOTICE`` (``zen.core.stops.preempts``)."""
-    said = (f"VM {hb.vm} was preempted", f"({hb.vm}) was preempted")
+    (``run_ended``). A gang's node keeps that word (``GangNode.run_ended``): the attempt's end, decided on another
+    node's later report (its answer to the STOP, or its own end: ``zen.core.gang._settle`` names the node preempted
+    first), says it of that node too. Only the history's words: the STOP sent to a gang's other nodes still reads as
+    a preemption's, which gives them ``ZEN_PREEMPTION_NOTICE`` (``zen.core.stops.preempts``)."""
 
     def decided(job: Job, now: datetime) -> Decision:
         decision = decide(job, now)
-        if not any(words in change.reason for change in decision.changes for words in said) or (
-                why := run_ended(config, job, hb, marks, now)) is None:
-            return decision
-        decision.changes = [Change(c.to, c.reason.replace(said[0], f"VM {hb.vm} {why}").replace(
-            said[1], f"({hb.vm}) {why}")) for c in decision.changes]
-        return decision
+        why = None if marks is None else run_ended(config, job, hb, marks, now)
+        if why is not None and (nodes := decision.fields.get("gang")):
+            decision.fields["gang"] = [n.model_copy(update={"run_ended": why}) if n.vm == hb.vm else n for n in nodes]
+        return _said(job, decision, {hb.vm: why} if why else {})
     return decided
+
+
+def of_nodes(job: Job, decision: Decision | None) -> Decision | None:
+    """``decision`` (the lost-job sweep's: a gang's node silent after another's flex-start run ended) with each change
+    saying a node of ``job`` whose run ended (``GangNode.run_ended``) "was preempted" saying how it ended instead."""
+    return None if decision is None else _said(job, decision, {})
+
+
+def _said(job: Job, decision: Decision, ended: dict[str, str]) -> Decision:
+    """``decision`` with what each VM of ``ended``, or node of ``job`` whose run ended, "was preempted" reworded."""
+    ended = {n.vm: n.run_ended for n in job.gang or () if n.run_ended} | ended
+    if ended:
+        decision.changes = [Change(c.to, _reworded(c.reason, ended)) for c in decision.changes]
+    return decision
+
+
+def _reworded(reason: str, ended: dict[str, str]) -> str:
+    """``reason`` with each VM of ``ended`` said to have reached its run's end where it says the VM was preempted."""
+    for vm, why in ended.items():
+        reason = reason.replace(f"VM {vm} was preempted", f"VM {vm} {why}").replace(f"({vm}) was preempted",
+                                                                                   f"({vm}) {why}")
+    return reason

@@ -21,7 +21,7 @@ from zen.core.provisioning import accepted_models, blocked_for, pool_key, region
 from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs import claims, cloud_silence, probes
+from zen.jobs import claims, cloud_silence, flex_end, probes
 from zen.jobs.placement import regions_cleared_now
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
@@ -67,7 +67,8 @@ class Sweeps:
             candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < until else []
         probes.send(self._store, self._relay, self._config, probe)
         return self._for_each_job(candidates, "sweep", lambda tx, job: cloud_silence.taken(  # (its VM taken: free)
-            self._config, tx, job, gang.decide_silence(job, now, deadlines, back_at, until), now))
+            self._config, tx, job, flex_end.of_nodes(job, gang.decide_silence(job, now, deadlines, back_at, until)),
+            now))  # (flex_end: a gang's node whose flex-start run ended named so)
 
     def republish_unclaimed(self, limit: int = 500) -> int:
         """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
