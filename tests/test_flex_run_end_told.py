@@ -6,34 +6,14 @@ a user reading it took the job for one run on a spot VM. Now the attempt's end n
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.messages import heartbeat, job_request
-from zen.core.config import ZenConfig
+from tests.test_flex_end_margin import BEAT, RUN_S, _zen  # Zen with spot, standard and flex-start VMs, day-long runs
 from zen.store import repository
 
-MIXED = "4xa100-40gb"
-RUN_S = 86400  # a flex-start VM's run here (flex_start_run_s)
 VM = "zen-4xa100-40gb-us-central1-flex-ab12"
 SPOT_VM = "zen-4xa100-40gb-us-central1-spot-cd34"
-BEAT = {"kind": "vm", "cluster": MIXED, "region": "us-central1", "zone": "us-central1-a", "state": "IDLE"}
-
-
-def _zen(config, db, publisher, clock, db_url, monkeypatch):
-    """Zen with ``MIXED`` using spot, standard and flex-start VMs (day-long runs)."""
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        if cluster["name"] == MIXED:
-            cluster.update(provisioning=["spot", "standard", "flex-start"], max_start_wait_s=900,
-                           flex_start_min_wait_s=300, flex_start_run_s=RUN_S)
-    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    return zen, FunctionsInvoker(zen)
 
 
 def _lost_after(zen, functions, vm: str, ran_s: float) -> tuple[str, int, int]:
@@ -49,6 +29,20 @@ def _lost_after(zen, functions, vm: str, ran_s: float) -> tuple[str, int, int]:
         job = repository.get_job(tx, "j")
         [lost] = [r["reason"] for r in repository.all_job_events(tx) if r["to_status"] == "LOST"]
     return lost, job.attempt, job.max_attempts - job.budget
+
+
+def _gang_near_its_runs_end(zen, functions) -> tuple[str, str]:
+    """A gang of two running on two flex-start VMs, their runs' end 30 s away by Zen's count: its VMs."""
+    vms = (VM, VM.replace("ab12", "ef56"))
+    for seq, vm in enumerate(vms, 1):
+        functions.heartbeat(BEAT | {"vm": vm, "seq": seq, "sent_at": zen.clock().isoformat()})
+    functions.submit(job_request("g", nodes=2))
+    for vm, ip in zip(vms, ("10.0.0.1", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
+    for vm in vms:
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    zen.clock.advance(RUN_S - zen.config.scaling.boot_estimate_s - 30)
+    return vms
 
 
 def test_a_job_whose_flex_start_vms_run_ended_is_told_so_not_that_it_was_preempted(config, db, publisher, clock,
@@ -79,15 +73,7 @@ def test_a_gang_whose_flex_start_vms_runs_ended_is_told_so_at_each_step(config, 
     """A gang's VMs come from one request, granted whole, and their runs end together: the node reported first
     stops the others ("node 1 (...) was preempted: the other nodes are stopped"), the last loses the attempt."""
     zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
-    vms = (VM, VM.replace("ab12", "ef56"))
-    for seq, vm in enumerate(vms, 1):
-        functions.heartbeat(BEAT | {"vm": vm, "seq": seq, "sent_at": zen.clock().isoformat()})
-    functions.submit(job_request("g", nodes=2))
-    for vm, ip in zip(vms, ("10.0.0.1", "10.0.0.2")):
-        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
-    for vm in vms:
-        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
-    zen.clock.advance(RUN_S - zen.config.scaling.boot_estimate_s - 30)
+    vms = _gang_near_its_runs_end(zen, functions)
     for vm in reversed(vms):
         functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm=vm, message=f"zen: VM {vm} shut down (SIGTERM)"))
     with zen.db.transaction() as tx:
@@ -106,15 +92,7 @@ def test_a_gang_whose_first_node_to_report_its_runs_end_is_rank_0_is_told_so_at_
     names the node preempted first, rank 0 (``zen.core.gang._settle``), not the VM reporting: its end said that
     rank 0's VM "was preempted", after the gang's STOPPING said it reached the end of its run."""
     zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
-    vms = (VM, VM.replace("ab12", "ef56"))
-    for seq, vm in enumerate(vms, 1):
-        functions.heartbeat(BEAT | {"vm": vm, "seq": seq, "sent_at": zen.clock().isoformat()})
-    functions.submit(job_request("g", nodes=2))
-    for vm, ip in zip(vms, ("10.0.0.1", "10.0.0.2")):
-        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
-    for vm in vms:
-        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
-    zen.clock.advance(RUN_S - zen.config.scaling.boot_estimate_s - 30)
+    vms = _gang_near_its_runs_end(zen, functions)
     functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm=vms[0], message=f"zen: VM {vms[0]} shut down (SIGTERM)"))
     functions.heartbeat(heartbeat("g", answer, 3, vm=vms[1], exit_code=None if answer == "PREEMPTED" else 143))
     with zen.db.transaction() as tx:
@@ -131,15 +109,7 @@ def test_a_gang_whose_other_node_goes_silent_after_rank_0s_run_ended_is_told_so_
     """Rank 0's PREEMPTED at its run's end, node 1 deleted unheard: the lost-job sweep ends the attempt once node 1's
     fence surely fell, naming rank 0, preempted first (``zen.core.gang._settle``): it said that VM "was preempted"."""
     zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
-    vms = (VM, VM.replace("ab12", "ef56"))
-    for seq, vm in enumerate(vms, 1):
-        functions.heartbeat(BEAT | {"vm": vm, "seq": seq, "sent_at": zen.clock().isoformat()})
-    functions.submit(job_request("g", nodes=2))
-    for vm, ip in zip(vms, ("10.0.0.1", "10.0.0.2")):
-        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
-    for vm in vms:
-        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
-    zen.clock.advance(RUN_S - zen.config.scaling.boot_estimate_s - 30)
+    vms = _gang_near_its_runs_end(zen, functions)
     functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm=vms[0], message=f"zen: VM {vms[0]} shut down (SIGTERM)"))
     zen.clock.advance(zen.config.deadlines.preempted_stop_s + 1)
     functions.tick()
