@@ -166,3 +166,35 @@ def test_an_output_stream_that_meets_a_database_blip_is_told_to_come_back(setup,
                         clock=clock, output_timing=(0.01, 0.1)).test_client()
     stream = client.get("/jobs/a1/output").get_data(as_text=True)
     assert "step one" in stream and "event: end" not in stream  # ended, for the browser to come back
+
+
+def test_a_reconnect_after_the_next_attempts_first_line_still_gets_the_earlier_attempts_tail(setup, clock, monkeypatch):
+    """Cloud Logging's reader reads an attempt ``READ_PAGES`` pages a call: attempt 1's first pages went out, then
+    attempt 2's lines, and the stream's id named attempt 2; the browser reconnecting then (a dropped connection, or
+    the stream's 5 minutes up during a long attempt 1) counted attempt 1 as sent whole: its last lines never showed."""
+    zen, functions, _, _ = setup
+    functions.submit(job_request("p1", user_id="alice"))
+    for attempt, final in ((1, "PREEMPTED"), (2, "SUCCEEDED")):
+        for beat in agent_run("p1", attempt=attempt, vm=f"vm-{attempt}", final=final):
+            functions.heartbeat(beat)
+            clock.advance(5)
+    client = AttemptsClient()
+    longest = cloud_logging.READ_PAGES + 3  # one entry a page: more than one read
+    for seq in range(1, longest + 1):
+        client.add(1, seq, final=seq == longest)
+    client.add(2, 1, final=True)
+    monkeypatch.setattr(cloud_logging, "REQUEST_INTERVAL_S", 0)
+    app = create_app(zen.config, zen.db, local_identity("alice"), output_timing=(0.01, 0.3), clock=clock,
+                     reader_factory=lambda: cloud_logging.CloudReader(client, "p", page_size=1))
+    answer = app.test_client().get("/jobs/p1/output", buffered=False)
+    texts, last_id = [], None
+    for chunk in answer.response:  # the browser, until attempt 2's first line; then its connection drops
+        text = chunk.decode() if isinstance(chunk, bytes) else chunk
+        for found in re.finditer(r"id: (.+)\nevent: line\ndata: (.+)\n", text):
+            last_id = found.group(1)
+            texts.append(json.loads(found.group(2))["text"])
+        if "a2 line 1" in texts:
+            break
+    answer.close()
+    _, rest = _streamed(zen, clock, lambda: cloud_logging.CloudReader(client, "p", page_size=1), "p1", last_id, 0.3)
+    assert texts + rest == [f"a1 line {n}" for n in range(1, longest + 1)] + ["a2 line 1"], (texts, rest)

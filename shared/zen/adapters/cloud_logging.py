@@ -18,7 +18,7 @@ from zen.adapters.joblogs import (DIR_ENV, ENDPOINT_ENV, LOG_NAME, LocalReader, 
                                   SinkError, SinkRefused)
 
 MAX_BATCH_ENTRIES = 1000
-READ_PAGES = 5  # pages (of page_size entries) one read of a followed attempt takes at most (then the next attempt)
+READ_PAGES = 5  # pages (of page_size entries) one read of a followed attempt takes at most (an earlier one: all)
 REQUEST_INTERVAL_S = 1.2  # between two entries:list requests of a reader: 50 a minute, under the ~60 of the quota
 RETRY_FIRST_S = 2.0  # a request answered 429 is made again after this, doubling ...
 RETRY_MAX_S = 32.0  # ... up to this

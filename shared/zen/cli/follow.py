@@ -131,7 +131,10 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
             for number in attempts:  # each attempt's lines printed as read: a later read may fail
                 if number in finals:  # read to its final entry: nothing more (a read spends quota)
                     continue
-                for batch in _batches(reader, job_id, number, to_the_end=False):
+                # An attempt before the job's current one is read to the listing's end before the next: read
+                # READ_PAGES pages a poll, its tail came after the next attempt's head, or never (the job's end).
+                earlier = job is not None and number < job.attempt
+                for batch in _batches(reader, job_id, number, to_the_end=earlier, flush=False):
                     for entry in batch:
                         got = True
                         print(format_entry(entry, style), file=out)
@@ -171,13 +174,15 @@ def late_note(job_id: str, message_id: str, waited_s: float) -> str:
             f"`zen jobs get {job_id}` (submitting it again could make a second job)")
 
 
-def _batches(reader: Reader, job_id: str, attempt: int | None, to_the_end: bool) -> Iterator[list[OutputEntry]]:
+def _batches(reader: Reader, job_id: str, attempt: int | None, to_the_end: bool,
+             flush: bool = True) -> Iterator[list[OutputEntry]]:
     """The reader's new entries, a batch at a time: from Cloud Logging one page per batch, paced and
     retried when throttled (``CloudReader.read``); ``to_the_end``: all there is now (one attempt is
-    otherwise read ``cloud_logging.READ_PAGES`` pages a call)."""
+    otherwise read ``cloud_logging.READ_PAGES`` pages a call), with the lines past a gap too unless not
+    ``flush`` (they then wait for the missing one: ``cloud_logging.SETTLE_S``)."""
     read = getattr(reader, "read", None)
     if read is not None:
-        yield from (read(job_id, attempt, most=None, flush=True) if to_the_end else read(job_id, attempt))
+        yield from (read(job_id, attempt, most=None, flush=flush) if to_the_end else read(job_id, attempt))
         return
     batch = reader.new_entries(job_id, attempt)
     while batch:

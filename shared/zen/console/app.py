@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 from flask import Flask, Response, abort, g, redirect, render_template, request, stream_with_context, url_for
 from werkzeug.exceptions import HTTPException
 
-from zen.adapters.joblogs import ReadsPast
+from zen.adapters.joblogs import OutputEntry, ReadsPast
 from zen.console import pages
 from zen.console.viewers import Identify, NoIdentity, Viewer, viewer_of
 from zen.core.config import ZenConfig
@@ -166,7 +166,8 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
             if current is not None and hasattr(reader, "expect_nodes"):
                 reader.expect_nodes(current.nodes)  # a gang's attempt is over at its every node's final entry
             for attempt in range(max(1, after.floor), (current.attempt if current else 0) + 1):
-                for entry in reader.new_entries(job_id, attempt):
+                earlier = current is not None and attempt < current.attempt
+                for entry in _new_entries(reader, job_id, attempt, whole=earlier):
                     got = True
                     if after.sent(entry.attempt, entry.vm, entry.seq) or not _VM_NAME.match(entry.vm):
                         continue  # a VM name no agent writes (a log label with a line break: a forged event)
@@ -331,6 +332,19 @@ class Resume:
     def __str__(self) -> str:
         floor = [("*", self.any_vm)] if self.any_vm >= 0 else []
         return f"{self.attempt}:" + ";".join(f"{vm}={seq}" for vm, seq in floor + list(self.seqs))
+
+
+def _new_entries(reader: Any, job_id: str, attempt: int, whole: bool) -> Iterator[OutputEntry]:
+    """The reader's new entries of ``attempt``; ``whole`` (an attempt before the job's current one): to the end
+    of Cloud Logging's listing, page by page, before the next attempt is read. Read ``READ_PAGES`` pages a poll,
+    its tail went out after the next attempt's head, and a reconnect then, whose id names the attempt sent last
+    (``Resume``), never sent it."""
+    read = getattr(reader, "read", None) if whole else None
+    if read is None:
+        yield from reader.new_entries(job_id, attempt)
+        return
+    for page in read(job_id, attempt, most=None):
+        yield from page
 
 
 _VM_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")  # GCE's names and more; never a line break into the stream's id:
