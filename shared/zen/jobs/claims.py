@@ -210,9 +210,10 @@ def _crowds_out(config: ZenConfig, cluster: ClusterConfig, job: Job, other: Job,
 def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx) -> str | None:
     """The provisioning model of ``hb.vm`` when the job does not accept it; None when it does, or when none is known
     (a VM of no MIG of the cluster's). The model a scaling pass recorded for the VM, else the one its name tells (its
-    pool's MIG): the primary MIG keeps its name when the cluster's models are reordered, and its VMs booted before
-    kept theirs (a spot VM was taken for standard, and a job accepting standard VMs only ran on it)."""
-    model = (tx.vm_model(hb.vm) if len(cluster.provisioning) > 1 else None) or cluster.model_of(hb.vm, hb.region)
+    pool's MIG): the primary MIG keeps its name when the cluster's models are reordered, or narrowed to one, and its
+    VMs booted before kept theirs (a spot VM was taken for standard, and a job accepting standard VMs only ran on it).
+    Read for a cluster of one model too: it may have had more when the VM booted."""
+    model = tx.vm_model(hb.vm) or cluster.model_of(hb.vm, hb.region)
     return model if model is not None and model not in accepted_models(
         job.request.get("provisioning"), cluster.provisioning) else None
 
@@ -228,9 +229,11 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
     not known, and most jobs run far less than the cap), and a VM that has run for less than ``FLEX_FRESH_S`` past
     the boot estimate (the VM asked for the job: ``zen.core.provisioning.flex_run_left_s``). The job waits for
     another VM: the planner counts no VM for it whose run ends first (``zen.scaling.flexrun``), so it asks for one,
-    and the refusing VM is scaled down once idle and needed by no other job, as any idle VM is."""
+    and the refusing VM is scaled down once idle and needed by no other job, as any idle VM is. The VM's model is the
+    one a scaling pass recorded for it, as ``_unaccepted_model`` reads it: a flex-start VM of a primary MIG whose
+    cluster's models were reordered since is still one."""
     named = job.request.get("max_runtime_s")
-    if named is None or cluster.model_of(vm, region) != "flex-start":
+    if named is None or (tx.vm_model(vm) or cluster.model_of(vm, region)) != "flex-start":  # (_unaccepted_model's)
         return None
     if outlasts_flex(named, cluster.flex_start_run_s):  # no flex-start VM lives that long, a fresh one neither
         return (f"VM {vm} is a flex-start VM, whose run ends after {cluster.flex_start_run_s} s (flex_start_run_s), "

@@ -66,12 +66,14 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime, created:
 
 def decide_late_final(job: Job, hb: Heartbeat, started_at: datetime | None, now: datetime,
                       given_up: str = "it was taken for lost") -> Decision:
-    """The job ends with the outcome of ``hb``'s attempt, as that attempt (the checks are ``late_final``'s)."""
+    """The job ends with the outcome of ``hb``'s attempt, as that attempt (the checks are ``late_final``'s). A hold
+    of the job waiting (no region of its may run it now: ``zen.jobs.claims``) is over with it, as a stop's is."""
     later = f"attempt {job.attempt}" if job.attempt == hb.attempt + 1 else f"attempts {hb.attempt + 1}-{job.attempt}"
     reason = (f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after {given_up}; "
               f"{later} never started")
     fields = dict(attempt=hb.attempt, vm=hb.vm, region=hb.region, zone=hb.zone, last_seq=hb.seq,
-                  last_heartbeat_at=now, started_at=started_at, finished_at=now, exit_code=hb.exit_code)
+                  last_heartbeat_at=now, started_at=started_at, finished_at=now, exit_code=hb.exit_code,
+                  hold=None, hold_until=None)
     if hb.message is not None:
         fields["message"] = hb.message
     return Decision(changes=[Change(FINAL[hb.status], reason)], fields=fields)

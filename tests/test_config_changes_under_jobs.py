@@ -1,0 +1,93 @@
+"""Configuration changes under jobs that wait or run: what the job then says (zen.jobs.claims, zen.jobs.sweeps,
+zen.jobs.late_final), through the functions against a real Postgres, the configuration changed between steps."""
+
+from __future__ import annotations
+
+import json
+
+from tests.messages import heartbeat, job_request
+from tests.test_tags import functions_with
+from zen.store import repository
+
+
+def job_of(zen, job_id):
+    with zen.db.transaction() as session:
+        return repository.get_job(session, job_id)
+
+
+def test_a_late_final_report_ending_a_job_held_for_no_region_leaves_no_hold_on_it(config, db, publisher, clock,
+                                                                                    db_url, monkeypatch):
+    """hipaa leaves us-central1 while the job's attempt 1 runs there; its VM goes silent, the sweep requeues the
+    job and the tick holds it (no region of its may run it now). Attempt 1's final report then ends it SUCCEEDED:
+    `zen jobs get` showed the hold ("it waits until the configuration has one again") on the ended job."""
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    zen, functions = functions_with(config, db, publisher, clock, {"us-central1": ["hipaa"]})
+    functions.submit(job_request("phi-1", requires_tags=["hipaa"]))
+    functions.heartbeat(heartbeat("phi-1", "CLAIMED", 1, vm="vm-a", tags=["hipaa"]))
+    functions.heartbeat(heartbeat("phi-1", "RUNNING", 2, vm="vm-a", tags=["hipaa"]))
+    zen, functions = functions_with(config, db, publisher, clock, {})  # the operator removes the tag
+    for _ in range(3):  # vm-a goes silent: taken for lost, requeued, held
+        clock.advance(121)
+        functions.tick()
+    held = job_of(zen, "phi-1")
+    assert (held.status.value, held.attempt) == ("PENDING", 2) and held.hold.startswith("no region of its may run")
+
+    functions.heartbeat(heartbeat("phi-1", "SUCCEEDED", 3, vm="vm-a", exit_code=0, message="done", tags=["hipaa"]))
+    ended = job_of(zen, "phi-1")
+    assert (ended.status.value, ended.attempt, ended.vm) == ("SUCCEEDED", 1, "vm-a")
+    assert (ended.hold, ended.hold_until) == (None, None)
+    assert ended.public_view()["hold"] is None
+
+
+def test_a_standard_only_job_is_not_claimed_by_a_spot_vm_after_spot_left_its_cluster(config, db, publisher, clock,
+                                                                                      db_url, monkeypatch):
+    """[spot, standard] -> [standard]: the primary MIG (``zen-<cluster>-<region>``) keeps its name, terraform gives it
+    the standard template, and its VMs booted as spot stay spot (the MIG updates opportunistically). Read from its
+    name under a one-model configuration, such a VM was taken for standard, and a job that accepts standard VMs
+    only (never preempted) ran on it; the model a scaling pass recorded for it says spot."""
+    from tests.test_claims_by_recorded_model import CLUSTER, SPOT_VM, _zen
+    from zen.store import fleet
+
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    before, _ = _zen(config, db, publisher, clock, ["spot", "standard"])
+    with before.db.transaction() as session:  # a scaling pass lists the spot pool's VM, as the tick does
+        fleet.see_instances(session, CLUSTER, "us-central1", [SPOT_VM], clock(), model="spot")
+    zen, functions = _zen(config, db, publisher, clock, ["standard"])  # spot removed from the cluster
+    functions.submit(job_request("never-preempt", cluster=CLUSTER, provisioning="standard"))
+    functions.heartbeat(heartbeat("never-preempt", "CLAIMED", 1, vm=SPOT_VM))
+    job = job_of(zen, "never-preempt")
+    assert (job.status.value, job.vm) == ("QUEUED", None), f"a standard-only job {job.status.value} on spot {job.vm}"
+
+
+
+def _flex_zen(config, db, publisher, clock, models):
+    """A Zen whose cluster uses ``models`` and whose flex-start VMs run for an hour."""
+    from zen.app import Zen
+    from zen.core.config import ZenConfig
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    raw = json.loads(config.model_dump_json())
+    for cluster in raw["clusters"]:
+        if cluster["name"] == "4xa100-40gb":
+            cluster.update(provisioning=models, flex_start_run_s=3600)
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    return zen, FunctionsInvoker(zen)
+
+
+def test_a_flex_start_vm_whose_run_ends_first_does_not_take_a_job_after_the_models_were_reordered(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """[flex-start, standard] -> [standard, flex-start]: the primary MIG's VMs booted as flex-start stay so, and GCE
+    deletes each at the end of its run (``flex_start_run_s``). Read from its name as standard, such a VM was not
+    checked for what is left of its run, and took a job that outlasts any flex-start VM's run."""
+    from zen.store import fleet
+
+    vm = "zen-4xa100-40gb-us-central1-ab12"  # booted by the primary MIG while flex-start was the primary
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    before, _ = _flex_zen(config, db, publisher, clock, ["flex-start", "standard"])
+    with before.db.transaction() as session:  # a scaling pass lists the flex-start pool's VM, as the tick does
+        fleet.see_instances(session, "4xa100-40gb", "us-central1", [vm], clock(), model="flex-start")
+    zen, functions = _flex_zen(config, db, publisher, clock, ["standard", "flex-start"])  # the models reordered
+    functions.submit(job_request("long-run", cluster="4xa100-40gb", max_runtime_s=7200))
+    functions.heartbeat(heartbeat("long-run", "CLAIMED", 1, vm=vm))
+    job = job_of(zen, "long-run")
+    assert (job.status.value, job.vm) == ("QUEUED", None), f"a 2 h job {job.status.value} on a 1 h flex VM {job.vm}"
