@@ -1,5 +1,6 @@
 """Configuration changes under jobs that wait or run: what the job then says (zen.jobs.claims, zen.jobs.sweeps,
-zen.jobs.late_final), through the functions against a real Postgres, the configuration changed between steps."""
+zen.jobs.late_final, zen.jobs.flex_end), through the functions against a real Postgres, the configuration changed
+between steps."""
 
 from __future__ import annotations
 
@@ -91,3 +92,26 @@ def test_a_flex_start_vm_whose_run_ends_first_does_not_take_a_job_after_the_mode
     functions.heartbeat(heartbeat("long-run", "CLAIMED", 1, vm=vm))
     job = job_of(zen, "long-run")
     assert (job.status.value, job.vm) == ("QUEUED", None), f"a 2 h job {job.status.value} on a 1 h flex VM {job.vm}"
+
+
+def test_a_flex_start_vm_whose_run_ended_after_the_models_were_reordered_is_not_said_to_be_preempted(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """[flex-start, standard] -> [standard, flex-start]: a VM the primary MIG booted as flex-start reaches the end of
+    its run (GCE deletes it) and its agent reports its job PREEMPTED. Read from its name as standard, the job's
+    history said "VM ... was preempted", and its user took it for a spot VM's preemption."""
+    from zen.store import fleet
+
+    vm = "zen-4xa100-40gb-us-central1-ab12"  # booted by the primary MIG while flex-start was the primary
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    before, _ = _flex_zen(config, db, publisher, clock, ["flex-start", "standard"])
+    with before.db.transaction() as session:  # a scaling pass lists the flex-start pool's VM, RUNNING, as the tick does
+        fleet.see_instances(session, "4xa100-40gb", "us-central1", [vm], clock(), model="flex-start")
+    zen, functions = _flex_zen(config, db, publisher, clock, ["standard", "flex-start"])  # the models reordered
+    functions.submit(job_request("short", cluster="4xa100-40gb"))
+    functions.heartbeat(heartbeat("short", "CLAIMED", 1, vm=vm))
+    functions.heartbeat(heartbeat("short", "RUNNING", 2, vm=vm))
+    clock.advance(3600 - 30)  # its run's end (flex_start_run_s 3600) 30 s away
+    functions.heartbeat(heartbeat("short", "PREEMPTED", 3, vm=vm, message=f"zen: VM {vm} shut down (SIGTERM)"))
+    with zen.db.transaction() as session:
+        [lost] = [r["reason"] for r in repository.all_job_events(session) if r["to_status"] == "LOST"]
+    assert lost.startswith(f"VM {vm} reached the end of its flex-start run (flex_start_run_s 3600"), lost

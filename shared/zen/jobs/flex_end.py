@@ -6,7 +6,9 @@ The attempt's end said "VM ... was preempted": untrue of a flex-start VM, which 
 the job for one run on a spot VM. A PREEMPTED from a flex-start VM with less than ``deadlines.flex_end_margin_s``
 of its run left by Zen's count (``zen.core.provisioning.flex_run_left_s``: counted from when a scaling pass first
 saw it RUNNING, a pass's interval late at most, or from its agent's first word less the boot estimate) says it
-reached the end of its run instead; one from a flex-start VM with more left still reads as preempted.
+reached the end of its run instead; one from a flex-start VM with more left still reads as preempted. The VM's model
+is the one a scaling pass recorded for it, else the one its name tells (as a claim reads it: ``zen.jobs.claims``): the
+primary MIG keeps its name when the cluster's models are reordered or narrowed, and its VMs booted before keep theirs.
 """
 
 from __future__ import annotations
@@ -20,25 +22,27 @@ from zen.core.models import AgentStatus, Heartbeat, Job
 from zen.core.provisioning import flex_run_left_s
 from zen.jobs.store import JobStore
 
-Marks = tuple[datetime | None, datetime | None]  # the VM's first word and first seen RUNNING (JobTx.vm_run_marks)
+# The VM's recorded model (JobTx.vm_model), its first word and first seen RUNNING (JobTx.vm_run_marks).
+Marks = tuple[str | None, datetime | None, datetime | None]
 
 
 def run_marks(store: JobStore, hb: Heartbeat) -> Marks | None:
-    """The run marks of the VM reporting ``hb`` when it reports an attempt PREEMPTED; None for any other report
-    (read before the report's transaction: both are written once, and only this report needs them)."""
+    """The recorded model and run marks of the VM reporting ``hb`` when it reports an attempt PREEMPTED; None for any
+    other report (read before the report's transaction: each is written once, and only this report needs them)."""
     if hb.status is not AgentStatus.PREEMPTED:
         return None
     with store.session() as tx:
-        return tx.vm_run_marks(hb.vm)
+        return (tx.vm_model(hb.vm), *tx.vm_run_marks(hb.vm))
 
 
 def run_ended(config: ZenConfig, job: Job, hb: Heartbeat, marks: Marks | None, now: datetime) -> str | None:
     """What to say of ``hb.vm`` instead of "was preempted": it is a flex-start VM of the job's cluster whose run has
-    less than ``deadlines.flex_end_margin_s`` left ``now`` (``marks``: ``run_marks``); None for any other VM."""
+    less than ``deadlines.flex_end_margin_s`` left ``now`` (``marks``: ``run_marks``, whose recorded model comes
+    before the one the VM's name tells); None for any other VM."""
     cluster = config.cluster(job.cluster)
-    if marks is None or cluster is None or cluster.model_of(hb.vm, hb.region) != "flex-start":
+    if marks is None or cluster is None or (marks[0] or cluster.model_of(hb.vm, hb.region)) != "flex-start":
         return None
-    left = flex_run_left_s(cluster.flex_start_run_s, now, *marks, config.scaling.boot_estimate_s)
+    left = flex_run_left_s(cluster.flex_start_run_s, now, *marks[1:], config.scaling.boot_estimate_s)
     if left is None or left >= config.deadlines.flex_end_margin_s:
         return None
     return (f"reached the end of its flex-start run (flex_start_run_s {cluster.flex_start_run_s}, about "
