@@ -138,7 +138,8 @@ class InputCache:
             if path.stat().st_size == kept and self._copied(key, blob, path, target):
                 os.utime(path)
                 with self._lock:
-                    self._entries.move_to_end(key)
+                    if key in self._entries:  # (given way or evicted since the copy was made: the copy stands)
+                        self._entries.move_to_end(key)
                     self.hits += 1
                     self.hit_bytes += kept
                 return True
