@@ -59,6 +59,11 @@ def test_a_standard_only_job_is_not_claimed_by_a_spot_vm_after_spot_left_its_clu
     job = job_of(zen, "never-preempt")
     assert (job.status.value, job.vm) == ("QUEUED", None), f"a standard-only job {job.status.value} on spot {job.vm}"
 
+    functions.submit(job_request("any-model", cluster=CLUSTER))  # names no model: the spot VM left will do
+    functions.heartbeat(heartbeat("any-model", "CLAIMED", 2, vm=SPOT_VM))  # (its refusal read the model it did not name)
+    job = job_of(zen, "any-model")
+    assert (job.status.value, job.vm) == ("ASSIGNED", SPOT_VM), (job.status.value, job.vm)
+
 
 
 def _flex_zen(config, db, publisher, clock, models):

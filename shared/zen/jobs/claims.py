@@ -22,7 +22,7 @@ from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
-from zen.core.provisioning import accepted_models, flex_run_left_s, flex_too_short, outlasts_flex
+from zen.core.provisioning import ANY, accepted_models, flex_run_left_s, flex_too_short, outlasts_flex
 from zen.core.reports import refused_floor
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now, required_now
@@ -212,10 +212,13 @@ def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx
     (a VM of no MIG of the cluster's). The model a scaling pass recorded for the VM, else the one its name tells (its
     pool's MIG): the primary MIG keeps its name when the cluster's models are reordered, or narrowed to one, and its
     VMs booted before kept theirs (a spot VM was taken for standard, and a job accepting standard VMs only ran on it).
-    Read for a cluster of one model too: it may have had more when the VM booted."""
+    Read for a cluster of one model too: it may have had more when the VM booted. A job that names no model (or
+    ``any``) accepts the VM's whatever it is, one its cluster no longer lists too (a VM left from before, billed
+    all the same)."""
+    if (accepts := job.request.get("provisioning")) in (None, ANY):
+        return None
     model = tx.vm_model(hb.vm) or cluster.model_of(hb.vm, hb.region)
-    return model if model is not None and model not in accepted_models(
-        job.request.get("provisioning"), cluster.provisioning) else None
+    return model if model is not None and model not in accepted_models(accepts, cluster.provisioning) else None
 
 
 def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, region: str, tx: JobTx,
