@@ -1,7 +1,7 @@
 """Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
 is not going away, it is in one of the job's regions and carries its ``requires_tags``, it is an instance of
-the job's cluster in a region the job may run in, of a provisioning
-model the job accepts (told by the VM's name: its pool's MIG), it carries the tags the job's data needs
+the job's cluster in a region the job may run in, of a provisioning model the job accepts (the one a scaling
+pass recorded for the VM, else the one its name tells: its pool's MIG), it carries the tags the job's data needs
 (``zen.core.clearance``: computed from the job's data and the configuration now, not the stored tags), a
 flex-start VM still runs long enough for the job (``flex_run_left``), and it has room for the job (a
 cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
