@@ -54,19 +54,24 @@ OutboxRelay.__init__ = _recorded(OutboxRelay.__init__)
 
 # The test files that take longest, longest first (seconds of their tests on 2 cores, 2026-12-05, four
 # workers: 106, 99, 64, 47, 46, 45, 43, 38, 33, 32, 28, 27, 22, 22, 21, 21, 20, 19, 19, 18, 16, 15; every other
-# file under 15). `make test` hands whole files to its workers in collection order (pytest-xdist's loadfile with
-# --no-loadscope-reorder; by default it orders files by how many tests they hold, so these, a few tests
-# each, came last and the run waited on them alone): given first, no long file starts near the end.
+# file under 15). 2026-12-06, two workers, the files alone: the slow heartbeat path's fault run 48-59 (62 before its
+# job ended on a file), the hung agent's 36-50 (44), the disk share's 13-20 (43), the fork share's 11-20 (26); of the
+# agent tests, the restarted agent resuming its upload 34-38 in all (46), its integration tests 30-39, the gang
+# claims 20-21 (26), the power-offs after reports 17-24 each (the higher ones on a machine busy with another run).
+# `make test` hands whole files to its workers in collection order (pytest-xdist's loadfile with
+# --no-loadscope-reorder; by default it orders files by how many tests they hold, so these, a few tests each, came
+# last and the run waited on them alone): given first, no long file starts near the end.
 LONGEST_FIRST = (
     "tests/e2e/test_gang_stack.py", "tests/e2e/test_local_stack.py", "tests/faults/test_slow_heartbeat_path.py",
-    "tests/faults/test_drained_vm_claims.py", "tests/faults/test_disk_share.py", "tests/faults/test_hung_agent.py",
-    "tests/test_usercli_frictions.py", "tests/agent/test_checkpoint_end.py", "tests/e2e/test_stack_restart.py",
-    "tests/console/test_console_browser.py", "tests/test_cli_deployed_messages.py", "tests/faults/test_fork_share.py",
-    "tests/e2e/test_notify_stack.py", "tests/test_types.py", "tests/terraform/test_terraform.py",
-    "tests/agent/test_container_ends_named.py", "tests/e2e/test_provisioning_stack.py",
-    "tests/agent/test_job_output.py", "tests/agent/test_checkpoint_link.py",
-    "tests/e2e/test_submit_while_stack_starts.py", "tests/agent/test_checkpoint_integration.py",
-    "tests/test_property_delivery.py",
+    "tests/agent/test_restarted_agent_resumes_upload.py", "tests/faults/test_drained_vm_claims.py",
+    "tests/faults/test_hung_agent.py", "tests/test_usercli_frictions.py", "tests/agent/test_checkpoint_end.py",
+    "tests/agent/test_agent_integration.py", "tests/e2e/test_stack_restart.py", "tests/console/test_console_browser.py",
+    "tests/test_cli_deployed_messages.py", "tests/agent/test_gang_claims.py", "tests/e2e/test_notify_stack.py",
+    "tests/test_types.py", "tests/terraform/test_terraform.py", "tests/agent/test_container_ends_named.py",
+    "tests/faults/test_disk_share.py", "tests/e2e/test_provisioning_stack.py", "tests/agent/test_job_output.py",
+    "tests/agent/test_checkpoint_link.py", "tests/agent/test_power_off_reports_other_attempts.py",
+    "tests/agent/test_restarted_agent_powers_off_after_reporting.py", "tests/e2e/test_submit_while_stack_starts.py",
+    "tests/faults/test_fork_share.py", "tests/agent/test_checkpoint_integration.py", "tests/test_property_delivery.py",
 )
 
 

@@ -22,10 +22,15 @@ def test_a_waiting_gang_node_whose_repeated_claim_would_be_refused_still_runs_it
     first = agents.start("vm-a")
     scheduler.submit("pair", [sys.executable, "-c", RANKS], nodes=2)
     wait_for(lambda: (job := scheduler.job("pair")) is not None and job.gang, 45, what="vm-a in the gang")
+    claims = len(first.said("heartbeat sent", job_id="pair", status="CLAIMED"))
     with scheduler.db.transaction() as session:  # a refusal of its next claim: a drain, written directly
         session.sql("INSERT INTO vm_drains (name, cluster, region, at) VALUES ('vm-a', '4xa100-40gb', 'us-central1', "
                     ":now)", now=utc_now())
-    time.sleep(12)  # two repeats of its claim (ZEN_AGENT_CLAIM_TIMEOUT_S 5)
+    # Two repeats of its claim (every half fence, 3.5 s, while the node waits), the first answered meanwhile; or its
+    # part let go (a repeat refused: the assertions below say so).
+    wait_for(lambda: len(first.said("heartbeat sent", job_id="pair", status="CLAIMED")) >= claims + 2
+             or first.said("claim refused; start message dropped", job_id="pair"), 30,
+             what="two repeats of vm-a's claim")
     second = agents.start("vm-b")
     job = scheduler.wait_status("pair", "SUCCEEDED", "FAILED", "LOST", timeout_s=60)
     ran = {agent.vm: [line for line in agent.logs() if line.get("job_id") == "pair"] for agent in (first, second)}

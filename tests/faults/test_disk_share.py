@@ -24,7 +24,9 @@ with open(os.path.join(os.environ["ZEN_OUTPUT_DIR"], "written.bin"), "wb") as ou
     for _ in range(int(sys.argv[1]) // 65536):
         out.write(b"x" * 65536); out.flush(); os.fsync(out.fileno())
 print("written", flush=True)
-time.sleep(float(sys.argv[2]))
+end = time.time() + float(sys.argv[2])
+while time.time() < end and not (len(sys.argv) > 3 and os.path.exists(sys.argv[3])):
+    time.sleep(0.1)
 """
 
 
@@ -33,19 +35,23 @@ def _over(job_id: str) -> dict | None:
     return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
 
 
-def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_completes(home):  # noqa: F811
+def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_completes(
+        home, tmp_path):  # noqa: F811
     from google.cloud import storage as gcs
+
+    released = tmp_path / "released"  # the neighbour runs until it exists (30 s at most)
 
     with running_stack(home, (FIXTURES / "disk-share.yaml").read_text(),
                        (FIXTURES / "disk-share-scenario.yaml").read_text(), start=22000, tick_every_s=1.0,
                        buckets={"out-bkt": "US"},
                        agent_env={"ZEN_AGENT_DISK_PER_JOB_BYTES": "4000000", "ZEN_AGENT_DISK_LOOK_S": "0.5"}) as stack:
-        def submit(job_id: str, size: int, sleep_s: float) -> None:
+        def submit(job_id: str, size: int, sleep_s: float, *until_file: Path) -> None:
             submit_as(stack, "alice", {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4", "gpu_count": 1,
-                                       "command": [sys.executable, "-c", WRITE, str(size), str(sleep_s)],
+                                       "command": [sys.executable, "-c", WRITE, str(size), str(sleep_s),
+                                                   *map(str, until_file)],
                                        "outputs": "gs://out-bkt/runs"})
 
-        submit("neighbour", 1_000_000, 30)
+        submit("neighbour", 1_000_000, 30, released)
         assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), (
             job_view("neighbour") or refusal("neighbour"), decisions()[-10:])
         submit("filler", 8_000_000, 60)
@@ -56,6 +62,7 @@ def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_c
         submit("next", 1000, 0)
         after = until(lambda: _over("next"), 60)
         scaling = decisions()  # why the VM went, if the next job ran on another
+        released.touch()
         neighbour = until(lambda: _over("neighbour"), 60)
         uploaded = {blob.name: blob.size for blob in gcs.Client().list_blobs("out-bkt")}
     assert filler and filler["status"] == "FAILED" and filler["attempt"] == 1, filler  # not rerun

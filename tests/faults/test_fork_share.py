@@ -34,9 +34,10 @@ print("started", started, flush=True)
 time.sleep(60)
 """
 NEIGHBOUR = """
-import subprocess, sys, time
+import os, subprocess, sys, time
 end, runs = time.monotonic() + float(sys.argv[1]), 0
-while time.monotonic() < end:  # processes of its own, all along: 10 a second, each waited for
+released = lambda: len(sys.argv) > 2 and os.path.exists(sys.argv[2])  # told to end sooner
+while time.monotonic() < end and not released():  # processes of its own, all along: 10 a second, each waited for
     for _ in range(10):
         subprocess.run(["true"], check=True)
         runs += 1
@@ -50,7 +51,9 @@ def _over(job_id: str) -> dict | None:
     return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
 
 
-def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighbour_completes(home):  # noqa: F811
+def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighbour_completes(
+        home, tmp_path):  # noqa: F811
+    released = tmp_path / "released"  # the neighbour runs until it exists (15 s at most)
     with running_stack(home, (FIXTURES / "fork-share.yaml").read_text(),
                        (FIXTURES / "fork-share-scenario.yaml").read_text(), start=30000, tick_every_s=1.0,
                        agent_env={"ZEN_AGENT_TASKS_PER_JOB": "100"}) as stack:
@@ -58,7 +61,7 @@ def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighb
             submit_as(stack, "alice", {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4",
                                        "gpu_count": 1, "command": [sys.executable, "-c", code, *args]})
 
-        submit("neighbour", NEIGHBOUR, "15")
+        submit("neighbour", NEIGHBOUR, "15", str(released))
         assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), (
             job_view("neighbour") or refusal("neighbour"), decisions()[-10:])
         submit("forker", FORKER)
@@ -68,6 +71,7 @@ def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighb
         # could go before a loaded machine's `zen submit` arrived, and the next job ran on a new VM.
         submit("next", NEIGHBOUR, "0")
         after = until(lambda: _over("next"), 30)
+        released.touch()
         neighbour = until(lambda: _over("neighbour"), 30)
         scaling = decisions()  # why the VM went, if the next job ran on another
     assert forker and forker["status"] == "FAILED" and forker["attempt"] == 1, forker  # not rerun

@@ -4,9 +4,9 @@ another VM; the first attempt's process must be dead by then, although its agent
 stop it: its supervisor kept the attempt's lease and fenced it (``zen.agent.launch``, ``zen.agent.fence``).
 
 The job appends ``<attempt> <wall time>`` to a file every 50 ms (attempt 1 for a minute, longer than
-Zen's deadline and the fence's, so only the fence can end it in time; the next for 10 s); the check is
-that no line of attempt 1 is written after the first line of attempt 2 (with the agent stopped for
-longer than Zen's deadline).
+Zen's deadline and the fence's, so only the fence can end it in time; the next for 6 s, still running when
+the agent comes back); the check is that no line of attempt 1 is written after the first line of attempt 2
+(with the agent stopped for longer than Zen's deadline).
 On code whose fence lived only in the agent, attempt 1 wrote on for as long as its agent was stopped."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ path, attempt = sys.argv[1], os.environ["ZEN_JOB_ATTEMPT"]
 with open(path, "a") as out:
     out.write(f"pid {attempt} {os.getpid()} {os.getppid()}\\n"); out.flush()
     end = time.time() + float(sys.argv[2] if attempt == "1" else sys.argv[3])
-    while time.time() < end:
+    while time.time() < end and not (len(sys.argv) > 4 and os.path.exists(sys.argv[4])):
         out.write(f"{attempt} {time.time():.3f}\\n"); out.flush()
         time.sleep(0.05)
 """
@@ -62,14 +62,16 @@ def _job(db, job_id: str) -> dict:
     return job.public_view() if job else {}
 
 
-def start_writing(stack: LocalStack, db, runs: Path, job_id: str, first_s: int, then_s: int) -> list[list[str]]:
-    """Submit ``JOB`` as alice (attempt 1 writing ``first_s`` seconds, a later one ``then_s``) and wait for attempt 1
-    to run: its ``pid`` line."""
+def start_writing(stack: LocalStack, db, runs: Path, job_id: str, first_s: int, then_s: int,
+                  end_file: Path | None = None) -> list[list[str]]:
+    """Submit ``JOB`` as alice (attempt 1 writing ``first_s`` seconds, a later one ``then_s``; any attempt ends sooner
+    once ``end_file`` exists) and wait for attempt 1 to run: its ``pid`` line."""
     from google.cloud import pubsub_v1
 
     publisher = pubsub_v1.PublisherClient()
     body = {"job_id": job_id, "user_id": "alice", "cluster": "1xl4", "max_attempts": 3,
-            "command": [sys.executable, "-c", JOB, str(runs), str(first_s), str(then_s)]}
+            "command": [sys.executable, "-c", JOB, str(runs), str(first_s), str(then_s),
+                        *([str(end_file)] if end_file else [])]}
     publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
                       json.dumps(body).encode(), **stack.sender("alice")).result(30)
     began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
@@ -89,7 +91,7 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
     try:
         with overridden_environ(record["env"]):
             db = Database.from_env()
-            began = start_writing(stack, db, runs, "hung-1", 60, 10)
+            began = start_writing(stack, db, runs, "hung-1", 60, 6)
             time.sleep(2)  # a few heartbeats in: the attempt is RUNNING, its lease renewed
             agent = _agent_of(int(began[0][2]))
             os.kill(agent, signal.SIGSTOP)

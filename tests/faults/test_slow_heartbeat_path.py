@@ -5,8 +5,9 @@ lost after ``heartbeat_timeout_s`` (15 s here): it stopped a healthy job and ran
 late, the rerun would have run beside it. Each tick now probes the heartbeat path (``zen.jobs.probes``): a probe
 that does not come through holds every silence, and the job runs to its end as attempt 1.
 
-The job appends ``<attempt> <wall time>`` to a file every 50 ms (attempt 1 for 50 s); the checks are that no
-attempt 2 ever starts and that attempt 1 wrote through the stall. Real agents, the real functions, the stand-ins."""
+The job appends ``<attempt> <wall time>`` to a file every 50 ms (attempt 1 until told to end, ``AFTER_S`` past the
+stall, 50 s at most); the checks are that no attempt 2 ever starts and that attempt 1 wrote through the stall.
+Real agents, the real functions, the stand-ins."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import FUNCTIONS, LocalStack, Ports
 
 pytestmark = pytest.mark.e2e
+AFTER_S = 5  # attempt 1 runs on this long once the function answers again: its reports' backlog heard, ticks run
 
 
 def _serving(port: int) -> list[int]:
@@ -51,13 +53,13 @@ def test_a_stalled_heartbeat_function_neither_stops_nor_reruns_a_healthy_job(hom
     ports = Ports.from_base(free_base_port(start=27000))  # not test_drained_vm_claims' 26000: both may start at once
     stack = LocalStack(home=home, config_path=FIXTURES / "hung-agent.yaml",
                        scenario=FIXTURES / "hung-agent-scenario.yaml", tick_every_s=1.0, ports=ports, fresh=True)
-    runs = tmp_path / "runs.txt"
+    runs, end = tmp_path / "runs.txt", tmp_path / "end"
     stalled: list[int] = []
     record = stack.up()
     try:
         with overridden_environ(record["env"]):
             db = Database.from_env()
-            start_writing(stack, db, runs, "steady-1", 50, 5)
+            start_writing(stack, db, runs, "steady-1", 50, 5, end_file=end)
             time.sleep(3)  # the attempt RUNNING, its reports and the ticks' probes coming through
             stalled = _serving(ports.functions + list(FUNCTIONS).index("on_heartbeat"))
             assert stalled, "no process serves the heartbeat function"
@@ -68,6 +70,9 @@ def test_a_stalled_heartbeat_function_neither_stops_nor_reruns_a_healthy_job(hom
             for pid in stalled:
                 os.kill(pid, signal.SIGCONT)
             resumed_at, stalled = time.time(), []
+            until(lambda: any(row[0] == "1" and float(row[1]) > resumed_at + AFTER_S for row in _lines(runs))
+                  or (job := _job(db, "steady-1")).get("attempt") != 1 or job.get("status") != "RUNNING", AFTER_S + 30)
+            end.touch()  # (or attempt 1 was taken for lost, or ended: the checks below say so)
             done = until(lambda: (job := _job(db, "steady-1")).get("status") in ("SUCCEEDED", "FAILED") and job, 120)
             assert done, f"the job never ended: {_job(db, 'steady-1')}; {history('steady-1')}"
             assert (done["status"], done["attempt"]) == ("SUCCEEDED", 1), (done, history("steady-1"))
