@@ -52,3 +52,13 @@ def test_an_unchanged_checkpoint_is_uploaded_again_as_it_ages_though_every_is_lo
         first.stop_periodic()
     assert manifest(client)["generation"] == "attempt-1/save-2/"
     assert [item["object"] for item in manifest(client)["files"]] == ["attempt-1/save-2/model.pt"]
+
+
+def test_an_aging_save_that_failed_is_tried_again_within_the_hour_not_a_week_later():
+    """An object still past the age limit after a save (it failed): waiting ``every`` (a week), the bucket's
+    lifecycle deleted objects the manifest still named."""
+    now = time.time()
+    held = {"model.pt": ("attempt-1/save-1/model.pt", now - 13 * 3600, (7, 0, 1))}
+    assert checkpoint_objects.next_save_in(held, 604800, now, tried=True) <= 3600
+    assert checkpoint_objects.next_save_in(held, 600, now, tried=True) == 600  # every, sooner
+    assert checkpoint_objects.next_save_in(held, 604800, now, tried=False) == checkpoint_objects.AGING_SLACK_S

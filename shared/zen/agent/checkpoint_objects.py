@@ -21,6 +21,7 @@ from zen.agent.checkpoint_files import Files
 
 REUSE_WITHIN_S = 12 * 3600.0  # half the least checkpoint_retention_days (1 day): never an object the lifecycle deleted
 AGING_SLACK_S = 1.0  # a periodic save due as an object turns REUSE_WITHIN_S old comes this much after it
+AGING_RETRY_S = 3600.0  # such a save that failed is tried again this soon (every: up to a week), its failure told each time
 
 Held = dict[str, tuple[str, float, tuple[int, int, int]]]  # path -> (its object under the prefix, written at, identity)
 
@@ -52,9 +53,12 @@ def next_save_in(held: Held, every: float, now: float, tried: bool) -> float:
     """Seconds until the next periodic save: ``every``, or less when an object holding a file turns too old to be named
     again first (``aging``): ``every`` may be up to a week and the lifecycle's age a day, and a checkpoint restored
     after a long wait in the queue may be near it. ``tried``: a save was just made; an object still that old (it
-    failed) waits ``every`` before the next try."""
+    failed) is tried again ``AGING_RETRY_S`` later, or at ``every`` if sooner (waiting ``every``, a week, the
+    lifecycle deleted objects the manifest still named)."""
     due = min((at + REUSE_WITHIN_S - now for _, at, _ in held.values()), default=float(every))
-    return float(every) if tried and due <= 0 else min(float(every), max(0.0, due) + AGING_SLACK_S)
+    if tried and due <= 0:
+        return min(float(every), AGING_RETRY_S)
+    return min(float(every), max(0.0, due) + AGING_SLACK_S)
 
 
 def reusable(held: Held, files: Files, now: float) -> dict[str, tuple[str, float]]:
