@@ -12,7 +12,7 @@ import logging
 from pydantic import ValidationError
 
 from zen.core.models import ControlAction, ControlMessage
-from zen.core.text import escape_unstorable
+from zen.core.vm_heartbeat import known_fields
 
 OBEYED_AS_KNOWN = (ControlAction.STOP, ControlAction.RELEASE)  # taken without the fields this agent does not know
 
@@ -26,12 +26,11 @@ def read_order(data: bytes, message_id: str, log: logging.LoggerAdapter) -> Cont
     except ValidationError as exc:
         if not all(error["type"] == "extra_forbidden" and len(error["loc"]) == 1 for error in exc.errors()):
             raise
-        payload = json.loads(data)  # a JSON object: only its fields were refused
-        known = {name: value for name, value in payload.items() if name in ControlMessage.model_fields}
+        known, unknown = known_fields(json.loads(data), ControlMessage)  # a JSON object: only its fields were refused
         order = ControlMessage.model_validate_json(json.dumps(known))
         if order.action not in OBEYED_AS_KNOWN:
             raise
         log.warning("order taken without the fields this agent does not know", extra={
             "message_id": message_id, "job_id": order.job_id, "attempt": order.attempt, "action": order.action.value,
-            "fields": sorted(escape_unstorable(str(name), 64) for name in payload if name not in known)[:16]})
+            "fields": list(unknown)})
         return order

@@ -109,14 +109,20 @@ class NewerFields:
         and messages that are not agents' reports, keep their own rules: an unknown field there is refused."""
         if model not in AGENT_REPORTS or not isinstance(data, dict):
             return data, None
-        unknown = tuple(sorted(escape_unstorable(str(name), 64) for name in data if name not in model.model_fields))
+        known, unknown = known_fields(data, model)
         if not unknown or unstorable_place(data):  # text no message may hold, in any key or value: refused
             return data, None  # by the model, as before
-        unknown = unknown[:16]
         first = (model.__name__, unknown) not in self._told and len(self._told) < 64  # bounded: told, not kept
         if first:
             self._told.add((model.__name__, unknown))
-        return {name: value for name, value in data.items() if name in model.model_fields}, unknown if first else None
+        return known, unknown if first else None
+
+
+def known_fields(data: dict[str, Any], model: type[BaseModel]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``data``'s top-level fields ``model`` knows, and the names of the others (escaped, sorted, 16 at most): what
+    a newer release's message is read as (``NewerFields``; an agent's order: ``zen.agent.orders``)."""
+    unknown = sorted(escape_unstorable(str(name), 64) for name in data if name not in model.model_fields)
+    return {name: value for name, value in data.items() if name in model.model_fields}, tuple(unknown[:16])
 
 
 SEQ_AHEAD_S = 300  # how far ahead of Zen's clock a heartbeat's seq (epoch ms) may be

@@ -24,7 +24,7 @@ from datetime import datetime
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Change, Decision, preempted_by_cloud
 from zen.core.models import Job, JobStatus
-from zen.core.provisioning import flex_run_left_s
+from zen.jobs.flex_end import near_run_end
 from zen.jobs.store import JobTx
 
 
@@ -58,9 +58,7 @@ def taken_because(config: ZenConfig, job: Job, seen: tuple[str | None, datetime 
         return f"a scaling pass saw its spot VM {how} since, not deleted by Zen: taken as preempted"
     if model != "flex-start":
         return None
-    run_left = flex_run_left_s(cluster.flex_start_run_s, job.last_heartbeat_at, None, running_at,
-                               config.scaling.boot_estimate_s)
-    if run_left is None or run_left >= config.deadlines.flex_end_margin_s:
+    if (run_left := near_run_end(config, cluster, job.last_heartbeat_at, None, running_at)) is None:
         return None
-    return (f"a scaling pass saw its flex-start VM {how} since, about {max(int(run_left), 0)} s of its run left by "
+    return (f"a scaling pass saw its flex-start VM {how} since, about {run_left} s of its run left by "
             f"Zen's count when last heard (flex_start_run_s {cluster.flex_start_run_s}): taken as its run's end")

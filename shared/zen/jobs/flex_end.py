@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from zen.core.config import ZenConfig
+from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, Heartbeat, Job
 from zen.core.provisioning import flex_run_left_s
@@ -42,11 +42,18 @@ def run_ended(config: ZenConfig, job: Job, hb: Heartbeat, marks: Marks | None, n
     cluster = config.cluster(job.cluster)
     if marks is None or cluster is None or (marks[0] or cluster.model_of(hb.vm, hb.region)) != "flex-start":
         return None
-    left = flex_run_left_s(cluster.flex_start_run_s, now, *marks[1:], config.scaling.boot_estimate_s)
-    if left is None or left >= config.deadlines.flex_end_margin_s:
+    if (left := near_run_end(config, cluster, now, *marks[1:])) is None:
         return None
     return (f"reached the end of its flex-start run (flex_start_run_s {cluster.flex_start_run_s}, about "
-            f"{max(int(left), 0)} s left by Zen's count)")
+            f"{left} s left by Zen's count)")
+
+
+def near_run_end(config: ZenConfig, cluster: ClusterConfig, at: datetime, first_heard: datetime | None,
+                 running_at: datetime | None) -> int | None:
+    """The whole seconds a flex-start VM of ``cluster`` had left of its run ``at`` (``flex_run_left_s``) when under
+    ``deadlines.flex_end_margin_s``, at its end so far as Zen can tell (0 once past it); None otherwise."""
+    left = flex_run_left_s(cluster.flex_start_run_s, at, first_heard, running_at, config.scaling.boot_estimate_s)
+    return None if left is None or left >= config.deadlines.flex_end_margin_s else max(int(left), 0)
 
 
 def told(config: ZenConfig, hb: Heartbeat, marks: Marks | None,
