@@ -14,24 +14,37 @@ bounds both alike. A flex-start VM so stopped or gone, its run within ``deadline
 Zen's count at its last report (``zen.core.provisioning.flex_run_left_s``), reached its run's end. Either attempt is
 counted as a PREEMPTED report's is, its history saying why. Only the count and the words change: the STOP sent to
 the VM (alive but cut off, it must not run on) and when the attempt ends are the silence's. A VM still RUNNING, a
-standard VM, a VM no pass has seen stop yet, and a gang's nodes (``zen.core.gang``) spend an attempt as before.
+standard VM, and a VM no pass has seen stop yet spend an attempt as before.
+
+A gang's node (``zen.core.gang``) so taken is counted as its agent's PREEMPTED would be, all or nothing kept: the most
+silent node of a running gang, its VM taken, is PREEMPTED, not SILENT, the others stopped first (STOPPING) unless all
+are silent, and the attempt requeued unspent once they answered or their fence passed (a node that failed beside it
+failed for its peer's going: ``gang._settle``). So too a node left unanswered as a gang stops for a node lost or failed,
+judged once the gang's fence passed: its silence had ended the attempt as the survivor's failure, never rerun.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Callable
 
+from zen.core import gang
 from zen.core.config import ZenConfig
+from zen.core.gang_records import ENDED, SILENT, GangNode, most_silent
 from zen.core.lifecycle import Change, Decision, preempted_by_cloud
-from zen.core.models import Job, JobStatus
+from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.jobs.flex_end import near_run_end
 from zen.jobs.store import JobTx
 
 
-def taken(config: ZenConfig, tx: JobTx, job: Job, decision: Decision | None, now: datetime) -> Decision | None:
-    """``decision`` (the sweep's for ``job``) counted as ``preempted_by_cloud`` counts it where the scaling passes
-    saw the cloud take the job's VM (``taken_because``); else ``decision`` as it is."""
-    if (decision is None or job.nodes > 1 or job.vm is None or job.last_heartbeat_at is None
+def taken(config: ZenConfig, tx: JobTx, job: Job, decide: Callable[[Job], Decision | None],
+          now: datetime) -> Decision | None:
+    """The sweep's decision for ``job`` (``decide``) counted as ``preempted_by_cloud`` counts it where the scaling
+    passes saw the cloud take the job's VM, a gang's node's (``taken_because``); else the decision as it is."""
+    decision = decide(job)
+    if gang.is_gang(job):
+        return _gang_taken(config, tx, job, decision, decide, now)
+    if (decision is None or job.vm is None or job.last_heartbeat_at is None
             or job.status not in (JobStatus.ASSIGNED, JobStatus.RUNNING)
             or not decision.changes or decision.changes[0].to is not JobStatus.LOST):
         return decision
@@ -43,6 +56,9 @@ def taken(config: ZenConfig, tx: JobTx, job: Job, decision: Decision | None, now
                      for c in cloud.changes]
     cloud.controls = decision.controls  # the silence's STOP: a VM cut off but alive must not run the attempt on
     return cloud
+
+
+_FLEX = "a scaling pass saw its flex-start VM"
 
 
 def taken_because(config: ZenConfig, job: Job, seen: tuple[str | None, datetime | None, bool] | None) -> str | None:
@@ -60,5 +76,67 @@ def taken_because(config: ZenConfig, job: Job, seen: tuple[str | None, datetime 
         return None
     if (run_left := near_run_end(config, cluster, job.last_heartbeat_at, None, running_at)) is None:
         return None
-    return (f"a scaling pass saw its flex-start VM {how} since, about {run_left} s of its run left by "
+    return (f"{_FLEX} {how} since, about {run_left} s of its run left by "
             f"Zen's count when last heard (flex_start_run_s {cluster.flex_start_run_s}): taken as its run's end")
+
+
+def _gang_taken(config: ZenConfig, tx: JobTx, job: Job, decision: Decision | None,
+                decide: Callable[[Job], Decision | None], now: datetime) -> Decision | None:
+    """``decision`` (the sweep's for the gang ``job``: ``gang.decide_silence``) where a pass saw the cloud take the VM
+    of a node it judged: the running gang's most silent node, or the nodes left unanswered as it stops for a node lost
+    or failed, counted as their agents' PREEMPTED would be (this module's docstring)."""
+    if decision is None or not job.gang:
+        return decision
+    if job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING):
+        node = most_silent(job.gang)
+        why = _node_taken(config, tx, job, node)
+        return decision if why is None else _running_node_taken(config, job, decision, node, why, now)
+    if not gang.losing_node(job):
+        return decision
+    taken = {n.vm: why for n in job.gang if n.status not in ENDED and (why := _node_taken(config, tx, job, n))}
+    if not taken:
+        return decision
+    marked = [n.model_copy(update={"status": AgentStatus.PREEMPTED.value, "beat_at": now}) if n.vm in taken else n
+              for n in job.gang]  # (taken now: a node stopped at its limit before it still ends the gang FAILED)
+    settled = decide(job.model_copy(update={"gang": marked}))
+    if settled is None:
+        return decision
+    said = {(n.rank, n.vm): f"node {n.rank} ({n.vm}) gave no answer, and {taken[n.vm]}"
+            for n in job.gang if n.vm in taken}
+    return _reworded(settled, said)
+
+
+def _running_node_taken(config: ZenConfig, job: Job, decision: Decision, node: GangNode, why: str,
+                        now: datetime) -> Decision:
+    """A running gang's silent ``node`` whose VM the cloud took (``why``): decided as its PREEMPTED report would be,
+    the other nodes stopped first (the attempt ends with their answers); ended now if they are silent too (the
+    silence's ``decision`` ended it so), as the silence's orders say (every node told STOP)."""
+    all_silent = not decision.changes or decision.changes[0].to is not JobStatus.STOPPING
+    nodes = [n.model_copy(update={"status": SILENT}) if all_silent and n.vm != node.vm and n.status not in ENDED else n
+             for n in job.gang or ()]
+    report = Heartbeat(job_id=job.job_id, attempt=job.attempt, vm=node.vm, region=node.region, zone=node.zone,
+                       status=AgentStatus.PREEMPTED, seq=node.seq + 1, sent_at=now)
+    cloud = gang.decide_heartbeat(job.model_copy(update={"gang": nodes}), report, now, config.gangs)
+    ended = f"reached the end of its flex-start run ({why})" if why.startswith(_FLEX) else None
+    if ended and (marked := cloud.fields.get("gang")):  # said so when the gang's end comes (zen.jobs.flex_end)
+        cloud.fields["gang"] = [n.model_copy(update={"run_ended": ended}) if n.vm == node.vm else n for n in marked]
+    cloud.controls = decision.controls if all_silent else [  # the silent VM told STOP too: it may be cut off, alive
+        *cloud.controls, *(c for c in decision.controls if c.vm == node.vm)]
+    timeout = config.deadlines.heartbeat_timeout_s
+    silence = f"no heartbeat from node {node.rank} ({node.vm}) for {timeout:g}s"
+    return _reworded(cloud, {(node.rank, node.vm): f"{silence}, and {why}"})
+
+
+def _node_taken(config: ZenConfig, tx: JobTx, job: Job, node: GangNode) -> str | None:
+    """``taken_because`` for the VM of the gang ``job``'s ``node``, seen stopped after its last report."""
+    as_one = job.model_copy(update={"vm": node.vm, "region": node.region, "last_heartbeat_at": node.beat_at})
+    return taken_because(config, as_one, tx.vm_stop_seen(node.vm, node.beat_at))
+
+
+def _reworded(decision: Decision, said: dict[tuple[int, str], str]) -> Decision:
+    """``decision`` with each node of ``said`` "was preempted" (as a node, or as a VM: ``zen.core.gang``'s words) said
+    so instead."""
+    for (rank, vm), why in said.items():  # (rank, VM) of a node
+        decision.changes = [Change(c.to, c.reason.replace(f"node {rank} ({vm}) was preempted", why).replace(
+            f"VM {vm} was preempted", why)) for c in decision.changes]
+    return decision

@@ -67,8 +67,8 @@ class Sweeps:
             candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < until else []
         probes.send(self._store, self._relay, self._config, probe)
         return self._for_each_job(candidates, "sweep", lambda tx, job: cloud_silence.taken(  # (its VM taken: free)
-            self._config, tx, job, flex_end.of_nodes(job, gang.decide_silence(job, now, deadlines, back_at, until)),
-            now))  # (flex_end: a gang's node whose flex-start run ended named so)
+            self._config, tx, job, lambda seen: flex_end.of_nodes(seen, gang.decide_silence(
+                seen, now, deadlines, back_at, until)), now))  # (flex_end: a gang's node whose run ended named so)
 
     def republish_unclaimed(self, limit: int = 500) -> int:
         """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
