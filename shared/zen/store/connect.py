@@ -74,7 +74,10 @@ def parse_database_url(url: str) -> ConnectionTarget:
 
 class _NativeOverDbApi:
     """The connector returns a DB-API pg8000 connection; give it what ``Session`` uses of the native
-    API: ``run`` for parameterless scripts, ``columns``, and ``prepare`` for everything else."""
+    API: ``run`` for parameterless scripts and ``columns``. A statement with parameters is prepared and run on the
+    DB-API connection itself (``_conn``: ``zen.store.db._prepared``), which has what pg8000's prepared statements
+    use; prepared on this wrapper, every one raised ``AttributeError`` on Cloud SQL, and every function answered
+    500 (tests/test_cloudsql_connection_runs_statements.py)."""
 
     def __init__(self, conn: Any):
         self._conn = conn
@@ -85,9 +88,6 @@ class _NativeOverDbApi:
         context = self._conn.execute_simple(sql)
         self.columns = context.columns
         return context.rows or []
-
-    def prepare(self, sql: str) -> Any:
-        return pg8000.native.PreparedStatement(self._conn, sql)
 
     def close(self) -> None:
         self._conn.close()

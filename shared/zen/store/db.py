@@ -99,13 +99,14 @@ def _classified(exc: Exception) -> tuple[Exception | None, bool]:
 
 def _prepared(conn: Any, sql: str) -> Any:
     """``sql`` prepared once per connection (a server-side named statement): each later run is one round
-    trip (bind, execute, sync) instead of three, and its ``:name`` placeholders parsed once a process."""
+    trip (bind, execute, sync) instead of three, and its ``:name`` placeholders parsed once a process. Prepared on
+    the driver's connection: under the Cloud SQL connector's wrapper (``_conn``: ``zen.store.connect``) where so."""
     cache = getattr(conn, "_zen_prepared", None)
     if cache is None:
         cache = conn._zen_prepared = {}
     statement = cache.get(sql)
     if statement is None:
-        statement = cache[sql] = _Statement(conn, sql)
+        statement = cache[sql] = _Statement(getattr(conn, "_conn", conn), sql)
     return statement
 
 
