@@ -85,13 +85,31 @@ def send(store: JobStore, relay: OutboxRelay, config: ZenConfig, nonce: str | No
     no longer allowed to publish on ``zen-heartbeats``, the sweep would hold for ever); the next tick sends one."""
     if nonce is None:
         return
-    probe = OutgoingMessage(config.topics.heartbeats, json.dumps({"kind": "probe", "nonce": nonce}).encode(),
-                            {"kind": "probe"})
-    [result] = relay.publish_now([probe])
+    [result] = relay.publish_now([_probe(config, nonce)])
     if isinstance(result, Exception):
         log.warning("could not publish a probe of the heartbeat path: it vouches for nothing", extra={"error": str(result)})
         with store.transaction() as tx:
             tx.probe_unsent(nonce)
+
+
+def send_unsure(relay: OutboxRelay, config: ZenConfig, nonce: str | None) -> None:
+    """Publish the probe ``nonce`` of a transaction that failed, perhaps at its COMMIT (the link to Postgres lost
+    after the server applied it: a Cloud SQL failover). Kept as sent and never published, no probe came through for
+    two timeouts: the sweep held every silence meanwhile, then read the next probe heard as a stalled path and counted
+    every silence afresh, and a job whose VM had died was rerun that much later
+    (``tests/test_tick_commit_lost_probe.py``). Were the commit not applied, no tick's probe has the nonce: heard, it
+    is no probe (``heard``: "duplicate"). Never raises: the transaction's error is the one to tell."""
+    if nonce is None:
+        return
+    [result] = relay.publish_now([_probe(config, nonce)])
+    if isinstance(result, Exception):
+        log.warning("could not publish a probe of the heartbeat path after its transaction failed",
+                    extra={"error": str(result)})
+
+
+def _probe(config: ZenConfig, nonce: str) -> OutgoingMessage:
+    return OutgoingMessage(config.topics.heartbeats, json.dumps({"kind": "probe", "nonce": nonce}).encode(),
+                           {"kind": "probe"})
 
 
 def heard(store: JobStore, config: ZenConfig, nonce: str, now: datetime) -> str:
