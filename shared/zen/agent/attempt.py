@@ -370,8 +370,11 @@ class AttemptRunner:
         control, order = received
         control.ack()
         within = _seconds(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
-        if within is not None:  # Zen ends the stopping job without our report then: the upload must end sooner
-            attempt.report_by = min(attempt.report_by, self._clock() + within - STOP_REPORT_S)
+        if within is not None:  # Zen ends the stopping job without our report then: the upload must end sooner. A queue's
+            # preemption's wait counts from the VM's last RUNNING (zen.core.lifecycle): the latest STOP's holds; else the first
+            attempt.report_moves = attempt.report_moves and preempts(order.reason)
+            by = self._clock() + within - STOP_REPORT_S
+            attempt.report_by = by if attempt.report_moves else min(attempt.report_by, by)
         return next_beat, order
 
     def _ended(self, key: Key) -> None:

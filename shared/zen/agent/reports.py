@@ -59,6 +59,7 @@ class AttemptReport:
     attempt: int
     seq: int = 0
     report_by: float = math.inf
+    report_moves: bool = True  # only a queue's preemption's STOPs came: each one's deadline replaces the one before
     accepted_at: float | None = None
     gang: GangPlace | None = None  # a gang's node: its place, told by the CONFIRM (zen.core.gang)
 
