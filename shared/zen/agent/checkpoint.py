@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from zen.agent import checkpoint_files, checkpoint_objects
 from zen.agent.checkpoint_files import Files, Listing
-from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
+from zen.agent.staging import Cancelled, CountingWriter, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
 from zen.core.text import human_bytes
@@ -165,8 +165,9 @@ class Checkpoint:
             relative, size = item["path"], int(item["size"])
             target = self.directory.joinpath(*checkpoint_files.parts(relative))
             target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                bucket.blob(self._prefix + checkpoint_objects.object_of(manifest, item)).download_to_filename(str(target))
+            try:  # counted as it comes, and cut with the next bytes when cancelled (not once whole: a model's GBs)
+                with open(target, "wb") as file:
+                    bucket.blob(self._prefix + checkpoint_objects.object_of(manifest, item)).download_to_file(CountingWriter(file, progress, cancel))
             except NotFound:
                 return str(relative)
             if target.stat().st_size != size:
@@ -175,7 +176,6 @@ class Checkpoint:
             if isinstance(mtime := item.get("mtime_ns"), int):  # as saved: a job may resume from its newest file
                 os.utime(target, ns=(mtime, mtime))
             progress.files += 1
-            progress.bytes += size
         return None
 
     def _take_over(self, manifest: dict[str, Any]) -> bool:

@@ -103,7 +103,7 @@ def _reason(exc: BaseException) -> str:
     return (text or type(exc).__name__)[:500]
 
 
-class _CountingWriter:
+class CountingWriter:
     """A file the client downloads into: counts the bytes, and stops the download when cancelled."""
 
     def __init__(self, file, progress: Progress, cancel: threading.Event):
@@ -289,7 +289,7 @@ class AttemptData:
     def _fetch(self, blob, target: Path) -> None:
         with open(target, "wb") as file:
             try:
-                blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
+                blob.download_to_file(CountingWriter(file, self.staged, self.cancel))
             except Exception as exc:
                 if getattr(exc, "code", None) == 404:  # the generation listed is gone: replaced or deleted since
                     raise Unavailable(f"object {blob.name} changed while it was staged (generation "
