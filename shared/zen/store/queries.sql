@@ -895,11 +895,12 @@ GROUP BY queue, cluster;
 -- gang's nodes that ended before it, zen.jobs.decisions).
 -- Its price per VM-hour (zen.core.prices.AttemptPrice): each of its VMs (:vms, a gang's nodes) as the scaling passes
 -- saw it billed (mig_instances: the billed segment its start falls in, an earlier one's kept in billed_before for a
--- VM its MIG recreated since; else vm_lifetimes once it left its MIG): that segment's model and the price kept with
--- it (migration 0056: what the fleet's dollars bill the VM at, so an attempt is its share of its VM's cost, whatever
--- price the catalog's refresh or an override set while it ran); a VM no pass saw billed, or a segment kept without a
--- price, as its name says (a primary pool's VM names no model), priced now: at a configured price of that model, else
--- the catalog's stored price of its pool, else the snapshot's; weighted by each VM's share; unpriced where one is.
+-- VM its MIG recreated since, not one a pass saw end before it; else vm_lifetimes once it left its MIG): that
+-- segment's model and the price kept with it (migration 0056: what the fleet's dollars bill the VM at, so an attempt
+-- is its share of its VM's cost, whatever price the catalog's refresh or an override set while it ran); a VM no pass
+-- saw billed, or a segment kept without a price, as its name says (a primary pool's VM names no model), priced now:
+-- at a configured price of that model, else the catalog's stored price of its pool, else the snapshot's; weighted by
+-- each VM's share; unpriced where one is.
 -- Its model: its VMs' (a gang's nodes' models, when they differ, in one name: spot+standard).
 -- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
 INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
@@ -924,9 +925,11 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
             FROM (SELECT g.rank, g.share, COALESCE(k.model, g.model) AS model, k.usd AS kept
                   FROM jsonb_to_recordset(CAST(:vms AS jsonb))
                        AS g(rank integer, vm text, model text, share double precision)
-                  -- the VM's row (in its MIG, else the last one that left it): the last billed segment begun by the
-                  -- attempt's start (its VM then), else the first (claimed before a pass saw its VM billed); that
-                  -- segment's model (else the row's) and its kept price
+                  -- the VM's row (in its MIG, else the last one that left it): of its billed segments not seen ended
+                  -- by the attempt's start (a pass saw that VM stopped first, billed_before's fifth element: the start
+                  -- is a later VM's, its MIG's recreation of it, claimed before a pass saw it billed), the last begun
+                  -- by then (its VM then), else the first (claimed before a pass saw its VM billed); were every one
+                  -- seen ended by then, the last begun by then; that segment's model (else the row's) and its kept price
                   LEFT JOIN LATERAL (
                       SELECT COALESCE(seg.model, r.model) AS model, seg.usd
                       FROM (SELECT billed_before, running_at, model, usd_per_hour, 0 AS gone, first_seen_at
@@ -937,11 +940,12 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
                            LEFT JOIN LATERAL (
                                SELECT e.model, e.usd FROM (
                                    SELECT CAST(x ->> 0 AS timestamptz) AS since, x ->> 2 AS model,
-                                          CAST(x ->> 3 AS double precision) AS usd
+                                          CAST(x ->> 3 AS double precision) AS usd, CAST(x ->> 4 AS timestamptz) AS ended
                                    FROM jsonb_array_elements(COALESCE(r.billed_before, '[]'::jsonb)) AS x
-                                   UNION ALL SELECT r.running_at, r.model, r.usd_per_hour WHERE r.running_at IS NOT NULL
+                                   UNION ALL SELECT r.running_at, r.model, r.usd_per_hour, NULL
+                                   WHERE r.running_at IS NOT NULL
                                ) AS e
-                               ORDER BY e.since <= s.started_at DESC,
+                               ORDER BY COALESCE(e.ended <= s.started_at, false), e.since <= s.started_at DESC,
                                         CASE WHEN e.since <= s.started_at THEN e.since END DESC, e.since
                                LIMIT 1) AS seg ON true
                       ORDER BY r.gone, r.first_seen_at DESC LIMIT 1) AS k ON true) AS m) AS n) AS v
