@@ -212,9 +212,10 @@ def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx
     (a VM of no MIG of the cluster's). The model a scaling pass recorded for the VM, else the one its name tells (its
     pool's MIG): the primary MIG keeps its name when the cluster's models are reordered, or narrowed to one, and its
     VMs booted before kept theirs (a spot VM was taken for standard, and a job accepting standard VMs only ran on it).
-    Read for a cluster of one model too: it may have had more when the VM booted. A job that names no model (or
-    ``any``) accepts the VM's whatever it is, one its cluster no longer lists too (a VM left from before, billed
-    all the same)."""
+    Read for a cluster of one model too: it may have had more when the VM booted. Not the recorded one once a pass saw
+    that VM stop (``JobTx.vm_model``): its MIG recreates it under the name from the template its name now means. A job
+    that names no model (or ``any``) accepts the VM's whatever it is, one its cluster no longer lists too (a VM left
+    from before, billed all the same)."""
     if (accepts := job.request.get("provisioning")) in (None, ANY):
         return None
     model = tx.vm_model(hb.vm) or cluster.model_of(hb.vm, hb.region)

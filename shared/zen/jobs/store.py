@@ -237,7 +237,7 @@ class FleetRows(Protocol):
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""
 
     def vm_model(self, vm: str) -> str | None:
-        """The provisioning model a scaling pass recorded for ``vm`` when it first listed it; None: none recorded."""
+        """The model a scaling pass recorded for ``vm``; None: none, or that VM seen stopped (its MIG recreates it)."""
 
     def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
         """When ``vm``'s agent was first heard, and a pass first saw it RUNNING (a flex-start run's start); None: not yet."""

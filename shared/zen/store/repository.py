@@ -244,7 +244,8 @@ def vm_shares(session: Session, vm: str) -> bool | None:
 
 
 def vm_model(session: Session, vm: str) -> str | None:
-    """The provisioning model recorded for ``vm`` when a scaling pass first listed it; None: none recorded."""
+    """The provisioning model recorded for ``vm`` when a scaling pass first listed it; None: none recorded, or the
+    recorded VM seen stopped and its MIG's recreation of it not yet seen billed (its name tells: ``vm_model``)."""
     row = session.one("vm_model", vm_name=vm)
     return row["model"] if row is not None else None
 
