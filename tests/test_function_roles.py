@@ -58,7 +58,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "scaling_memory": _grants((ALL, "SELECT"), (SCALING, "INSERT, UPDATE (memory, updated_at)"), ((TICK,), "DELETE")),
     "vm_drains": _grants((ALL, "SELECT"), (SCALING, "INSERT, DELETE")),
     "mig_instances": _grants((SCALING, "SELECT, INSERT, UPDATE (last_seen_at, running_at, billed_before, model, usd_per_hour), DELETE")),
-    "vm_lifetimes": _grants((SCALING, "INSERT, SELECT (name, first_seen_at)"), ((BEAT, TICK), "SELECT (model, billed_before, running_at, usd_per_hour)")),
+    "vm_lifetimes": _grants((SCALING, "INSERT, SELECT (name, first_seen_at)"), ((BEAT, TICK), "SELECT (model, billed_before, running_at, usd_per_hour, left_at)")),
     "scaling_decisions": _grants((SCALING, "INSERT")),
     "scaling_decisions_id_seq": _grants((SCALING, "USAGE")),
     "scaling_pass_asks": _grants((SCALING, "SELECT, INSERT, UPDATE (asks)")),

@@ -173,7 +173,7 @@ def see_instances(session: Session, cluster: str, region: str, names: list[str],
         "see_mig_instances", cluster=cluster, region=region, names=names, now=now,
         billed=names if billed is None else billed, model=model, machine_type=price.machine_type,
         fixed=price.fixed, use_catalog=price.catalog, fallback=price.fallback)} if names else {}
-    session.run("forget_vanished_instances", cluster=cluster, region=region, present=names)
+    session.run("forget_vanished_instances", cluster=cluster, region=region, present=names, left_at=now)
     return first_seen
 
 
@@ -193,13 +193,14 @@ def forget_dropped_pools(session: Session, configured: dict[str, tuple[str, ...]
     (``configured``: cluster -> its pools): no pass lists such a pool again (terraform destroys its MIG), so
     its last-seen instances stayed in every VM count (``zen watch``, the console, ``zen stats``) and its memory
     of VMs booting made every usable VM's heartbeat run a pass (``ClusterOrchestrator.racing``). Their
-    instances are kept as seen until now (``vm_lifetimes``). Returns the pools forgotten, each with the
+    instances are kept as seen until now (``vm_lifetimes``), not as seen leaving their MIG (``left_at`` NULL: a job's
+    VM of such a pool silent later was not seen stop by any pass, ``zen.jobs.cloud_silence``). Returns the pools forgotten, each with the
     instances its last pass listed: billed until terraform destroys the MIG, and no longer shown (the tick says so)."""
     dropped = [(r["cluster"], r["region"]) for r in session.run("fleet_pools")
                if r["region"] not in configured.get(r["cluster"], ())]
     forgotten = {}
     for cluster, pool in dropped:
-        gone = session.run("forget_vanished_instances", cluster=cluster, region=pool, present=[])
+        gone = session.run("forget_vanished_instances", cluster=cluster, region=pool, present=[], left_at=None)
         forgotten[(cluster, pool)] = [r["name"] for r in gone]
         session.run("forget_pool_memory", cluster=cluster, region=pool)
     return forgotten

@@ -643,15 +643,19 @@ DELETE FROM unplanned_request_failures WHERE cluster = :cluster AND id = ANY(CAS
 
 -- name: forget_vanished_instances
 -- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row; keep when
--- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`). Returns their names.
+-- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`), and :left_at, when a pass saw them
+-- gone (migration 0062; NULL: a dropped pool's, forgotten unseen: zen.store.fleet.forget_dropped_pools). Returns their
+-- names.
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
     RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before, usd_per_hour
 ), lived AS (
     INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before,
-                              usd_per_hour)
-    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before, usd_per_hour FROM gone
+                              usd_per_hour, left_at)
+    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before, usd_per_hour,
+           CAST(:left_at AS timestamptz)
+    FROM gone
     ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)
@@ -699,7 +703,9 @@ SELECT (SELECT first_seen_at FROM vms WHERE name = :vm_name) AS first_seen_at,
 -- drained: listed unbilled by a pass after :since (running_at NULL), or billed again (its MIG recreated it) after a
 -- segment (billed_before, migration 0043) first seen unbilled after :since (its fifth element; an entry kept before
 -- it, whose last billed sight was after :since); the model and start of the segment that ended. Gone from its MIG
--- (forget_vanished_instances; its latest lifetime): its model and when a pass first saw it RUNNING.
+-- (forget_vanished_instances; its latest lifetime), a pass having seen it go after :since (left_at, migration 0062: not
+-- a dropped pool's VM, forgotten as it ran and heard after, whose later silence no pass saw): its model and when a
+-- pass first saw it RUNNING.
 SELECT CASE WHEN m.running_at IS NULL THEN m.model ELSE COALESCE(m.billed_before -> -1 ->> 2, m.model) END AS model,
        CAST(m.billed_before -> -1 ->> 0 AS timestamptz) AS running_at, FALSE AS left_mig
 FROM mig_instances m
@@ -709,14 +715,19 @@ WHERE m.name = :vm_name AND NOT EXISTS (SELECT 1 FROM vm_drains d WHERE d.name =
 UNION ALL
 (SELECT l.model, COALESCE(l.running_at, CAST(l.billed_before -> 0 ->> 0 AS timestamptz)), TRUE
  FROM vm_lifetimes l
- WHERE l.name = :vm_name AND l.first_seen_at <= :since
+ WHERE l.name = :vm_name AND l.first_seen_at <= :since AND l.left_at > :since
    AND NOT EXISTS (SELECT 1 FROM mig_instances WHERE name = :vm_name)
  ORDER BY l.first_seen_at DESC LIMIT 1);
 
 -- name: vm_model
 -- The provisioning model a scaling pass recorded for a VM when it first listed it (mig_instances.model, what its
 -- fleet dollars are priced at): a VM keeps it when the cluster's models are reordered and its MIG's name means another.
-SELECT model FROM mig_instances WHERE name = :vm_name;
+-- NULL (its name tells: zen.jobs.claims) once a pass saw that VM stop and none has seen the next billed (running_at
+-- NULL after a billed segment, billed_before): the model is the ended VM's, and the VM its MIG recreates under the
+-- name boots from the MIG's template now, whose agent may claim before a pass records it (a spot VM, after the
+-- models were reordered, was taken for the standard one before it, and confirmed a job accepting standard only).
+SELECT CASE WHEN running_at IS NULL AND billed_before IS NOT NULL THEN NULL ELSE model END AS model
+FROM mig_instances WHERE name = :vm_name;
 
 -- name: vm_shares
 -- Whether a VM's agent may run several jobs at once (its heartbeats list them all: zen.scaling.sharing).
