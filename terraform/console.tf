@@ -6,6 +6,8 @@
 
 locals {
   console = var.console_domain != ""
+  # The console function's name: the function is given it, and the serverless endpoint group names it.
+  console_function = "${var.name_prefix}-console"
   # IAP's signed header names the backend service it protects (zen.adapters.iap).
   console_audience  = local.console ? "/projects/${data.google_project.this.number}/global/backendServices/${google_compute_backend_service.console[0].generated_id}" : ""
   iap_service_agent = "service-${data.google_project.this.number}@gcp-sa-iap.iam.gserviceaccount.com"
@@ -50,7 +52,7 @@ resource "google_project_iam_member" "console_reads_logs" {
 
 resource "google_cloudfunctions2_function" "console" {
   count       = local.console ? 1 : 0
-  name        = "${var.name_prefix}-console"
+  name        = local.console_function
   location    = var.region
   description = "Zen web console (functions/main.py console), behind Identity-Aware Proxy at https://${var.console_domain}/"
   labels      = local.labels
@@ -91,6 +93,7 @@ resource "google_cloudfunctions2_function" "console" {
         ZEN_CLOUDSQL_IP_TYPE     = "PRIVATE"
         ZEN_DB_MAX_OPEN          = tostring(var.console.db_max_open)
         ZEN_DB_QUERY_TIMEOUT_S   = tostring(max(5, var.console.timeout_s - 10))
+        ZEN_FUNCTION_TIMEOUT_S   = tostring(var.console.timeout_s) # bounds a read left idle by a request cut at it
         ZEN_CONSOLE_IAP_AUDIENCE = local.console_audience
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
@@ -145,6 +148,10 @@ resource "terraform_data" "iap_service_agent" {
 
 # -- the HTTPS load balancer in front, and IAP on its backend ---------------------------------------
 
+# The group names the function by the name it is given (not google_cloudfunctions2_function.console's attribute): the
+# function's ZEN_CONSOLE_IAP_AUDIENCE names the backend service, which names this group, so a reference back to the
+# function closed a ring terraform refuses to plan (Error: Cycle; tests/terraform/test_terraform_no_cycle.py). A
+# serverless group may name a function not deployed yet: requests reach it once it is.
 resource "google_compute_region_network_endpoint_group" "console" {
   count                 = local.console ? 1 : 0
   name                  = "${var.name_prefix}-console"
@@ -152,8 +159,10 @@ resource "google_compute_region_network_endpoint_group" "console" {
   network_endpoint_type = "SERVERLESS"
 
   cloud_function {
-    function = google_cloudfunctions2_function.console[0].name
+    function = local.console_function
   }
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_compute_backend_service" "console" {
