@@ -170,8 +170,10 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
                 and d["action"] == "BLOCK" and d["reason"].startswith("GPU quota") and d is not decisions[0]]
         why += "".join(f"; {text}" for text in held)  # a quota, not capacity (docs/how-to/deploy.md#gpu-quotas)
     elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
-        history = repository.job_history(session, job.job_id)
-        last = history[-1]["reason"].splitlines()[0] if history else job.status.value
+        # Not a note written after it (a stop that crossed the submission, refused by the tick: "... is not applied").
+        ends = [row for row in repository.job_history(session, job.job_id)
+                if row["to_status"] == job.status.value and row["from_status"] != row["to_status"]]
+        last = ends[-1]["reason"].splitlines()[0] if ends else job.status.value
         if job.exit_code is not None and f"exit code {job.exit_code}" not in last:
             last += f" (exit code {job.exit_code})"
         why = f"ended: {last}; its output: `zen logs {job.job_id}`"
@@ -202,7 +204,8 @@ def _stopping_why(session, job, losing: bool) -> str:
         return stopping_reason(job)
     from zen.store import repository
 
-    stops = [row["reason"] for row in repository.job_history(session, job.job_id) if row["to_status"] == "STOPPING"]
+    stops = [row["reason"] for row in repository.job_history(session, job.job_id)  # the change into it, not a note
+             if row["to_status"] == "STOPPING" and row["from_status"] != "STOPPING"]  # since (a part given back)
     return stops[-1].splitlines()[0] if stops else "a node of the gang was lost"
 
 
