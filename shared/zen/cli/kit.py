@@ -156,8 +156,11 @@ def since(text: str) -> datetime:
             unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
             return datetime.now(timezone.utc) - timedelta(seconds=int(match.group(1)) * unit)
         moment = datetime.fromisoformat(text)
-        return moment if moment.tzinfo else moment.astimezone()
+        moment = moment if moment.tzinfo else moment.astimezone()
+        moment.astimezone(timezone.utc), moment.astimezone()  # one UTC (the database) and this machine can place
+        return moment
     except (OverflowError, ValueError):  # an age past year 1, a date that is none, one the clock cannot place
+        # (0001-01-01T00:00+01:00 is in year 0 in UTC: the database's driver failed on it, a DataRejected line)
         raise argparse.ArgumentTypeError(f"{text!r} is neither an age (30m, 2h, 7d) nor a date (2026-11-20)") from None
 
 
