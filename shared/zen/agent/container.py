@@ -209,19 +209,22 @@ def _docker(docker: str, *args: str) -> str | None:
 
 # What docker prints when it, not the job, failed a ``docker run`` before the job's command ran (``docker_lines``): its
 # daemon gone, its disk full, the GPUs' runtime broken or their libraries missing (127: "no such file"), the attempt's
-# container name taken (a container of it left on the VM), and the image's pull cut short by the network or the
-# registry (``PULL_CUT``). Each is this VM's or passing: it retires, and the attempt is requeued (another VM, maybe
-# another region, pulls it again; a preemption's budget bounds the reruns, zen.core.lifecycle.FREE_PREEMPTIONS). An
-# image that could not be pulled for good (not found, denied, a registry host that does not resolve), a command not in
-# it, and what fails on every VM of a template alike (an option of Zen's its docker does not know, GPUs it cannot name)
-# are the job's FAILED, with docker's line (``exit_note``): retiring VM after VM would not mend them.
+# container name taken (a container of it left on the VM), the image's pull cut short by the network or the registry
+# (``PULL_CUT``), and the registry's credential helper failing before the pull ("error getting credentials": the
+# ``docker-credential-gcloud`` that ``startup.sh`` sets up could not get the VM's token from the metadata server, or is
+# broken on the VM; the job's image plays no part in it). Each is this VM's or passing: it retires, and the attempt is
+# requeued (another VM, maybe another region, pulls it again; a preemption's budget bounds the reruns,
+# zen.core.lifecycle.FREE_PREEMPTIONS). An image that could not be pulled for good (not found, denied, a registry host
+# that does not resolve), a command not in it, and what fails on every VM of a template alike (an option of Zen's its
+# docker does not know, GPUs it cannot name) are the job's FAILED, with docker's line (``exit_note``): retiring VM
+# after VM would not mend them.
 PULL_CUT = ("toomanyrequests", "TLS handshake timeout", "i/o timeout", "connection reset by peer",
             "Client.Timeout exceeded", "request canceled while waiting for connection", "context deadline exceeded",
             "Temporary failure in name resolution", "unexpected EOF", "received unexpected HTTP status: 5",
             "filesystem layer verification failed")
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
                "no space left on device", "could not select device driver", "nvidia-container-cli",
-               "is already in use by container", *PULL_CUT)
+               "is already in use by container", "error getting credentials", *PULL_CUT)
 # What docker's own exit codes say: the job's command never ran (a job's own 126 or 127 has no line of docker's).
 DOCKER_EXITS = {125: "docker could not run the job's container", 126: "the job's command could not be run in its image",
                 127: "the job's command was not found in its image"}
