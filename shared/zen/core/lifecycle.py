@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from zen.core import gave_back
 from zen.core.lease import Deadlines, lost_at, silent_for
 from zen.core.retries import budget_spent, ended, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
@@ -280,9 +281,8 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.CANCELLED, "VM went away while stopping"))
             decision.fields["finished_at"] = now
             return
-        lost = preempted_by_cloud(job, hb.vm, now)
-        decision.changes, decision.publish_start = decision.changes + lost.changes, lost.publish_start
-        decision.fields.update(lost.fields)
+        decision.fields.update((lost := preempted_by_cloud(job, hb.vm, now)).fields)  # or not: zen.core.gave_back
+        decision.changes, decision.publish_start = decision.changes + gave_back.named(lost.changes, hb.vm, hb.message), lost.publish_start
 
 
 def preempted_by_cloud(job: Job, vm: str, now: datetime) -> Decision:
