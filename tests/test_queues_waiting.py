@@ -95,6 +95,23 @@ def test_a_submission_left_waiting_runs_no_scaling_pass_and_is_no_arrival(config
         assert fleet.arrivals_since(session, repository.get_job(session, "x").cluster, since) == 1
 
 
+def test_an_array_whose_tasks_all_wait_for_quota_runs_no_scaling_pass(config, db, publisher, clock):
+    """An array's submission was said admitted where any task was not held by its max_parallel, though its queue
+    left every task PENDING: each such array in a flood ran a pass (reading every MIG from Compute) for no demand."""
+    scaler = CountingScaler()
+    zen, functions = make(config, db, publisher, clock, RESEARCH, scaler)
+    functions.submit(a100s("x", 4, 0))
+    clock.advance(1)
+    functions.submit({**a100s("arr", 4, 0), "array": {"count": 2}})
+    assert statuses(zen, "x", "arr-0", "arr-1") == ["QUEUED", "PENDING", "PENDING"]
+    assert scaler.passes == [CLUSTER]  # x's, the one admitted
+    functions.stop({"job_id": "arr"})
+    functions.stop({"job_id": "x"})
+    functions.submit({**a100s("more", 2, 0), "array": {"count": 2}})  # both fit the quota: admitted, scaled for
+    assert statuses(zen, "more-0", "more-1") == ["QUEUED", "QUEUED"]
+    assert scaler.passes == [CLUSTER, CLUSTER]
+
+
 def test_a_waiting_job_held_elsewhere_for_a_moment_is_not_overtaken(config, db, publisher, clock):
     """Only the head was checked: with p2's row held by another delivery (a late report of a preempted
     attempt, a stop being applied), freeing 4 GPUs admitted p1 and p3, and p2, older, waited on."""

@@ -15,7 +15,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.models import Job, JobRequest, JobStatus, StopRequest, request_fingerprint
-from zen.jobs.announce import Announcements
+from zen.jobs.announce import Announcements, is_start
 from zen.jobs.authorization import kept_stop, may_stop, user_actor
 from zen.jobs.decisions import DecisionWriter, frees_quota
 from zen.jobs.messaging import OutboxRelay, enqueue
@@ -46,7 +46,8 @@ class ArrayJobs:
     def submit(self, request: JobRequest, resolved: Any, template: Job, canonical: dict[str, Any], actor: str,
                now: datetime, submitted: lifecycle.Change,
                kept_stop: KeptStop) -> tuple[str | None, list[Job]]:
-        """(why the array is refused, None if it is not; the tasks created: none for a redelivery).
+        """(why the array is refused, None if it is not; the tasks created, each QUEUED where admitted, else as made:
+        none for a redelivery).
 
         All tasks in one transaction: each a PENDING job named ``<array id>-<index>``, those past
         ``max_parallel`` held; then admitted as any submission is (at once without queues, else by the
@@ -110,7 +111,10 @@ class ArrayJobs:
             return str(refused), []
         self._relay.flush_quietly(ids)
         log.info("array submitted", extra={"job_id": array_id, "cluster": shape.cluster, "tasks": len(created)})
-        return None, created
+        # Each task as its submission left it: QUEUED where admitted (its start sent), else PENDING (its queue's quota
+        # full, held by max_parallel) or stopped by a stop kept for it: the caller scales for the admitted alone.
+        started = {e.message.attributes.get("job_id") for e in ids if is_start(e.message, self._config.topics)}
+        return None, [t.model_copy(update={"status": JobStatus.QUEUED}) if t.job_id in started else t for t in created]
 
     def _admit(self, tx: JobTx, array_id: str, created: list[Job], now: datetime,
                kept_stop: KeptStop) -> list[Enqueued]:

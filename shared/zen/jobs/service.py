@@ -146,8 +146,9 @@ class JobService:
                                                  self._kept_stop)
             if refused is not None:
                 return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender, claimed=claimed)
-            return Outcome("created", job_id, cluster=tasks[0].cluster, regions=job_pools(self._config, tasks[0]), admitted=any(
-                t.hold is None for t in tasks), nodes=sum(t.nodes for t in tasks if t.hold is None)) if tasks else Outcome(
+            admitted = [t for t in tasks if t.status is JobStatus.QUEUED]  # not those their queue left PENDING
+            return Outcome("created", job_id, cluster=tasks[0].cluster, regions=job_pools(self._config, tasks[0]),
+                           admitted=bool(admitted), nodes=sum(t.nodes for t in admitted)) if tasks else Outcome(
                 "duplicate", job_id)
         if (self._queues is None and len(resolved.shapes) == 1 and pending.hold is None
                 and self._submit_queued(pending, actor, now, submitted)):
