@@ -11,10 +11,9 @@ step that failed and why, in the job's history, its notices and, once its free r
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:  # (zen.core.lifecycle imports this module)
-    from zen.core.lifecycle import Change
+Change = TypeVar("Change", bound=Any)  # zen.core.lifecycle.Change (which imports this module)
 
 BRIEF_CHARS = 300  # of the agent's note, in the reason (the report's message keeps all of it)
 
