@@ -33,6 +33,7 @@ def test_a_preempted_jobs_stop_gives_its_vm_the_time_zen_waits_for_it(short_stop
               if m.attributes.get("job_id") == "a3" and m.attributes.get("action") == "STOP"]
     told = float(stop.attributes["answer_within_s"])
     assert told == pytest.approx(deadlines.preempted_stop_s, abs=1)
+    assert stop.attributes["answer_moves"] == "1"  # Zen waits from the VM's last RUNNING: the latest STOP's deadline holds
     clock.advance(told - 5)  # within what the VM was told: Zen still waits for its answer (its checkpoint)
     zen.on_scale_tick()
     assert statuses(zen, "a3") == ["STOPPING"]
@@ -87,3 +88,37 @@ def test_a_users_stop_during_a_preemption_does_not_end_the_job_before_the_time_i
     # Its user's stop ends it sooner (CANCELLED at stop_timeout_s), and its VM was told so: a fresh STOP, 25 s.
     assert statuses(zen, "a3") == ["CANCELLED"] and latest == pytest.approx(30 - 5, abs=1), (statuses(zen, "a3"),
                                                                                           _stops(publisher))
+
+
+def test_a_gangs_other_nodes_stopped_for_a_failed_node_are_told_their_deadline_moves(config, db, publisher, clock,
+                                                                                   db_url, monkeypatch):
+    """A node failed: Zen waits for the others from their last RUNNING (``preempted_stop_s``), each RUNNING answered
+    with a STOP giving it all again; their reasons (``node 1 (vm-2) failed``, then the stop's) are no preemption's, so only the STOP's
+    ``answer_moves`` tells the agent that its latest deadline holds (it held to the first: an upload, a checkpoint's
+    last save cut while Zen still waited). A user's stop then fixes the deadline: "0", the earliest holds."""
+    from tests.test_functions_lifecycle import controls
+    from tests.test_gang_lifecycle import assembled, beat
+    from zen.app import Zen
+    from zen.core.stops import preempts
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    deadlines = config.deadlines.model_copy(update={"stop_timeout_s": 30})
+    zen = Zen(config.model_copy(update={"deadlines": deadlines}), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions = FunctionsInvoker(zen)
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-2", "FAILED", 3, exit_code=1)
+    clock.advance(100)
+    beat(functions, "vm-1", "RUNNING", 4)  # its upload goes on: Zen waits for it again, from now
+
+    def told():
+        return [(m.attributes.get("answer_within_s"), m.attributes.get("answer_moves")) for m in
+                publisher.on("zen-vm-control") if m.attributes["vm"] == "vm-1" and m.attributes["action"] == "STOP"]
+
+    assert told() == [("120", "1"), ("120", "1")], told()
+    reasons = [c["reason"] for c in controls(publisher, "vm-1") if c["action"] == "STOP"]
+    assert reasons[0] == "node 1 (vm-2) failed" and not any(map(preempts, reasons)), reasons
+    functions.stop({"job_id": "g", "reason": "not needed"})  # its user's stop: from its last RUNNING, 30 s, never more
+    assert told()[2:] == [("30", "0")], told()

@@ -35,7 +35,7 @@ from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, OverLimit, StartMessage
-from zen.core.stops import preempts
+from zen.core.stops import moves, preempts
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
@@ -370,9 +370,9 @@ class AttemptRunner:
         control, order = received
         control.ack()
         within = _seconds(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
-        if within is not None:  # Zen ends the stopping job without our report then: the upload must end sooner. A queue's
-            # preemption's wait counts from the VM's last RUNNING (zen.core.lifecycle): the latest STOP's holds; else the first
-            attempt.report_moves = attempt.report_moves and preempts(order.reason)
+        if within is not None:  # Zen ends the stopping job without our report then: the upload must end sooner. The latest
+            # STOP's holds while every STOP said Zen's wait counts from the VM's last RUNNING (zen.core.stops); else the first
+            attempt.report_moves = attempt.report_moves and moves(control.attributes, order.reason)
             by = self._clock() + within - STOP_REPORT_S
             attempt.report_by = by if attempt.report_moves else min(attempt.report_by, by)
         return next_beat, order

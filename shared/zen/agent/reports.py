@@ -59,7 +59,7 @@ class AttemptReport:
     attempt: int
     seq: int = 0
     report_by: float = math.inf
-    report_moves: bool = True  # only a queue's preemption's STOPs came: each one's deadline replaces the one before
+    report_moves: bool = True  # only STOPs whose deadline moves came (zen.core.stops.moves): each one's replaces the last
     accepted_at: float | None = None
     gang: GangPlace | None = None  # a gang's node: its place, told by the CONFIRM (zen.core.gang)
 

@@ -1,10 +1,17 @@
 """What a STOP's reason tells the agent: a queue's preemption's begins ``PREEMPTED`` (the job runs again
 later, so the agent makes ZEN_PREEMPTION_NOTICE appear: time to checkpoint); a user's never does
-(``users``), since a job that tells the two apart would save for a rerun that never comes."""
+(``users``), since a job that tells the two apart would save for a rerun that never comes. And what its
+``MOVES`` attribute tells it: whether its deadline (``answer_within_s``) replaces the one before (``moves``)."""
 
 from __future__ import annotations
 
+from typing import Mapping
+
 PREEMPTED = "preempted: "
+# A STOP's attribute beside ``answer_within_s``: "1" where Zen's wait counts from the VM's last RUNNING (a job its
+# queue took back, a gang losing a node: zen.core.lifecycle.stop_left_s), so each STOP's deadline replaces the one
+# before; "0" where it counts from the stop (a user's), so the earliest holds.
+MOVES = "answer_moves"
 
 
 def preempts(reason: str | None) -> bool:
@@ -17,3 +24,11 @@ def users_reason(reason: str | None) -> str:
     marked as the user's."""
     text = reason or "stop requested"
     return f"stopped: {text}" if preempts(text) else text
+
+
+def moves(attributes: Mapping[str, str], reason: str | None) -> bool:
+    """Whether a STOP's deadline replaces the one before, as its ``MOVES`` attribute says; a STOP without it (from
+    a Zen before it) by its reason: a queue's preemption's moves. (A gang's node stopped for a peer lost or failed
+    is told a reason that may be no preemption's, yet Zen's wait for it moves: only the attribute says so.)"""
+    said = attributes.get(MOVES)
+    return said == "1" if said in ("0", "1") else preempts(reason)

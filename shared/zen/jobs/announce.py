@@ -14,6 +14,7 @@ from zen.core import gang, lifecycle
 from zen.core.checkpoints import CheckpointSpec
 from zen.core.config import Topics, ZenConfig
 from zen.core.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
+from zen.core.stops import MOVES
 from zen.jobs.outgoing import OutgoingMessage, outgoing
 
 QueueEvent = Literal["job.admitted", "job.preempted"]
@@ -104,13 +105,16 @@ class Announcements:
 
     def control(self, control: ControlMessage, answering: Heartbeat | None = None,
                 stop_left_s: float | None = None, refused: str | None = None,
-                seal: Callable[[], str | None] | None = None, answers: int | None = None) -> OutgoingMessage:
+                seal: Callable[[], str | None] | None = None, answers: int | None = None,
+                moves: bool = False) -> OutgoingMessage:
         """An order to one VM. One that answers a report of that VM about the same attempt carries the
         report's ``seq`` in the attribute ``answers`` (an attribute, so older agents, which refuse
         unknown fields in the payload, still read it): an agent claiming an attempt again takes only
         the answers to its new claim, never a late one to a claim it gave up (``zen.agent.agent``).
         A STOP of the job's current attempt while it is STOPPING carries ``answer_within_s``, the
-        seconds left before Zen ends the job without the VM's report (``lifecycle.stop_left_s``).
+        seconds left before Zen ends the job without the VM's report (``lifecycle.stop_left_s``), and
+        ``answer_moves`` (``zen.core.stops.MOVES``): "1" when ``moves`` (that wait counts from the VM's last RUNNING:
+        each STOP's deadline replaces the one before), else "0" (the earliest holds).
         A RELEASE that refuses that report's claim carries its cause in ``refused`` (``zen.jobs.claims``); a
         CONFIRM of it, the VM's MAC key encrypted to its message key (``seal()``: ``zen.adapters.message_key``).
         ``answers``: the seq of the report of this VM an order answers when ``answering`` is another VM's (a gang's
@@ -119,6 +123,7 @@ class Announcements:
                       "action": control.action.value}
         if stop_left_s is not None and control.action is ControlAction.STOP:
             attributes["answer_within_s"] = f"{stop_left_s:.0f}"
+            attributes[MOVES] = "1" if moves else "0"
         if answering is not None and (answering.vm, answering.job_id, answering.attempt) == (
                 control.vm, control.job_id, control.attempt):
             attributes["answers"] = str(answering.seq)

@@ -100,12 +100,13 @@ class DecisionWriter:
             self._record_usage(tx, job, after, decision, now)
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
-        left = lifecycle.stop_left_s(after, now, self._config.deadlines, gang.losing_node(after))
+        left = lifecycle.stop_left_s(after, now, self._config.deadlines, losing := gang.losing_node(after))
+        moves = bool(after.preempted_by) or losing  # that wait counts from the VM's last RUNNING (lifecycle.stop_left_s)
         holders = {after.vm, *(node.vm for node in after.gang or ())}  # a gang's every node is told as rank 0 is
         claims = {node.vm: node.seq for node in after.gang or ()}  # a gang's CONFIRM answers each node's last claim
         messages += [self._announce.control(c, answering, left if c.vm in holders and c.attempt == after.attempt
                                             else None, refused=decision.refused, seal=seal, answers=claims.get(c.vm)
-                                            if c.action is ControlAction.CONFIRM else None) for c in decision.controls]
+                                            if c.action is ControlAction.CONFIRM else None, moves=moves) for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)[:decision.start_copies]
         ids = enqueue(tx, messages, now)
