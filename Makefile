@@ -44,14 +44,19 @@ $(TOOLS_STAMP): $(UV) requirements-checkov.txt
 	$(call install,$(TOOLS_VENV)/bin/python,-r requirements-checkov.txt)
 	touch $(TOOLS_STAMP)
 
-# The console's browser tests (tests/console) drive the system's Chromium through Playwright: installed
-# from Debian's packages when missing (CI runs as root), else left alone. Where it cannot be installed (no
-# root, no Debian mirror) the tests run without it and the browser test says why it is skipped.
+# The console's browser tests (tests/console) drive the system's Chromium through Playwright, and the job list's
+# collation test (tests/test_listing_collation.py) compiles glibc's en_US locale (Cloud SQL's default collation)
+# from Debian's locales data: each installed from Debian's packages when missing (CI runs as root), else left
+# alone. Where one cannot be installed (no root, no Debian mirror) the tests run without it and its test says why
+# it is skipped.
 CHROMIUM ?= /usr/bin/chromium
 browser:
 	@test -x $(CHROMIUM) || DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
 		|| (DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) \
 		|| echo "make: chromium could not be installed: the console's browser test will be skipped"
+	@test -f /usr/share/i18n/locales/en_US || DEBIAN_FRONTEND=noninteractive apt-get install -y -q locales \
+		|| (DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q locales) \
+		|| echo "make: Debian's locales could not be installed: the job list's en_US collation test will be skipped"
 
 # The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Six
 # pytest-xdist workers, a test file each at a time: most tests wait on subprocesses, Postgres and

@@ -124,10 +124,12 @@ LIMIT :limit;
 -- labels contain these). A page after the first starts below the last row shown (before_at, before_id: a
 -- keyset, so the index is entered there, not scanned from the top). A viewer who may not see every job
 -- (zen.console.viewers) sees their own (owner: jobs_owner_recent) and those of the queues they belong to
--- (queue: jobs_queue_recent), one read each, merged by the caller (repository.recent_jobs).
+-- (queue: jobs_queue_recent), one read each, merged by the caller (repository.recent_jobs). Job ids in byte
+-- order (COLLATE "C", as the indexes, migration 0063): Python's string order, in which the caller merges; the
+-- database's own collation (en_US.UTF8 on Cloud SQL) orders ids of one submitted_at otherwise.
 SELECT * FROM jobs
 WHERE (CAST(:before_at AS timestamptz) IS NULL
-       OR (submitted_at, job_id) < (CAST(:before_at AS timestamptz), CAST(:before_id AS text)))
+       OR (submitted_at, job_id COLLATE "C") < (CAST(:before_at AS timestamptz), CAST(:before_id AS text)))
   AND (CAST(:owner AS text) IS NULL OR lower(user_id) = lower(:owner))
   AND (CAST(:status AS text) IS NULL OR status = :status)
   AND (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
@@ -137,7 +139,7 @@ WHERE (CAST(:before_at AS timestamptz) IS NULL
   AND (CAST(:since AS timestamptz) IS NULL OR submitted_at >= :since)
   -- No labels asked: folded away, so the planner does not take the containment for a filter of 1%.
   AND (CAST(:labels AS jsonb) = '{}'::jsonb OR COALESCE(request -> 'labels', '{}'::jsonb) @> CAST(:labels AS jsonb))
-ORDER BY submitted_at DESC, job_id DESC
+ORDER BY submitted_at DESC, job_id COLLATE "C" DESC
 LIMIT :limit;
 
 -- name: active_jobs

@@ -69,7 +69,8 @@ def recent_jobs(session: Session, *, status: str | None = None, cluster: str | N
     """Newest first (``zen jobs list``, the console's job list). ``before``: the (submitted_at, job_id) of
     the last row of the page before; ``viewer``: (principal, its queues) when it may not see every job: its
     own jobs and each of its queues', each read through its own index from the keyset (a page at most each,
-    whoever owns them), merged, a job both theirs and their queue's once."""
+    whoever owns them), merged, a job both theirs and their queue's once. Ties of submitted_at go by job_id in
+    byte order (the query's COLLATE "C"), Python's string order: the merge's, whatever the database's collation."""
     def read(**scope: str | None) -> list[dict[str, Any]]:
         return session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
                            labels=json.dumps(labels or {}), limit=limit, queue=scope.get("queue", queue),
