@@ -26,7 +26,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from zen.core import lifecycle
+from zen.core import gave_back, lifecycle
 from zen.core.gang_assembly import RESET as _RESET, assembly_expired as assembly_expired, keep_deadline as keep_deadline
 from zen.core.gang_assembly import claimed_again, confirm as _confirm, order as _order, place as place, successor
 from zen.core.gang_records import GangConfig, GangNode, master_port as master_port, node_wait_s as node_wait_s
@@ -160,7 +160,8 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
                                        node.beat_at, exit_code=hb.exit_code if own and hb.exit_code is not None else
                                        node.exit_code, over_limit=hb.over_limit if own else node.over_limit,
                                        left_running=hb.message == LEFT_RUNNING if own else node.left_running,
-                                       message=agents_line(hb.message) if own else node.message))
+                                       message=agents_line(hb.message) if own else node.message, gave_back_why=gave_back.why(hb.vm,
+                                       hb.message) if own and hb.status is AgentStatus.PREEMPTED else node.gave_back_why))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
     if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop, but a rerun waits while a
@@ -214,10 +215,10 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
     elif status is AgentStatus.STOPPED:
         _end(decision, job, JobStatus.CANCELLED, f"{who} stopped", hb.exit_code, now)
     elif status is AgentStatus.PREEMPTED and (running := [n for n in nodes if n.status not in ENDED]):
-        # The cloud took one node: the attempt is lost for all, but the others still run it.
-        _merge(decision, _stop_first(job, running, f"{who} was preempted: the other nodes are stopped before the "
-                                     "gang is rerun", _told(job, f"{who} was preempted",
-                                     job.preemptions >= lifecycle.FREE_PREEMPTIONS), now))
+        # The cloud took one node (or its agent gave the attempt back: zen.core.gave_back): lost for all, others run it.
+        said = gave_back.reason(f"{who} was preempted", {node.vm: node.gave_back_why})
+        _merge(decision, _stop_first(job, running, f"{said}: the other nodes are stopped before the gang is rerun",
+                                     _told(job, said, job.preemptions >= lifecycle.FREE_PREEMPTIONS), now))
     elif status is AgentStatus.PREEMPTED:  # the last node running: lost for all, requeued as one
         _merge(decision, _node_preempted(job, nodes, node, now))
 
@@ -300,8 +301,9 @@ def _failed(job: Job, nodes: list[GangNode], failed: GangNode, now: datetime) ->
 
 
 def _node_preempted(job: Job, nodes: list[GangNode], node: GangNode, now: datetime) -> Decision:
-    """The attempt lost to the cloud's taking ``node``, requeued as one (lifecycle's rule); other nodes told STOP."""
+    """The attempt lost to the cloud's taking ``node`` (or its agent's giving it back), requeued as one; others told STOP."""
     lost = lifecycle.preempted_by_cloud(job, node.vm, now)
+    lost.changes = gave_back.reworded(lost.changes, {node.vm: node.gave_back_why})
     return _for_gang(job.model_copy(update={"gang": nodes, "vm": node.vm}), lost, skip=node.vm)
 
 
@@ -347,8 +349,7 @@ def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision
     orders = [c for c in decision.controls if c.vm == job.vm and c.attempt == job.attempt]
     decision.controls = [c for c in decision.controls if c not in orders]
     steps = {change.to for change in decision.changes}
-    new_attempt = bool(steps & {JobStatus.QUEUED, JobStatus.PENDING}) or decision.fields.get(
-        "attempt", job.attempt) != job.attempt
+    new_attempt = bool(steps & {JobStatus.QUEUED, JobStatus.PENDING}) or decision.fields.get("attempt", job.attempt) != job.attempt
     over = new_attempt or JobStatus.LOST in steps or any(step.terminal for step in steps)
     reason = decision.changes[-1].reason if decision.changes else "the gang ended"
     if job.status is JobStatus.QUEUED:
@@ -389,8 +390,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since, heard_until)
     if decision is None:
         return None
-    decision.changes = [Change(c.to, c.reason.replace(silent.vm, f"node {silent.rank} ({silent.vm})", 1))
-                        for c in decision.changes]
+    decision.changes = [Change(c.to, c.reason.replace(silent.vm, f"node {silent.rank} ({silent.vm})", 1)) for c in decision.changes]
     heard = min(now, heard_until or now) - timedelta(seconds=deadlines.heartbeat_timeout_s)  # (others silent: as surely)
     if (others := [n for n in job.gang if n.status not in ENDED and n.vm != silent.vm and max(n.beat_at, heard_since or n.beat_at) > heard]) and job.status in _RUN:
         why = decision.changes[0].reason  # the silent one told STOP too: it may be alive but cut off (charged to now, as one VM)

@@ -59,6 +59,9 @@ class GangNode(BaseModel):
     # How its flex-start VM's run ended, where its PREEMPTED came at that end (zen.jobs.flex_end): a later report of
     # another node, which ends the attempt (zen.core.gang._settle), names this node's end so too.
     run_ended: str | None = None
+    # What its agent's PREEMPTED said instead of its VM shutting down (``zen.core.gave_back.why``: "gave the attempt
+    # back (<the agent's note>)"), a step before its part failed by the cloud's fault: the gang's history names it so.
+    gave_back_why: str | None = None
     # While the gang assembles: when another node left it after this one's claim (the gang then needs one
     # more VM; a planner pass before then counted that VM busy: zen.core.gang.room_seen_after).
     left_at: datetime | None = None

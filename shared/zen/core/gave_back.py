@@ -6,16 +6,29 @@ also when a step before the job's command failed by the cloud's or the VM's faul
 Cloud Storage unavailable), docker's pull cut short (``zen.agent.container.PULL_CUT``), its agent dead and restarted
 (``zen.agent.restart``). Zen reruns each without spending an attempt (``FREE_PREEMPTIONS`` times). Only the first is
 "VM ... was preempted"; the others are told by the agent's own note, the first line of the report's message: the
-step that failed and why, in the job's history, its notices and, once its free reruns are spent, its FAILED."""
+step that failed and why, in the job's history, its notices and, once its free reruns are spent, its FAILED. A gang's
+node so is "node K (VM) gave the attempt back (...)" where one preempted is "node K (VM) was preempted"
+(``zen.core.gang``: the gang's fate as for a preemption), and a PREEMPTED notice of such an attempt says the job "was
+requeued" (``zen.core.notify.verb``: its notice kind stays PREEMPTED)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, TypeVar
+from dataclasses import Field, replace
+from typing import Any, ClassVar, Protocol, TypeVar
 
-Change = TypeVar("Change", bound=Any)  # zen.core.lifecycle.Change (which imports this module)
+
+class _Told(Protocol):
+    """A ``zen.core.lifecycle.Change``, not imported: lifecycle imports this module, as ``zen.core.notify`` does."""
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def reason(self) -> str: ...
+
+
+Change = TypeVar("Change", bound=_Told)
 
 BRIEF_CHARS = 300  # of the agent's note, in the reason (the report's message keeps all of it)
+SAID = "gave the attempt back"  # what a VM did, in the reason, where its agent's note follows in brackets
 
 
 def shut_down(vm: str, message: str | None) -> bool:
@@ -28,11 +41,36 @@ def shut_down(vm: str, message: str | None) -> bool:
 def named(changes: list[Change], vm: str, message: str | None) -> list[Change]:
     """``changes`` (``lifecycle.preempted_by_cloud``'s) with "VM ... was preempted" replaced by the agent's reason
     when its report says its VM did not shut down."""
+    return reworded(changes, {vm: why(vm, message)})
+
+
+def why(vm: str, message: str | None) -> str | None:
+    """What ``vm`` did instead of being preempted, by its agent's PREEMPTED report's ``message``: "gave the attempt
+    back (<the agent's note>)"; None when the report says its VM shut down (it was preempted). A gang's node keeps it
+    (``GangNode.gave_back_why``): the attempt's end, decided on another node's later report, names it so too."""
     if shut_down(vm, message):
-        return changes
+        return None
     brief = _first_line(message).removesuffix(" (requeued)").removesuffix(" (requeued, no attempt spent)")  # said after
-    said = f"VM {vm} gave the attempt back ({brief[:BRIEF_CHARS]})"
-    return [replace(change, reason=change.reason.replace(f"VM {vm} was preempted", said)) for change in changes]
+    return f"{SAID} ({brief[:BRIEF_CHARS]})"
+
+
+def told(reason: str | None) -> bool:
+    """Whether an attempt's end (its change to LOST's reason) says its VM gave it back (``why``): not preempted."""
+    return f" {SAID} (" in (reason or "")
+
+
+def reworded(changes: list[Change], said: dict[str, str | None]) -> list[Change]:
+    """``changes`` with each VM of ``said`` that has a word, said "was preempted" ("VM ..." as one VM, "node N (...)" as
+    a gang's node: ``zen.core.gang``), saying it instead."""
+    return [replace(change, reason=reason(change.reason, said)) for change in changes]
+
+
+def reason(text: str, said: dict[str, str | None]) -> str:
+    for vm, word in said.items():
+        if word:
+            text = text.replace(f"VM {vm} was preempted", f"VM {vm} {word}").replace(f"({vm}) was preempted",
+                                                                                     f"({vm}) {word}")
+    return text
 
 
 def _first_line(message: str | None) -> str:
