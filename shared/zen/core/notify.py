@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from zen.core import gave_back
 from zen.core.cluster_config import Strict
 from zen.core.secrets import check_reference
 
@@ -214,6 +215,12 @@ def delivery_key(event: dict[str, Any], notice: str, target: NotifyTarget) -> st
 _VERB = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "was cancelled", "PREEMPTED": "was preempted"}
 
 
+def verb(notice: str, event: dict[str, Any]) -> str:
+    """What happened to the job, as its notice's text and subject say: a PREEMPTED notice whose attempt its VM gave
+    back (``zen.core.gave_back``: a step before the command the cloud failed, its VM not shut down) "was requeued"."""
+    return "was requeued" if notice == "PREEMPTED" and gave_back.told(event.get("reason")) else _VERB[notice]
+
+
 def summary(notice: str, event: dict[str, Any], job: dict[str, Any]) -> str:
     """One line: what happened to which job, where, and why."""
     where = " ".join(p for p in (event.get("cluster"), event.get("region") and f"in {event['region']}") if p)
@@ -221,7 +228,7 @@ def summary(notice: str, event: dict[str, Any], job: dict[str, Any]) -> str:
     rerun = ""
     if notice == "PREEMPTED" and job.get("attempt", 0) > (event.get("attempt") or 0):
         rerun = f"; rerun as attempt {(event.get('attempt') or 0) + 1}"  # its own rerun (the job's may be later)
-    return (f"Zen job {event['job_id']} {_VERB[notice]} (attempt {event.get('attempt')}{exit_code}"
+    return (f"Zen job {event['job_id']} {verb(notice, event)} (attempt {event.get('attempt')}{exit_code}"
             f"{', ' + where if where else ''}): {event.get('reason', '')}{rerun}")
 
 
@@ -250,7 +257,7 @@ def email_body(notice: str, event: dict[str, Any], job: dict[str, Any], sender: 
     """SendGrid's v3 ``mail/send`` JSON."""
     text = summary(notice, event, job)
     return {"personalizations": [{"to": [{"email": to}]}], "from": {"email": sender},
-            "subject": f"Zen job {event['job_id']} {_VERB[notice]}",
+            "subject": f"Zen job {event['job_id']} {verb(notice, event)}",
             "content": [{"type": "text/plain", "value": text}]}
 
 
