@@ -48,3 +48,18 @@ def test_a_vm_that_shut_down_is_still_told_preempted(notifying, publisher, sink,
 
     [notice] = sink.on("hook")
     assert notice["body"]["text"].startswith("Zen job spot-1 was preempted (attempt 1"), notice["body"]["text"]
+
+
+def test_an_attempt_lost_to_its_vms_silence_is_told_requeued_not_preempted(notifying, publisher, sink, config,  # noqa: F811
+                                                                           clock):
+    """A silent VM's attempt (the sweep's LOST, rerun): nothing says it was preempted; its notice said so."""
+    from tests.test_late_final_reports import run_then_go_silent
+
+    zen, functions = notifying
+    functions.submit(job_request("quiet-1", notify=[hook(config, on=["PREEMPTED"])]))
+    run_then_go_silent(functions, clock, "quiet-1")
+    deliver_all(functions, events(publisher))
+
+    [notice] = sink.on("hook")
+    text = notice["body"]["text"]
+    assert text.startswith("Zen job quiet-1 was requeued (attempt 1") and "no heartbeat from vm-a" in text, text

@@ -216,9 +216,16 @@ _VERB = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "was cancell
 
 
 def verb(notice: str, event: dict[str, Any]) -> str:
-    """What happened to the job, as its notice's text and subject say: a PREEMPTED notice whose attempt its VM gave
-    back (``zen.core.gave_back``: a step before the command the cloud failed, its VM not shut down) "was requeued"."""
-    return "was requeued" if notice == "PREEMPTED" and gave_back.told(event.get("reason")) else _VERB[notice]
+    """What happened to the job, as its notice's text and subject say. A PREEMPTED notice of an attempt lost (the
+    change to LOST) "was preempted" only where its reason says a preemption (its VM's, as an agent reported it or a
+    scaling pass saw it taken; its queue's); else it "was requeued": its VM gave it back (``zen.core.gave_back``: a
+    step before the command the cloud failed, its VM not shut down), went silent ("no heartbeat from ..."), or
+    reached the end of its flex-start run. A queue's ``job.preempted`` event is a preemption."""
+    reason = str(event.get("reason") or "")
+    if notice == "PREEMPTED" and event.get("type") != "job.preempted" and (
+            gave_back.told(reason) or "preempted" not in reason):
+        return "was requeued"
+    return _VERB[notice]
 
 
 def summary(notice: str, event: dict[str, Any], job: dict[str, Any]) -> str:
