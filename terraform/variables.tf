@@ -434,7 +434,7 @@ variable "console_viewers" {
 variable "console_oauth_client_id" {
   type        = string
   default     = ""
-  description = "The OAuth client (APIs & Services > Credentials, a Web application) Identity-Aware Proxy signs viewers in with."
+  description = "The OAuth client (APIs & Services > Credentials, a Web application) Identity-Aware Proxy signs viewers in with. Its Authorized redirect URIs must hold https://iap.googleapis.com/v1/oauth/clientIds/<this id>:handleRedirect (docs/how-to/console.md)."
 }
 
 variable "console_oauth_client_secret" {
