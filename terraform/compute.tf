@@ -81,6 +81,15 @@ resource "google_compute_instance_template" "zen" {
     }
   }
 
+  # Flex-start VMs consume no reservation: their template says so, as Compute's flex-start examples do (a
+  # template's default, ANY_RESERVATION, is a standard VM's).
+  dynamic "reservation_affinity" {
+    for_each = each.value.model == "flex-start" ? [1] : []
+    content {
+      type = "NO_RESERVATION"
+    }
+  }
+
   # Its cluster's account for its region's tags (iam.tf): IAM tells clusters apart, and a cluster's regions
   # with different tags.
   service_account {

@@ -35,6 +35,13 @@ def test_the_template_schedules_each_model_as_gce_documents_it():
     assert template["name_prefix"] == "${each.value.mig_name}-"  # the primary's as before: no replacement
 
 
+def test_a_flex_start_template_consumes_no_reservation():
+    template = Module.load().resources_of("google_compute_instance_template")["zen"]
+    [affinity] = [d["reservation_affinity"] for d in template["dynamic"] if "reservation_affinity" in d]
+    assert affinity["for_each"] == '${each.value.model == "flex-start" ? [1] : []}'
+    assert block(affinity["content"])["type"] == "NO_RESERVATION"
+
+
 def test_flex_start_migs_take_resize_requests():
     mig = Module.load().resources_of("google_compute_region_instance_group_manager")["zen"]
     assert mig["distribution_policy_target_shape"] == (  # a compact cluster's too (test_terraform_gangs.py)
