@@ -100,10 +100,11 @@ class Checkpoint:
 
     # -- restore ---------------------------------------------------------------------------------
     def restore(self, progress: Progress, cancel: threading.Event, refused_until: float | None = None) -> None:
-        """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none yet: the
-        folder stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs'). A
-        refusal (401, 403: an IAM change under way) is asked again every ``REFUSED_WAIT_S`` for ``REFUSED_FOR_S``, then
-        fails the attempt saying so (one for good, a prefix no grant covers, is no VM's fault: requeued, all met it)."""
+        """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none: the folder
+        stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs'). A refusal
+        (401, 403: an IAM change under way) is asked again every ``REFUSED_WAIT_S`` for ``REFUSED_FOR_S``, then fails the
+        attempt saying so (one for good, a prefix no grant covers, is no VM's fault: requeued, all met it); another 4xx
+        but 404, 408, 429 (a 400: the bucket made requester pays) at once. 5xx, the network: ``Unavailable``."""
         progress.restart()
         refused_until = time.monotonic() + REFUSED_FOR_S if refused_until is None else refused_until
         try:
@@ -146,8 +147,7 @@ class Checkpoint:
                     raise Cancelled("cancelled") from None
                 self._empty()
                 return self.restore(progress, cancel, refused_until)
-            kind = TransferError if refused else Unavailable if not_the_jobs(exc) or isinstance(  # (404: a manifest
-                getattr(exc, "code", None), int) else TransferError  # replaced as it was read: asked again)
+            kind = Unavailable if not refused and (not_the_jobs(exc) or getattr(exc, "code", None) == 404) else TransferError  # 404: replaced as read
             raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}" + (
                 f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read this prefix? terraform/iam.tf)"
                 if refused else "")) from None

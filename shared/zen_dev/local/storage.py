@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import google_crc32c
 
-_REASONS = {400: "invalid", 404: "notFound", 409: "conflict", 412: "conditionNotMet", 416: "requestedRangeNotSatisfiable",
+_REASONS = {400: "invalid", 401: "required", 403: "forbidden", 404: "notFound", 409: "conflict", 412: "conditionNotMet", 416: "requestedRangeNotSatisfiable",
             429: "rateLimitExceeded", 500: "backendError", 503: "backendError"}
 
 
@@ -76,6 +76,7 @@ class StorageState:
         self.answers_lost = 0
         self._outages: list[list] = []  # outage: [part, seconds, code, its first refusal's time or None]
         self.refused = 0  # upload requests an outage answered with its error
+        self._denied: list[tuple[str, int, str]] = []  # deny: (part, code, message)
 
     def lose_answer(self, part: str) -> None:
         """The next upload of an object whose name contains ``part`` is stored, and its answer lost: the request
@@ -119,6 +120,18 @@ class StorageState:
                     self.refused += 1
                     return code
         return None
+
+    def deny(self, part: str, code: int, message: str) -> None:
+        """Every read of an object whose name contains ``part`` (its metadata, its bytes) is answered ``code`` with
+        ``message`` from now on, as a missing grant (403) or a bucket's setting (400: requester pays) answers."""
+        with self._lock:
+            self._denied.append((part, code, message))
+
+    def denying(self, name: str) -> None:
+        with self._lock:
+            denied = next(((code, message) for part, code, message in self._denied if part in name), None)
+        if denied is not None:
+            raise ApiError(*denied)
 
     def hold(self, part: str, what: str) -> Hold:
         """Hold the next ``what`` (``store`` or ``read``) request of an object named ``*part*`` (:class:`Hold`)."""
@@ -262,6 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
                 state.delete(bucket, name, query.get("generation"))
                 return self._send(204)
             media = query.get("alt") == "media" or bool(match[1])
+            state.denying(name)
             if media:
                 state.wait_if_held(name, "read")
             stored = state.get(bucket, name, query.get("generation"))
