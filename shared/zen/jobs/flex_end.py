@@ -9,6 +9,8 @@ saw it RUNNING, a pass's interval late at most, or from its agent's first word l
 reached the end of its run instead; one from a flex-start VM with more left still reads as preempted. The VM's model
 is the one a scaling pass recorded for it, else the one its name tells (as a claim reads it: ``zen.jobs.claims``): the
 primary MIG keeps its name when the cluster's models are reordered or narrowed, and its VMs booted before keep theirs.
+A pass that saw the VM stop after the attempt began on it (its report read late) saw that VM's end: its model is still
+the one recorded (the claim check reads the name then: the MIG's recreation of it boots from its template now).
 """
 
 from __future__ import annotations
@@ -28,11 +30,24 @@ Marks = tuple[str | None, datetime | None, datetime | None]
 
 def run_marks(store: JobStore, hb: Heartbeat) -> Marks | None:
     """The recorded model and run marks of the VM reporting ``hb`` when it reports an attempt PREEMPTED; None for any
-    other report (read before the report's transaction: each is written once, and only this report needs them)."""
+    other report (read before the report's transaction: each is written once, and only this report needs them). The
+    model is the one recorded also where a pass saw the VM stop after the attempt began on it (``ran_from``): that VM
+    ran it, and its run's end is this report's (the claim check's model is its MIG's recreation's: ``JobTx.vm_model``)."""
     if hb.status is not AgentStatus.PREEMPTED:
         return None
     with store.session() as tx:
-        return (tx.vm_model(hb.vm), *tx.vm_run_marks(hb.vm))
+        return (tx.vm_model(hb.vm, ran_from(tx.get_job(hb.job_id), hb)), *tx.vm_run_marks(hb.vm))
+
+
+def ran_from(job: Job | None, hb: Heartbeat) -> datetime | None:
+    """When ``hb``'s attempt began on ``hb.vm``: its claim answered (a gang's node's claim), else its run; None:
+    another attempt's, or not known."""
+    if job is None or job.attempt != hb.attempt:
+        return None
+    node = next((n for n in job.gang or () if n.vm == hb.vm), None)
+    if node is not None:
+        return node.claimed_at
+    return job.started_at or job.last_heartbeat_at if job.vm == hb.vm else None
 
 
 def run_ended(config: ZenConfig, job: Job, hb: Heartbeat, marks: Marks | None, now: datetime) -> str | None:

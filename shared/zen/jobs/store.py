@@ -236,8 +236,8 @@ class FleetRows(Protocol):
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""
 
-    def vm_model(self, vm: str) -> str | None:
-        """The model a scaling pass recorded for ``vm``; None: none, or that VM seen stopped (its MIG recreates it)."""
+    def vm_model(self, vm: str, ran_from: datetime | None = None) -> str | None:
+        """The model a pass recorded for ``vm``; None: none, or that VM seen stopped (not after ``ran_from``: recreated)."""
 
     def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:
         """When ``vm``'s agent was first heard, and a pass first saw it RUNNING (a flex-start run's start); None: not yet."""

@@ -296,8 +296,8 @@ class PostgresJobTx:
         return repository.jobs_on_vm(self.session, vm)
 
     @hooked("vm_model")
-    def vm_model(self, vm: str) -> str | None:
-        return repository.vm_model(self.session, vm)
+    def vm_model(self, vm: str, ran_from: datetime | None = None) -> str | None:
+        return repository.vm_model(self.session, vm, ran_from)
 
     @hooked("vm_run_marks")
     def vm_run_marks(self, vm: str) -> tuple[datetime | None, datetime | None]:

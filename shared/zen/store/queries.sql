@@ -728,7 +728,11 @@ UNION ALL
 -- NULL after a billed segment, billed_before): the model is the ended VM's, and the VM its MIG recreates under the
 -- name boots from the MIG's template now, whose agent may claim before a pass records it (a spot VM, after the
 -- models were reordered, was taken for the standard one before it, and confirmed a job accepting standard only).
-SELECT CASE WHEN running_at IS NULL AND billed_before IS NOT NULL THEN NULL ELSE model END AS model
+-- Not NULL where that stop was seen after :ran_from (an attempt's start on the VM: zen.jobs.flex_end): the VM that
+-- ran it is the one that ended, of the model recorded.
+SELECT CASE WHEN running_at IS NULL AND billed_before IS NOT NULL
+             AND NOT COALESCE(CAST(billed_before -> -1 ->> 4 AS timestamptz) > CAST(:ran_from AS timestamptz), false)
+            THEN NULL ELSE model END AS model
 FROM mig_instances WHERE name = :vm_name;
 
 -- name: vm_shares

@@ -244,10 +244,11 @@ def vm_shares(session: Session, vm: str) -> bool | None:
     return bool(row["shares"]) if row is not None else None
 
 
-def vm_model(session: Session, vm: str) -> str | None:
+def vm_model(session: Session, vm: str, ran_from: datetime | None = None) -> str | None:
     """The provisioning model recorded for ``vm`` when a scaling pass first listed it; None: none recorded, or the
-    recorded VM seen stopped and its MIG's recreation of it not yet seen billed (its name tells: ``vm_model``)."""
-    row = session.one("vm_model", vm_name=vm)
+    recorded VM seen stopped, not after ``ran_from``, and its MIG's recreation of it not yet seen billed (its name
+    tells: ``vm_model``)."""
+    row = session.one("vm_model", vm_name=vm, ran_from=ran_from)
     return row["model"] if row is not None else None
 
 

@@ -599,7 +599,7 @@ class InMemoryJobTx:
         return {j.job_id: j.gpus for j in self._t.jobs.values() if j.vm == vm and j.status in HELD}
 
     @hooked("vm_model")
-    def vm_model(self, vm: str) -> str | None:
+    def vm_model(self, vm: str, ran_from: datetime | None = None) -> str | None:
         return None  # no scaling pass records instances here: the VM's name tells its model
 
     @hooked("vm_run_marks")
