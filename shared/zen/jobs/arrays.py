@@ -10,6 +10,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
+from zen import telemetry
 from zen.core import arrays, gang, lifecycle
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
@@ -101,9 +102,11 @@ class ArrayJobs:
                                        "another job")
                     reason = f"{submitted.reason}; task {index} of array {array_id}" + (
                         f"; {chosen}" if chosen else "") + (f"; held: {task.hold}" if task.hold else "")
-                    history, events = self._announce.history(task, task, [lifecycle.Change(JobStatus.PENDING, reason)],
-                                                             actor=actor, now=now, from_status=None)
+                    pending = lifecycle.Change(JobStatus.PENDING, reason)
+                    history, events = self._announce.history(task, task, [pending], actor=actor, now=now,
+                                                             from_status=None)
                     tx.add_job_events(history)
+                    telemetry.log_changes(log, task, task, [pending], None)  # zen_job_status_changes, as its history
                     ids += enqueue(tx, events, now)
                     created.append(task)
                 ids += self._admit(tx, array_id, created, now, kept_stop)
