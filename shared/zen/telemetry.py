@@ -74,6 +74,9 @@ _CLASSES = (
     ("unknown", re.compile(r"unknown (job|cluster|queue)|no cluster has|no queue for user|none of the GPU types")),
     ("forbidden", re.compile(
         r"transition |job_id \S+ is already used|regions \[.*\] are not used|max_\w+ \d+ is above the limit"
+        # a job id reused between jobs and arrays (zen.jobs.service, zen.jobs.arrays)
+        r"|job_id \S+ is an array's id|job_id \S+ is already (a job's|an array's)|job_id \S+, a task's id of array "
+        r"|job_id \S+ \(task \d+ of array \S+\) is already used"
         r"|VM \S+ is being scaled down|VM \S+ in region|stale attempt|heartbeat for attempt|\S+ reports "
         r"|job is not admitted|job is already|queue \S+ has no quota|the job needs \d+ GPUs"
         # who is asking (zen.adapters.submitters, zen.jobs.authorization): a proof or a rule refused it
