@@ -60,7 +60,7 @@ locals {
       threshold = var.alert_outbox_age_s, duration = "300s"
       runbook   = <<-EOT
         Messages Zen committed (job starts, VM orders, job events) have not been published for more than ${var.alert_outbox_age_s} s: publishing to Pub/Sub fails, so jobs are not started or stopped.
-        1. Logs: `jsonPayload.message="outbox publish failed for ..."` and "publish after commit failed" lines give the error.
+        1. Logs: the lines `jsonPayload.message:"outbox publish failed"` and `jsonPayload.message:"publish after commit failed"` give the error (`jsonPayload.error`).
         2. Usual causes: a topic deleted or renamed, the functions' publisher role removed (terraform/iam.tf), Pub/Sub quota. Fix it and the next tick resends everything (at least once).
       EOT
     }

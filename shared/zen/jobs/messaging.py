@@ -240,5 +240,7 @@ def _mark(rows: OutboxRows, sent: list[int], failed: list[tuple[int, Exception]]
         rows.mark_outbox_sent(sent, now, durable=durable)
     for id_, error in failed:
         rows.mark_outbox_failed(id_, f"{type(error).__name__}: {error}")
-    if failed:
-        log.warning("outbox publish failed for %d message(s); left for the next tick", len(failed))
+    if failed:  # what stopped them, on the line the outbox alert's runbook sends operators to
+        errors = sorted({f"{type(error).__name__}: {error}" for _, error in failed})
+        log.warning("outbox publish failed for %d message(s); left for the next tick", len(failed),
+                    extra={"error": "; ".join(errors)[:2000]})
