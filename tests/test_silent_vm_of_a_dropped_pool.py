@@ -7,27 +7,13 @@ did. No pass saw that VM stop: the attempt is spent as any silent one (``zen.job
 
 from __future__ import annotations
 
-import json
-
 from tests.messages import heartbeat, job_request
-from zen.core.config import ZenConfig
+from tests.test_claims_by_recorded_model import _zen
 from zen.store import fleet, repository
 
 CLUSTER = "4xa100-40gb"
 SPOT_VM = "zen-4xa100-40gb-us-central1-spot-ab12"  # the spot pool's (standard is the primary)
 POOL = "us-central1/spot"
-
-
-def _zen(config, db, publisher, clock, models):
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        if cluster["name"] == CLUSTER:
-            cluster["provisioning"] = models
-    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
-    return zen, FunctionsInvoker(zen)
 
 
 def test_a_silent_vm_of_a_dropped_pool_spends_its_attempt(config, db, publisher, clock, db_url, monkeypatch):
