@@ -11,8 +11,10 @@ locals {
 
   # Logs Explorer: replace JOB_ID / VM_NAME in the query box.
   job_scheduler_logs_query = "${local.zen_function_logs} AND jsonPayload.job_id=\"JOB_ID\""
-  vm_logs_query            = "(${local.zen_function_logs} AND jsonPayload.vm=\"VM_NAME\") OR (resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=\"VM_NAME\")"
-  logs_url                 = "https://console.cloud.google.com/logs/query;query=%s?project=${var.project_id}"
+  # One VM: Zen's lines about it, its agent's own warnings and errors (log zen-agent: the agent ships them, as no
+  # logging agent ships its journal) and what GCE's guest environment logs of it (its startup script).
+  vm_logs_query = "(${local.zen_function_logs} AND jsonPayload.vm=\"VM_NAME\") OR (logName=\"projects/${var.project_id}/logs/zen-agent\" AND labels.vm=\"VM_NAME\") OR (resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=\"VM_NAME\")"
+  logs_url      = "https://console.cloud.google.com/logs/query;query=%s?project=${var.project_id}"
 
   # title, then (metric filter, per-series aligner, cross-series reducer, group-by labels) per line.
   charts = [
@@ -74,7 +76,7 @@ locals {
     "**Zen**: metrics come from the functions' structured logs (events in `shared/zen/telemetry.py`); `zen stats` shows the same figures locally. Runbooks: each alert's documentation, and docs/how-to/operate.md.",
     "",
     "- [Zen's log lines about one job](${format(local.logs_url, urlencode(local.job_scheduler_logs_query))}) (replace JOB_ID in the query; its own output: the job_logs_url output)",
-    "- [Logs of one VM](${format(local.logs_url, urlencode(local.vm_logs_query))}) (replace VM_NAME: Zen's lines about it and the VM's own agent log)",
+    "- [Logs of one VM](${format(local.logs_url, urlencode(local.vm_logs_query))}) (replace VM_NAME: Zen's lines about it, its agent's warnings and errors, its startup script's lines)",
     "- [All Zen logs](${format(local.logs_url, urlencode(local.log_query))})",
   ])
 

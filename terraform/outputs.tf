@@ -13,6 +13,7 @@ locals {
   log_query = join(" OR ", [
     "(resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\")",
     "(resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=~\"^zen-\")",
+    "logName=\"projects/${var.project_id}/logs/zen-agent\"", # the agents' own warnings and errors
   ])
   # Job output: one entry per line the agent ships (zen.adapters.cloud_logging); replace JOB_ID with the job's id.
   job_logs_query = "logName=\"projects/${var.project_id}/logs/zen-jobs\" AND labels.job_id=\"JOB_ID\""

@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _CLAUSE = re.compile(r'^(logName|timestamp|labels\.\w+|jsonPayload\.\w+)\s*(=|>=|<=|>)\s*(".*"|-?\d+)$')
 _NOT = re.compile(r'^NOT \((.*)\)$')
+_SEVERITY_NAMES = {0: "DEFAULT", 100: "DEBUG", 200: "INFO", 300: "NOTICE", 400: "WARNING", 500: "ERROR",
+                   600: "CRITICAL", 700: "ALERT", 800: "EMERGENCY"}
 
 
 @functools.lru_cache(maxsize=256)  # one query is matched against every entry
@@ -127,6 +129,8 @@ class LoggingStandIn:
                 entry.setdefault("logName", body.get("logName"))
                 entry.setdefault("resource", body.get("resource"))
                 entry["labels"] = {**(body.get("labels") or {}), **(entry.get("labels") or {})}
+                if isinstance(entry.get("severity"), int):  # the enum's number, stored by its name
+                    entry["severity"] = _SEVERITY_NAMES.get(entry["severity"], "DEFAULT")
                 self.entries.append(entry)
         return {}
 

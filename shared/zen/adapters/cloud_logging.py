@@ -1,5 +1,6 @@
 """Job output in Cloud Logging, through the official client (``google-cloud-logging``): the agent's sink
-(one entry per line in log ``zen-jobs``, written in batches) and ``zen logs``' paced reader, which reads
+(one entry per line in log ``zen-jobs``, written in batches), the agent's own WARNING and ERROR lines
+(log ``zen-agent``, ``agent_log_handler``) and ``zen logs``' paced reader, which reads
 page by page within the project's read quota and retries 429s with a backoff. ``sink_from_env`` and
 ``reader_from_env`` choose between it and the local directory of ``zen.adapters.joblogs``.
 
@@ -10,6 +11,7 @@ pacing and retries: docs/reference/cli.md, ``zen logs``.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Iterator, Mapping
@@ -29,6 +31,7 @@ SETTLE_S = 10.0
 # Without a timestamp clause the client only lists the last 24 hours; _Default keeps 30 days.
 READ_BACK = timedelta(days=31)
 _SEVERITY = {"stdout": "INFO", "stderr": "WARNING", "zen": "NOTICE"}
+AGENT_LOG_NAME = "zen-agent"  # the agent's own lines (its stderr, in the VM's journal, is not shipped by the image)
 
 
 def logging_client(project: str, endpoint: str | None = None):
@@ -61,15 +64,37 @@ def job_filter(project: str, job_id: str, attempt: int | None = None,
     return " AND ".join(parts)
 
 
+def _node(project: str, labels: Mapping[str, str]):
+    """The VM as a ``generic_node`` (location: the zone, namespace: the cluster, node_id: the VM): no entry
+    depends on the VM still existing, as a ``gce_instance`` one's instance id would."""
+    from google.cloud.logging import Resource
+
+    return Resource(type="generic_node", labels={
+        "project_id": project, "location": labels.get("zone", ""),
+        "namespace": labels.get("cluster", ""), "node_id": labels.get("vm", "")})
+
+
+def agent_log_handler(client, project: str, labels: Mapping[str, str]) -> logging.Handler:
+    """The agent's own lines of WARNING and above (claims refused, staging failed, fences, retirements,
+    power-offs), as JSON (``zen.logs.JsonFormatter``) in log ``zen-agent``, with the VM's labels (``vm``,
+    ``cluster``, ``region``, ``zone``) on the resource job output uses: the dashboard's "Logs of one VM"
+    link finds them by ``labels.vm``. The client's background thread writes them in batches; a line it
+    cannot write is dropped (the journal still has it), never held up."""
+    from google.cloud.logging.handlers import CloudLoggingHandler
+
+    from zen.logs import JsonFormatter
+
+    handler = CloudLoggingHandler(client, name=AGENT_LOG_NAME, resource=_node(project, labels), labels=dict(labels))
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(JsonFormatter())
+    return handler
+
+
 class CloudSink:
     def __init__(self, client, project: str, labels: Mapping[str, str]):
-        from google.cloud.logging import Resource
-
         self._labels = dict(labels)
         # Given on every entry: a batch's entries otherwise default to the "global" resource.
-        self._resource = Resource(type="generic_node", labels={
-            "project_id": project, "location": self._labels.get("zone", ""),
-            "namespace": self._labels.get("cluster", ""), "node_id": self._labels.get("vm", "")})
+        self._resource = _node(project, self._labels)
         self._logger = client.logger(LOG_NAME, resource=self._resource)
 
     def write(self, entries: list[OutputEntry]) -> None:
@@ -236,6 +261,15 @@ def sink_from_env(env: Mapping[str, str], project: str, *, cloud_by_default: boo
     if cloud_by_default or env.get(ENDPOINT_ENV):
         return CloudSink(logging_client(project, env.get(ENDPOINT_ENV)), project, dict(labels or {}))
     return None
+
+
+def own_log_from_env(env: Mapping[str, str], project: str, *, cloud_by_default: bool,
+                     labels: Mapping[str, str]) -> logging.Handler | None:
+    """Where the agent's own WARNING and ERROR lines go besides its stderr: Cloud Logging wherever job output
+    goes there (``sink_from_env``), else nowhere (the local stack prints the agents' stderr)."""
+    if env.get(DIR_ENV) or not (cloud_by_default or env.get(ENDPOINT_ENV)):
+        return None
+    return agent_log_handler(logging_client(project, env.get(ENDPOINT_ENV)), project, labels)
 
 
 def reader_from_env(env: Mapping[str, str], project: str) -> Reader:

@@ -3,7 +3,8 @@
 Reads the configuration (``ZEN_CONFIG``, else the shipped default), the VM's identity and the
 ``ZEN_AGENT_*`` tunables, removes the ``zen-*`` containers an earlier agent left (first thing, in
 container mode), reads the VM's shape and makes its job networks, then runs the loop; logs JSON lines
-to stderr. Jobs run as plain processes only with ``ZEN_AGENT_LOCAL=1``. Exit codes: 0 after a clean
+to stderr, and those of WARNING and above to Cloud Logging too (log ``zen-agent``) wherever job output
+goes there. Jobs run as plain processes only with ``ZEN_AGENT_LOCAL=1``. Exit codes: 0 after a clean
 shutdown, 1 when Pub/Sub stayed unreachable at start, 2 on a configuration or identity problem.
 Startup, step by step: docs/reference/agent.md
 """
@@ -63,6 +64,25 @@ def _output_sink(env, identity, local: bool):
         return None
     log.info("job output sink", extra={"sink": type(sink).__name__ if sink else None})
     return sink
+
+
+def _ship_own_log(env, identity, local: bool) -> logging.Handler | None:
+    """The agent's WARNING and ERROR lines to Cloud Logging too (log ``zen-agent``, labels ``vm``, ``cluster``,
+    ``region``, ``zone``: ``zen.adapters.cloud_logging.agent_log_handler``) wherever job output goes there: on a VM
+    its stderr reaches only the journal, which no logging agent ships. Not set up: logged, and only the journal
+    has them."""
+    from zen.adapters.cloud_logging import own_log_from_env
+
+    try:
+        handler = own_log_from_env(env, identity.project, cloud_by_default=not local,
+                                   labels={**identity.log_fields(), "zone": identity.zone})
+    except Exception as exc:  # noqa: BLE001 - e.g. no credentials for Cloud Logging
+        log.error("the agent's own log is not shipped to Cloud Logging", extra={"error": str(exc)})
+        return None
+    if handler is not None:
+        handler.addFilter(_IdentityFields(identity.log_fields()))
+        logging.getLogger("zen").addHandler(handler)
+    return handler
 
 
 def _runs_containers(env) -> bool:
@@ -153,6 +173,7 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
                           "pull_limits": asdict(limits), "capacity": asdict(capacity),
                           "fence_s": fence_s(settings), "sandbox": asdict(sandbox)}, indent=2))
         return 0
+    _ship_own_log(env, identity, local)
 
     # Imported here: the client library is heavy, and --check / errors above do not need it.
     from zen.agent.agent import Agent
