@@ -238,3 +238,14 @@ def test_a_heartbeat_waiting_on_a_silent_pubsub_gives_up_once_told_to(config, mo
         silent.close()
         for connection in held:
             connection.close()
+
+
+def test_a_control_message_carries_its_publish_time(transport, config, pubsub_clients):
+    """A STOP's deadline counts from when Pub/Sub took it (zen.agent.reports.AttemptReport.stopped)."""
+    transport.open_control()
+    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    publish(pubsub_clients, config, "zen-vm-control", control(VM, "stamped"), vm=VM)
+
+    delivery = wait_for(lambda: transport.next_control(0.2), 10.0, 0, what="a control message")
+    delivery.ack()
+    assert delivery.published is not None and before <= delivery.published <= datetime.now(timezone.utc) + timedelta(seconds=5)

@@ -370,11 +370,9 @@ class AttemptRunner:
         control, order = received
         control.ack()
         within = _seconds(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
-        if within is not None:  # Zen ends the stopping job without our report then: the upload must end sooner. The latest
-            # STOP's holds while every STOP said Zen's wait counts from the VM's last RUNNING (zen.core.stops); else the first
-            attempt.report_moves = attempt.report_moves and moves(control.attributes, order.reason)
-            by = self._clock() + within - STOP_REPORT_S
-            attempt.report_by = by if attempt.report_moves else min(attempt.report_by, by)
+        if within is not None:  # Zen ends the stopping job without our report then (counted from the STOP's publish
+            # time): the upload must end sooner; the latest-published STOP's holds while each one's moves (zen.core.stops)
+            attempt.stopped(self._clock(), within, moves(control.attributes, order.reason), control.published, STOP_REPORT_S)
         return next_beat, order
 
     def _ended(self, key: Key) -> None:

@@ -60,8 +60,26 @@ class AttemptReport:
     seq: int = 0
     report_by: float = math.inf
     report_moves: bool = True  # only STOPs whose deadline moves came (zen.core.stops.moves): each one's replaces the last
+    report_published: datetime | None = None  # Pub/Sub's publish time of the STOP whose deadline is report_by
     accepted_at: float | None = None
     gang: GangPlace | None = None  # a gang's node: its place, told by the CONFIRM (zen.core.gang)
+
+    def stopped(self, now: float, within: float, moves: bool, published: datetime | None, keep_s: float,
+                wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        """A STOP came, received at ``now`` (the agent's clock): Zen ends the stopping job without its report
+        ``within`` s after it made the STOP, so the upload must end ``keep_s`` sooner (``report_by``). Zen counted
+        from its publish time (``published``, Pub/Sub's clock): the STOP's age by the VM's ``wall`` clock is taken
+        off, held to [0, ``within``] so a VM clock off can only shorten the deadline; a STOP without one (a
+        fake's, an older transport's) counts from ``now``. While every STOP's deadline moved
+        (``zen.core.stops.moves``) the latest-published STOP's holds, so one Pub/Sub delivers again (or late)
+        never replaces a newer one's; else the earliest holds."""
+        age = 0.0 if published is None else min(within, max(0.0, (wall() - published).total_seconds()))
+        by = now + within - age - keep_s
+        self.report_moves = self.report_moves and moves
+        if not self.report_moves:
+            self.report_by = min(self.report_by, by)
+        elif published is None or self.report_published is None or published >= self.report_published:
+            self.report_by, self.report_published = by, published
 
 
 class Reporter:

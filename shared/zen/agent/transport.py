@@ -14,7 +14,7 @@ import queue
 import random
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable, Protocol, TypeVar
 
 from google.api_core import exceptions as gexc
@@ -88,12 +88,14 @@ class StartDelivery:
 
 @dataclass(frozen=True)
 class ControlDelivery:
-    """One control message; call ``ack`` once it has been acted on."""
+    """One control message; call ``ack`` once it has been acted on. ``published``: when Pub/Sub took it (its
+    server's clock; a STOP's deadline counts from it, ``AttemptReport.stopped``); None where unknown."""
 
     message_id: str
     data: bytes
     attributes: dict[str, str]
     ack: Callable[[], None]
+    published: datetime | None = None
 
 
 class Transport(Protocol):
@@ -219,7 +221,8 @@ class PubSubTransport:
             message = self._inbox.get(timeout=max(0.0, timeout_s))
         except queue.Empty:
             return None
-        return ControlDelivery(message.message_id, bytes(message.data), dict(message.attributes), message.ack)
+        return ControlDelivery(message.message_id, bytes(message.data), dict(message.attributes), message.ack,
+                               message.publish_time)
 
     # -- start subscription ----------------------------------------------------------------------
     def pull_start(self, budget_s: float = 30.0) -> StartDelivery | None:
