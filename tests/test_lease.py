@@ -17,8 +17,9 @@ seconds = st.floats(min_value=0.1, max_value=3600, allow_nan=False, allow_infini
 @given(timeout=seconds, grace=st.floats(min_value=0, max_value=600), heartbeat=seconds)
 @example(timeout=120, grace=10, heartbeat=31.7)  # the floor decides by 0.1 s: once accepted, the margin not kept
 def test_accepted_periods_end_the_job_before_zens_deadline(timeout, grace, heartbeat):
-    try:
-        Deadlines(heartbeat_timeout_s=timeout, stop_grace_s=grace, agent_heartbeat_s=heartbeat)
+    try:  # a stop_timeout_s past the grace and the final report (tests/test_stop_timeout_covers_grace.py)
+        Deadlines(heartbeat_timeout_s=timeout, stop_grace_s=grace, agent_heartbeat_s=heartbeat,
+                  stop_timeout_s=grace + lease.STOP_REPORT_S + 1)
     except ValueError:
         assert lease.too_tight(timeout, grace, heartbeat)
         return

@@ -34,15 +34,14 @@ from zen.agent.staging import AttemptData, Progress
 from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
+from zen.core.lease import STOP_REPORT_S
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, OverLimit, StartMessage
 from zen.core.stops import moves, preempts
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
 SHUTDOWN_OUTPUT_S = 2.0  # kept, after an upload cut short, for the rest of the job's output
-SHUTDOWN_REPORT_S = 3.0  # kept, after that, for the final report
-# A STOP's ``answer_within_s`` (until Zen ends the job without its report) less this: when the upload after it is cut
-STOP_REPORT_S = SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S
+SHUTDOWN_REPORT_S = STOP_REPORT_S - SHUTDOWN_OUTPUT_S  # kept, after that, for the final report (zen.core.lease)
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 

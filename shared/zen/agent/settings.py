@@ -158,10 +158,12 @@ PERIODS = (("ZEN_AGENT_HEARTBEAT_S", "heartbeat_s", "agent_heartbeat_s"),
 def with_deadlines(settings: AgentSettings, deadlines: Deadlines, env: Mapping[str, str]) -> AgentSettings:
     """``settings`` with Zen's deadline and the configuration's periods, but those the environment set;
     raises ``ConfigError`` when the result leaves the fence no room (``zen.core.lease.too_tight``): such an
-    agent could not stop a job cut off from Zen before Zen runs it elsewhere, so it does not start."""
+    agent could not stop a job cut off from Zen before Zen runs it elsewhere, so it does not start; or when its
+    stop grace leaves a stopped job no time to answer within ``stop_timeout_s`` (``zen.core.lease.stop_reason``)."""
     periods = {field: getattr(deadlines, key) for variable, field, key in PERIODS if not env.get(variable, "").strip()}
     settings = replace(settings, heartbeat_timeout_s=deadlines.heartbeat_timeout_s, **periods)
-    reason = lease.tight_reason(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
+    reason = (lease.tight_reason(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
+              or lease.stop_reason(deadlines.stop_timeout_s, settings.stop_grace_s))
     if reason is not None:
         raise ConfigError(f"the agent's periods do not fit Zen's deadlines: {reason}")
     return settings

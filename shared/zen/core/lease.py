@@ -16,6 +16,9 @@ from zen.core.cluster_config import Strict
 
 MARGIN_S = 15.0  # of Zen's deadline, kept after the fence and the stop grace (a quarter of it at most)
 MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
+# Kept by the agent, after a stopped job's grace, for the rest of its output and its final report: a STOP's
+# ``answer_within_s`` less this is when the upload after it is cut (``zen.agent.attempt``).
+STOP_REPORT_S = 5.0
 
 
 def _room(heartbeat_timeout_s: float, stop_grace_s: float) -> float:
@@ -72,6 +75,17 @@ def tight_reason(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: f
             + "shorten the stop grace or raise heartbeat_timeout_s")
 
 
+def stop_reason(stop_timeout_s: float, stop_grace_s: float) -> str | None:
+    """What to change when a user's stop would end its job CANCELLED ("no answer from" its VM) before the agent
+    could answer: the stop grace and ``STOP_REPORT_S`` must end within ``stop_timeout_s``; None when they do."""
+    if stop_grace_s + STOP_REPORT_S < stop_timeout_s:
+        return None
+    return (f"stop_timeout_s={stop_timeout_s:g} leaves no time for a stopped job's stop_grace_s={stop_grace_s:g} and "
+            f"the agent's {STOP_REPORT_S:g} s for its output and final report: Zen would end every stopped job "
+            f"CANCELLED (no answer from its VM) while it still saves and uploads; raise stop_timeout_s above "
+            f"{stop_grace_s + STOP_REPORT_S:g} or shorten stop_grace_s below {stop_timeout_s - STOP_REPORT_S:g}")
+
+
 def agent_silence_s(heartbeat_timeout_s: float, vm_heartbeat_s: float) -> float:
     """How long an agent may go unheard before its VM is no supply and, holding no job, is deleted:
     three VM heartbeats (two lost or late ones are no death; the agent also reports every change),
@@ -103,6 +117,9 @@ class Deadlines(Strict):
     @model_validator(mode="after")
     def _lease_fits(self) -> "Deadlines":
         reason = tight_reason(self.heartbeat_timeout_s, self.stop_grace_s, self.agent_heartbeat_s)
+        if reason is not None:
+            raise ValueError(reason)
+        reason = stop_reason(self.stop_timeout_s, self.stop_grace_s)
         if reason is not None:
             raise ValueError(reason)
         return self
