@@ -47,6 +47,16 @@ def test_a_refusal_points_to_where_its_rule_is():
     assert _where_to_look("alice may not submit to queue prod") == "see `zen queues`"
 
 
+def test_a_job_too_large_to_send_is_refused_naming_its_heaviest_field(user_env, capsys):
+    """The refusal said "payload is N bytes; the limit is M (see `zen clusters`)", which shows no such limit: it names
+    the limit, the field that weighs and what to do instead."""
+    argv = ["submit", "--user", "alice", "--cluster", "1xl4", "--env", f"BLOB={'x' * 70_000}", "--", "python", "t.py"]
+    assert main(argv) == 1
+    said = capsys.readouterr().err
+    assert "the limit is 65536 (limits.max_message_bytes; the heaviest: env 70" in said and "zen clusters" not in said
+    assert "give large data as inputs" in said and user_env.on("zen-job-submitted") == []
+
+
 def test_stop_publishes_a_stop_request(user_env, capsys):
     assert main(["stop", "train-7", "--reason", "wrong data"]) == 1  # no such job: says so, sends nothing
     assert "no job train-7 is known" in capsys.readouterr().err and user_env.on("zen-job-stop") == []

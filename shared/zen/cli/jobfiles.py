@@ -1,9 +1,12 @@
 """Job files as ``zen submit`` reads them: YAML or JSON by the name's suffix (any case), a parse error said as its
-problem and where, and the fields flags lay theirs over checked to be mappings."""
+problem and where, and the fields flags lay theirs over checked to be mappings; and which of a request's fields make
+it too large to send."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -46,3 +49,14 @@ def read_job_file(path: str) -> dict:
     return data
 
 
+
+
+def heaviest(request: Any) -> str:
+    """What to do about a request over ``limits.max_message_bytes``: its heaviest fields (a tenth of it or more), each
+    with its bytes in the message, and where large values go instead (the refusal says only the payload's size)."""
+    sizes = {field: len(json.dumps(value, separators=(",", ":")).encode())
+             for field, value in request.model_dump(mode="json", exclude_none=True).items()}
+    fields = sorted(sizes, key=lambda field: -sizes[field])
+    heavy = [f"{field} {sizes[field]} bytes" for field in fields if sizes[field] * 10 >= sum(sizes.values())][:3]
+    return (f"limits.max_message_bytes; the heaviest: {', '.join(heavy or fields[:1])}: make it smaller, and give "
+            "large data as inputs (gs:// objects staged into ZEN_INPUT_DIR) or in the image")

@@ -21,7 +21,7 @@ from typing import Any
 
 from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
-from zen.cli.jobfiles import is_job_file, read_job_file
+from zen.cli.jobfiles import heaviest, is_job_file, read_job_file
 from zen.cli.publish import NotPublished, publish
 from zen.cli.kit import CliError, Context, database_configured, deployed, deployed_config, read
 from zen.core.events import PubSubEnvelope
@@ -160,8 +160,8 @@ def check_request(request: JobRequest, chosen: bool = True) -> tuple[str, list[s
     except Rejected as rejection:
         shipped = ("; checked against the configuration shipped with zen: set ZEN_CONFIG to the one you deployed"
                    if deployed() and not os.environ.get("ZEN_CONFIG") else "")
-        raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)}{shipped})",
-                       1) from None
+        look = heaviest(request) if rejection.reason.startswith("payload is ") else _where_to_look(rejection.reason)
+        raise CliError(f"Zen would refuse this job: {rejection.reason} ({look}{shipped})", 1) from None
     if chosen and (stop := submitted.stopped_on_arrival(config, checked, resolved.queue)):
         raise CliError(stop, 1)  # Zen would take it, then cancel it at once
     if len({shape.cluster for shape in resolved.shapes}) > 1:  # the function chooses as it takes the job

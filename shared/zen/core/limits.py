@@ -20,6 +20,13 @@ from zen.core.models import INT32_MAX
 # Eventarc events": cloud.google.com/functions/quotas; Eventarc's "Event size: 512 KB"). KB as Google's clients
 # read Pub/Sub's "10 MB" (10 * 1000 * 1000, google.cloud.pubsub_v1.publisher._batch.thread).
 EVENTARC_EVENT_BYTES = 512_000
+# The event carries a message's payload base64-encoded (4 bytes for each 3), beside its attributes and the event's own
+# fields: room for Zen's largest (an agent's heartbeat: its VM's token in up to 16 attributes of 1,000 characters, its
+# key and signature; a submission's token in up to 8), and for the event's ids, times, topic and subscription.
+EVENT_ROOM = 24_000
+# The largest payload whose event fits (366,000 bytes): a larger one passed this limit, `zen submit` checked it and
+# published it, and its event was never given to on_job_submitted, which neither took the job nor refused it.
+MAX_MESSAGE_BYTES = (EVENTARC_EVENT_BYTES - EVENT_ROOM) // 4 * 3
 
 # A job's attempt budget: its max_attempts column is a Postgres integer, and every attempt that does not count (a
 # preemption, a retry, a gang's reassembly) raises the budget by one, unspent. At the integer's largest, that write
@@ -30,10 +37,11 @@ ATTEMPTS_ROOM = ("the most a job's max_attempts column (a Postgres integer) may 
 
 # section.field -> (the most it may be, why): what a refusal at load says.
 CEILINGS: dict[str, tuple[int, str]] = {
-    "limits.max_message_bytes": (EVENTARC_EVENT_BYTES, (
-        "the largest Eventarc event Google gives a 2nd gen Cloud Run function (512 KB, not raisable): Zen's functions "
-        "receive submissions, stops and heartbeats as such events, and a larger message this limit let through "
-        "(zen submit checks it before publishing) would never reach them")),
+    "limits.max_message_bytes": (MAX_MESSAGE_BYTES, (
+        "the largest payload whose Eventarc event (the payload base64-encoded, with its attributes) fits the 512 KB "
+        "Google gives a 2nd gen Cloud Run function (not raisable): Zen's functions receive submissions, stops and "
+        "heartbeats as such events, and a larger message this limit let through (zen submit checks it before "
+        "publishing) would never reach them")),
     "limits.max_runtime_s": (INT32_MAX, "the largest a job's max_runtime_s column holds (a Postgres integer)"),
     "attempts.default_max_attempts": (MOST_ATTEMPTS, ATTEMPTS_ROOM),
     "attempts.max_max_attempts": (MOST_ATTEMPTS, ATTEMPTS_ROOM),
