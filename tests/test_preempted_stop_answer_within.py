@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.test_queues import RECLAIM, borrow_all_and_reclaim, statuses, with_queues
+from zen.core.stops import made_at
 
 
 @pytest.fixture
@@ -34,6 +35,8 @@ def test_a_preempted_jobs_stop_gives_its_vm_the_time_zen_waits_for_it(short_stop
     told = float(stop.attributes["answer_within_s"])
     assert told == pytest.approx(deadlines.preempted_stop_s, abs=1)
     assert stop.attributes["answer_moves"] == "1"  # Zen waits from the VM's last RUNNING: the latest STOP's deadline holds
+    # What the wait counts from (the outbox may publish the STOP later, or twice: the agent counts from this)
+    assert made_at(stop.attributes) == clock()
     clock.advance(told - 5)  # within what the VM was told: Zen still waits for its answer (its checkpoint)
     zen.on_scale_tick()
     assert statuses(zen, "a3") == ["STOPPING"]

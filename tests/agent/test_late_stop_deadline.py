@@ -4,7 +4,9 @@ counted it from the STOP's receipt: a redelivered older STOP of a job its queue 
 latest STOP's deadline holds) pushed the agent's deadline 20 s past Zen's, and a user's STOP held back 30 s likewise;
 the agent still uploaded the checkpoint after Zen had ended the attempt without its report (and its rerun could
 start beside it). The agent now counts from the STOP's Pub/Sub publish time, and an older-published STOP never
-replaces a newer one's deadline. Real job, the Cloud Storage stand-in (the upload held), a fake Pub/Sub stamping
+replaces a newer one's deadline. Zen's outbox may publish a STOP later than Zen made it (a publish that failed, sent
+again at the next tick) or twice (one whose result was lost): the STOP says when Zen made it (``answer_made``), and
+the agent counts from that, and orders the STOPs by it. Real job, the Cloud Storage stand-in (the upload held), a fake Pub/Sub stamping
 each STOP with its publish time as the official client does, on the agent's virtual clock (no waiting)."""
 
 from __future__ import annotations
@@ -21,18 +23,22 @@ from tests.agent.test_staging import client, objects  # noqa: F401 (fixture)
 from tests.agent.test_upload_end import finals, settings, uploading
 from zen.agent.transport import ControlDelivery
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
-from zen.core.stops import MOVES
+from zen.core.stops import MADE, MOVES, made_attribute
 
 
 class StampingTransport(FakeTransport):
-    """Delivers each STOP with Pub/Sub's publish time: its virtual publish time (``published``, by message id) as
-    the wall clock reads it at delivery (the VM's wall clock does not follow the virtual one). While ``held_still``
-    (the upload released, until its final report), waiting takes real time and the virtual clock stands still: the
-    upload's real time cannot run the agent's deadlines out."""
+    """Delivers each STOP with Pub/Sub's publish time (``published``, virtual, by message id) as the official client
+    does, and its ``answer_made`` as Zen says it (``made_at``): each virtual time as the wall clock read it at the
+    first such delivery, when the virtual clock stood at ``origin`` (the VM's wall clock does not follow the virtual
+    one: a STOP published after that first delivery is at most as old as its receipt). One virtual time reads the
+    same on every delivery. While ``held_still`` (the upload released, until its final report), waiting takes real
+    time and the virtual clock stands still: the upload's real time cannot run the agent's deadlines out."""
 
     def __init__(self) -> None:
         super().__init__(VM)
         self.published_at: dict[str, float] = {}
+        self.made_at: dict[str, float] = {}
+        self.origin: tuple[datetime, float] | None = None
         self.held_still = False
 
     def next_control(self, timeout_s: float) -> ControlDelivery | None:
@@ -42,15 +48,21 @@ class StampingTransport(FakeTransport):
         delivery = super().next_control(timeout_s)
         if delivery is None or delivery.message_id not in self.published_at:
             return delivery
-        age = self.clock() - self.published_at[delivery.message_id]
-        return dataclasses.replace(delivery, published=datetime.now(timezone.utc) - timedelta(seconds=age))
+        wall, virtual = self.origin = self.origin or (datetime.now(timezone.utc), self.clock())
+
+        def stamp(at: float) -> datetime:
+            return wall + timedelta(seconds=at - virtual)
+
+        made = self.made_at.get(delivery.message_id)
+        return dataclasses.replace(delivery, published=stamp(self.published_at[delivery.message_id]),
+                                   attributes=delivery.attributes | ({} if made is None else {MADE: made_attribute(stamp(made))}))
 
 
 def _run(tmp_path, storage, script, release_at: float = 200) -> tuple[Heartbeat, float, float]:
     """The job ends 0 and its upload is held (until ``release_at`` s after the first RUNNING of the upload). Zen
     answers the RUNNINGs ``script(since)`` says, with its STOPs (message id, seconds after that first RUNNING it
-    published it, ``answer_within_s``, ``answer_moves``, reason). Returns the final report, the virtual time of the
-    upload's first RUNNING and when the final report came."""
+    published it, ``answer_within_s``, ``answer_moves``, reason, and optionally when it made it: ``answer_made``).
+    Returns the final report, the virtual time of the upload's first RUNNING and when the final report came."""
     held = storage.state.hold("result", "store")
     transport = StampingTransport()
     at: dict[str, float] = {}
@@ -69,7 +81,9 @@ def _run(tmp_path, storage, script, release_at: float = 200) -> tuple[Heartbeat,
             transport.held_still = True
             held.release.set()
         stops = []
-        for message_id, published, within, moves, reason in script(since):
+        for message_id, published, within, moves, reason, *made in script(since):
+            if made:
+                transport.made_at[message_id] = at["first"] + made[0]
             order = ControlMessage(vm=VM, job_id="up", attempt=1, action=ControlAction.STOP, reason=reason)
             transport.published_at[message_id] = at["first"] + published
             stops.append(ControlDelivery(message_id, order.to_bytes(), {
@@ -136,6 +150,38 @@ def test_a_users_stop_held_back_counts_from_when_zen_made_it(client, storage, tm
 
     def script(since: float):
         return [("user", 0.0, PREEMPTED_STOP_S, False, "not needed")] if _once(heard, "late", since, since >= 30) else []
+
+    final, first, ended = _run(tmp_path, storage, script)
+
+    assert (final.status, final.exit_code) == (AgentStatus.STOPPED, 0), final.message
+    assert ended - first <= PREEMPTED_STOP_S, "the final report came after Zen ended the job without it"
+
+
+def test_a_preempted_jobs_stop_the_outbox_published_twice_keeps_its_deadline(client, storage, tmp_path):  # noqa: F811
+    """Zen made a STOP as the upload's first RUNNING came (it ends the attempt 120 s later); the outbox did not learn
+    that Pub/Sub took it (a lost result) and its tick published it again 40 s later: a new Pub/Sub message, the same
+    STOP (``answer_made``). Its later publish time must not push the deadline past Zen's."""
+    heard: dict[str, float] = {}
+
+    def script(since: float):
+        if _once(heard, "first", since):
+            return [("stop-1", 0.0, PREEMPTED_STOP_S, True, TAKEN_BACK, 0.0)]
+        return ([("stop-1-resent", 40.0, PREEMPTED_STOP_S, True, TAKEN_BACK, 0.0)]
+                if _once(heard, "resent", since, since >= 40) else [])
+
+    final, first, ended = _run(tmp_path, storage, script)
+    assert (final.status, final.exit_code) == (AgentStatus.STOPPED, 0), final.message
+    assert ended - first <= PREEMPTED_STOP_S, "the final report came after Zen ended the attempt without it"
+
+
+def test_a_users_stop_the_outbox_published_late_counts_from_when_zen_made_it(client, storage, tmp_path):  # noqa: F811
+    """A user's STOP made as the upload's first RUNNING came (Zen ends the job 120 s later), whose publish failed:
+    the outbox's next tick published it 40 s later."""
+    heard: dict[str, float] = {}
+
+    def script(since: float):
+        return ([("user", 40.0, PREEMPTED_STOP_S, False, "not needed", 0.0)]
+                if _once(heard, "late", since, since >= 40) else [])
 
     final, first, ended = _run(tmp_path, storage, script)
 

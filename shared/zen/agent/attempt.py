@@ -36,7 +36,7 @@ from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
 from zen.core.lease import STOP_REPORT_S
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, OverLimit, StartMessage
-from zen.core.stops import moves, preempts
+from zen.core.stops import made_at, moves, preempts
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
@@ -369,9 +369,10 @@ class AttemptRunner:
         control, order = received
         control.ack()
         within = _seconds(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
-        if within is not None:  # Zen ends the stopping job without our report then (counted from the STOP's publish
-            # time): the upload must end sooner; the latest-published STOP's holds while each one's moves (zen.core.stops)
-            attempt.stopped(self._clock(), within, moves(control.attributes, order.reason), control.published, STOP_REPORT_S)
+        if within is not None:  # Zen ends the stopping job without our report then (counted from when it made the
+            # STOP): the upload must end sooner; the latest-made STOP's holds while each one's moves (zen.core.stops)
+            attempt.stopped(self._clock(), within, moves(control.attributes, order.reason), control.published, STOP_REPORT_S,
+                            made=made_at(control.attributes))
         return next_beat, order
 
     def _ended(self, key: Key) -> None:

@@ -60,26 +60,28 @@ class AttemptReport:
     seq: int = 0
     report_by: float = math.inf
     report_moves: bool = True  # only STOPs whose deadline moves came (zen.core.stops.moves): each one's replaces the last
-    report_published: datetime | None = None  # Pub/Sub's publish time of the STOP whose deadline is report_by
+    report_made: datetime | None = None  # when Zen made (else Pub/Sub published) the STOP whose deadline is report_by
     accepted_at: float | None = None
     gang: GangPlace | None = None  # a gang's node: its place, told by the CONFIRM (zen.core.gang)
 
     def stopped(self, now: float, within: float, moves: bool, published: datetime | None, keep_s: float,
-                wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+                wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc), made: datetime | None = None) -> None:
         """A STOP came, received at ``now`` (the agent's clock): Zen ends the stopping job without its report
-        ``within`` s after it made the STOP, so the upload must end ``keep_s`` sooner (``report_by``). Zen counted
-        from its publish time (``published``, Pub/Sub's clock): the STOP's age by the VM's ``wall`` clock is taken
-        off, held to [0, ``within``] so a VM clock off can only shorten the deadline; a STOP without one (a
-        fake's, an older transport's) counts from ``now``. While every STOP's deadline moved
-        (``zen.core.stops.moves``) the latest-published STOP's holds, so one Pub/Sub delivers again (or late)
-        never replaces a newer one's; else the earliest holds."""
-        age = 0.0 if published is None else min(within, max(0.0, (wall() - published).total_seconds()))
+        ``within`` s after it made the STOP (``made``, its ``zen.core.stops.MADE``), so the upload must end ``keep_s``
+        sooner (``report_by``). The STOP's age by the VM's ``wall`` clock is taken off, held to [0, ``within``]: from
+        ``made``, since Zen's outbox may publish a STOP later than
+        it made it, or twice; without it (a Zen before it), from Pub/Sub's publish time (``published``); without
+        either (a fake's, an older transport's), from ``now``. While every STOP's deadline moved
+        (``zen.core.stops.moves``) the latest-made STOP's holds, so one published or delivered again (or late)
+        never replaces a newer one's (the same STOP's: the earlier deadline); else the earliest holds."""
+        since = made or published
+        age = 0.0 if since is None else min(within, max(0.0, (wall() - since).total_seconds()))
         by = now + within - age - keep_s
         self.report_moves = self.report_moves and moves
-        if not self.report_moves:
+        if not self.report_moves or (since is not None and since == self.report_made):
             self.report_by = min(self.report_by, by)
-        elif published is None or self.report_published is None or published >= self.report_published:
-            self.report_by, self.report_published = by, published
+        elif since is None or self.report_made is None or since > self.report_made:
+            self.report_by, self.report_made = by, since
 
 
 class Reporter:

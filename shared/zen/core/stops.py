@@ -5,14 +5,19 @@ later, so the agent makes ZEN_PREEMPTION_NOTICE appear: time to checkpoint); a u
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Mapping
 
 PREEMPTED = "preempted: "
 # A STOP's attribute beside ``answer_within_s``: "1" where Zen's wait counts from the VM's last RUNNING (a job its
 # queue took back, a gang losing a node: zen.core.lifecycle.stop_left_s), so each STOP's deadline replaces the one
-# published before it (zen.agent.reports.AttemptReport.stopped); "0" where it counts from the stop (a user's), so the
+# made before it (zen.agent.reports.AttemptReport.stopped); "0" where it counts from the stop (a user's), so the
 # earliest holds.
 MOVES = "answer_moves"
+# And when Zen made the STOP (ISO 8601, UTC): what ``answer_within_s`` counts from. The outbox may publish it later
+# (a publish that failed, sent again at the next tick) or twice (one whose result was lost), so the agent counts from
+# this, not Pub/Sub's publish time, and orders the STOPs by it (zen.agent.reports.AttemptReport.stopped).
+MADE = "answer_made"
 
 
 def preempts(reason: str | None) -> bool:
@@ -33,3 +38,17 @@ def moves(attributes: Mapping[str, str], reason: str | None) -> bool:
     is told a reason that may be no preemption's, yet Zen's wait for it moves: only the attribute says so.)"""
     said = attributes.get(MOVES)
     return said == "1" if said in ("0", "1") else preempts(reason)
+
+
+def made_attribute(made: datetime) -> str:
+    """A STOP's ``MADE`` attribute: ``made`` in UTC, to the microsecond."""
+    return made.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def made_at(attributes: Mapping[str, str]) -> datetime | None:
+    """When Zen made a STOP, as its ``MADE`` attribute says (UTC); None without it (a Zen before it) or unreadable."""
+    try:
+        made = datetime.fromisoformat(attributes.get(MADE) or "")
+    except ValueError:
+        return None
+    return made.replace(tzinfo=timezone.utc) if made.tzinfo is None else made

@@ -14,7 +14,7 @@ from zen.core import gang, lifecycle
 from zen.core.checkpoints import CheckpointSpec
 from zen.core.config import Topics, ZenConfig
 from zen.core.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
-from zen.core.stops import MOVES
+from zen.core.stops import MADE, MOVES, made_attribute
 from zen.jobs.outgoing import OutgoingMessage, outgoing
 
 QueueEvent = Literal["job.admitted", "job.preempted"]
@@ -106,7 +106,7 @@ class Announcements:
     def control(self, control: ControlMessage, answering: Heartbeat | None = None,
                 stop_left_s: float | None = None, refused: str | None = None,
                 seal: Callable[[], str | None] | None = None, answers: int | None = None,
-                moves: bool = False) -> OutgoingMessage:
+                moves: bool = False, made: datetime | None = None) -> OutgoingMessage:
         """An order to one VM. One that answers a report of that VM about the same attempt carries the
         report's ``seq`` in the attribute ``answers`` (an attribute, so older agents, which refuse
         unknown fields in the payload, still read it): an agent claiming an attempt again takes only
@@ -114,7 +114,9 @@ class Announcements:
         A STOP of the job's current attempt while it is STOPPING carries ``answer_within_s``, the
         seconds left before Zen ends the job without the VM's report (``lifecycle.stop_left_s``), and
         ``answer_moves`` (``zen.core.stops.MOVES``): "1" when ``moves`` (that wait counts from the VM's last RUNNING:
-        each STOP's deadline replaces the one before), else "0" (the earliest holds).
+        each STOP's deadline replaces the one before), else "0" (the earliest holds), and ``answer_made``
+        (``zen.core.stops.MADE``): ``made``, when Zen made it (what ``answer_within_s`` counts from; the outbox may
+        publish it later, or twice).
         A RELEASE that refuses that report's claim carries its cause in ``refused`` (``zen.jobs.claims``); a
         CONFIRM of it, the VM's MAC key encrypted to its message key (``seal()``: ``zen.adapters.message_key``).
         ``answers``: the seq of the report of this VM an order answers when ``answering`` is another VM's (a gang's
@@ -124,6 +126,8 @@ class Announcements:
         if stop_left_s is not None and control.action is ControlAction.STOP:
             attributes["answer_within_s"] = f"{stop_left_s:.0f}"
             attributes[MOVES] = "1" if moves else "0"
+            if made is not None:
+                attributes[MADE] = made_attribute(made)
         if answering is not None and (answering.vm, answering.job_id, answering.attempt) == (
                 control.vm, control.job_id, control.attempt):
             attributes["answers"] = str(answering.seq)

@@ -106,7 +106,8 @@ class DecisionWriter:
         claims = {node.vm: node.seq for node in after.gang or ()}  # a gang's CONFIRM answers each node's last claim
         messages += [self._announce.control(c, answering, left if c.vm in holders and c.attempt == after.attempt
                                             else None, refused=decision.refused, seal=seal, answers=claims.get(c.vm)
-                                            if c.action is ControlAction.CONFIRM else None, moves=moves) for c in decision.controls]
+                                            if c.action is ControlAction.CONFIRM else None, moves=moves, made=now)
+                     for c in decision.controls]  # made: what the wait counts from (zen.core.stops.MADE)
         if decision.publish_start:
             messages += self._announce.start(after)[:decision.start_copies]
         ids = enqueue(tx, messages, now)
