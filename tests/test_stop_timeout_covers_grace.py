@@ -40,7 +40,7 @@ def test_every_accepted_stop_timeout_waits_out_the_grace_and_the_final_report(st
     within = lifecycle.stop_left_s(job, STOPPED, deadlines)
     assert within is not None
     report = AttemptReport(job_id="j", attempt=1)
-    report.stopped(0.0, within, False, None, STOP_REPORT_S)
+    report.stopped(0.0, within, False, None)
     assert report.report_by >= stop_grace_s, "the STOP cut the job's upload before its SIGTERM grace was over"
     # Zen still waits for the agent's answer once the grace and the final report's time are over.
     answered_by = STOPPED + timedelta(seconds=stop_grace_s + STOP_REPORT_S - 1e-3)

@@ -371,8 +371,8 @@ class AttemptRunner:
         within = _seconds(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
         if within is not None:  # Zen ends the stopping job without our report then (counted from when it made the
             # STOP): the upload must end sooner; the latest-made STOP's holds while each one's moves (zen.core.stops)
-            attempt.stopped(self._clock(), within, moves(control.attributes, order.reason), control.published, STOP_REPORT_S,
-                            made=made_at(control.attributes))
+            attempt.stopped(self._clock(), within, moves(control.attributes, order.reason),
+                            made_at(control.attributes) or control.published)
         return next_beat, order
 
     def _ended(self, key: Key) -> None:

@@ -22,6 +22,7 @@ from zen.agent.identity import Identity
 from zen.agent.journal import NOT_FINAL, Journal
 from zen.core.errors import ZenError, describe_validation_error
 from zen.core.gang_records import GangPlace
+from zen.core.lease import STOP_REPORT_S
 from zen.core.models import AgentStatus, Heartbeat, Message, VmState
 from zen.core.retries import OverLimit
 from zen.core.text import escape_unstorable
@@ -64,19 +65,18 @@ class AttemptReport:
     accepted_at: float | None = None
     gang: GangPlace | None = None  # a gang's node: its place, told by the CONFIRM (zen.core.gang)
 
-    def stopped(self, now: float, within: float, moves: bool, published: datetime | None, keep_s: float,
-                wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc), made: datetime | None = None) -> None:
+    def stopped(self, now: float, within: float, moves: bool, since: datetime | None,
+                wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         """A STOP came, received at ``now`` (the agent's clock): Zen ends the stopping job without its report
-        ``within`` s after it made the STOP (``made``, its ``zen.core.stops.MADE``), so the upload must end ``keep_s``
-        sooner (``report_by``). The STOP's age by the VM's ``wall`` clock is taken off, held to [0, ``within``]: from
-        ``made``, since Zen's outbox may publish a STOP later than
-        it made it, or twice; without it (a Zen before it), from Pub/Sub's publish time (``published``); without
-        either (a fake's, an older transport's), from ``now``. While every STOP's deadline moved
-        (``zen.core.stops.moves``) the latest-made STOP's holds, so one published or delivered again (or late)
-        never replaces a newer one's (the same STOP's: the earlier deadline); else the earliest holds."""
-        since = made or published
+        ``within`` s after it made the STOP, so the upload must end ``STOP_REPORT_S`` sooner (``report_by``).
+        ``since``: when Zen made it (its ``zen.core.stops.MADE``: the outbox may publish a STOP later than it made
+        it, or twice), else Pub/Sub's publish time (a Zen before it), else None (a fake's, an older transport's:
+        counted from ``now``). The STOP's age by the VM's ``wall`` clock is taken off, held to [0, ``within``]. While
+        every STOP's deadline moved (``zen.core.stops.moves``) the latest-made STOP's holds, so one published or
+        delivered again (or late) never replaces a newer one's (the same STOP's: the earlier deadline); else the
+        earliest holds."""
         age = 0.0 if since is None else min(within, max(0.0, (wall() - since).total_seconds()))
-        by = now + within - age - keep_s
+        by = now + within - age - STOP_REPORT_S
         self.report_moves = self.report_moves and moves
         if not self.report_moves or (since is not None and since == self.report_made):
             self.report_by = min(self.report_by, by)
