@@ -66,6 +66,8 @@ def reworded(changes: list[Change], said: dict[str, str | None]) -> list[Change]
 
 
 def reason(text: str, said: dict[str, str | None]) -> str:
+    """``text`` with each VM of ``said`` that has a word, said "was preempted" ("VM ...", or a gang's "node N (...)"),
+    saying it instead (this module's give-backs; a flex-start run's end: ``zen.jobs.flex_end``)."""
     for vm, word in said.items():
         if word:
             text = text.replace(f"VM {vm} was preempted", f"VM {vm} {word}").replace(f"({vm}) was preempted",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
+from zen.core import gave_back
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, Heartbeat, Job
@@ -99,13 +100,6 @@ def _said(job: Job, decision: Decision, ended: dict[str, str]) -> Decision:
     """``decision`` with what each VM of ``ended``, or node of ``job`` whose run ended, "was preempted" reworded."""
     ended = {n.vm: n.run_ended for n in job.gang or () if n.run_ended} | ended
     if ended:
-        decision.changes = [Change(c.to, _reworded(c.reason, ended)) for c in decision.changes]
+        decision.changes = [Change(c.to, gave_back.reason(c.reason, dict(ended))) for c in decision.changes]
     return decision
 
-
-def _reworded(reason: str, ended: dict[str, str]) -> str:
-    """``reason`` with each VM of ``ended`` said to have reached its run's end where it says the VM was preempted."""
-    for vm, why in ended.items():
-        reason = reason.replace(f"VM {vm} was preempted", f"VM {vm} {why}").replace(f"({vm}) was preempted",
-                                                                                   f"({vm}) {why}")
-    return reason
