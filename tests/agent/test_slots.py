@@ -198,7 +198,7 @@ def test_a_second_copy_of_a_start_the_vm_holds_is_dropped_and_the_running_attemp
 
     def probe() -> None:
         deadline = time.monotonic() + 10
-        while ("ack", copy) not in transport.calls and time.monotonic() < deadline:
+        while not _settled(transport, copy) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1)
         seen["held"] = agent.slots.held()
@@ -211,6 +211,12 @@ def test_a_second_copy_of_a_start_the_vm_holds_is_dropped_and_the_running_attemp
 
     threading.Thread(target=probe, daemon=True).start()
     assert agent.run() == 0
-    assert ("ack", copy) in transport.calls and ("ack", held) in transport.calls
+    assert _settled(transport, copy) and ("ack", held) in transport.calls
     assert seen == {"held": [("dup", 1)], "whole VM free": None}
     assert [r[2] for r in transport.job_reports() if r[2] not in ("RUNNING",)] == ["CLAIMED", "STOPPED"]
+
+
+def _settled(transport: FakeTransport, copy: str) -> bool:
+    """The copy acked (pulled once the claim was won), or given back (pulled while the claim awaited its answer: the
+    claim might end without a win, zen.agent.agent); which one depends on the machine's pace, neither takes a slot."""
+    return ("ack", copy) in transport.calls or ("nack", copy) in transport.calls
