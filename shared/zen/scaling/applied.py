@@ -19,6 +19,8 @@ from zen.scaling.model import Action, Decision, Plan, Timing
 from zen.scaling.port import MigApiError, MigBusy, MigRateLimited, MigUnconfirmed
 from zen.scaling.probes import strike
 
+RESIZE_WHY_CHARS = 300  # of what Compute said of a failed resize, kept in the pool's memory for its jobs' reason
+
 
 def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str, str],
                undeleted: dict[str, str]) -> list[Decision]:
@@ -81,11 +83,14 @@ def as_done(plan: Plan, sizes: dict[str, int], report: ClusterReport, now: datet
 
 def struck(plan: Plan, refused: dict[str, str], now: datetime, timing: Timing) -> Plan:
     """``plan`` with each pool whose resize failed (``refused``) struck as a stockout strikes it, unless blocked
-    already: its jobs go to the next pool meanwhile, and its probe tries it again."""
+    already: its jobs go to the next pool meanwhile, and the pool is asked again when its block ends. Its memory
+    keeps why (``RegionMemory.resize_failed``): a job held there was told "every allowed region is stocked out ...;
+    probes are waiting for capacity", of a region with no stockout and no probe (a 403 for a missing permission)."""
     for pool, why in refused.items():
         memory = plan.memory.get(pool)
         if memory is not None and not (memory.blocked_until and memory.blocked_until > now):
-            plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", now, timing)
+            kept = why if len(why) <= RESIZE_WHY_CHARS else why[:RESIZE_WHY_CHARS - 1] + "…"
+            plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", now, timing, resize=kept)
             plan = replace(plan, decisions=plan.decisions + [blocked])
     return plan
 

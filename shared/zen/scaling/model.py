@@ -126,7 +126,6 @@ def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
 @dataclass(frozen=True)
 class RegionMemory:
     """What a planner remembers about one region of one cluster between ticks."""
-
     blocked_until: datetime | None = None  # do not ask this region for VMs before then
     strikes: int = 0  # consecutive stockouts; the block doubles with each
     last_stockout_at: datetime | None = None
@@ -159,6 +158,7 @@ class RegionMemory:
     quota_listed: int = 0
     quota_shared: tuple[tuple[str, int], ...] = ()  # the quotas behind it, which other pools count against too
     quota_block: str = ""  # its block's quota: "read", the tick's read; "refused", Compute's (probes.quota_kind)
+    resize_failed: str = ""  # its block's cause when its MIG's resize failed (applied.struck): Compute's words; else ""
     # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to hold
     # while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
     sized: int = 0

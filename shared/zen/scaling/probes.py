@@ -36,14 +36,15 @@ def strikes(error: MigError) -> bool:
 
 
 def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing,
-           quota: str = "") -> tuple[RegionMemory, Decision]:
-    """A pool struck (a stockout, a boot stuck, a resize that failed, a GPU quota: ``quota`` "read", the tick's
-    quota read found no room for one more VM, or "refused", Compute's QUOTA_EXCEEDED): blocked for ``block_s``,
-    doubled a strike up to ``max_block_s``; its memory after, and the decision that says so."""
+           quota: str = "", resize: str = "") -> tuple[RegionMemory, Decision]:
+    """A pool struck (a stockout, a boot stuck, a GPU quota: ``quota`` "read", the tick's quota read found no room
+    for one more VM, or "refused", Compute's QUOTA_EXCEEDED; a resize that failed: ``resize``, what Compute said,
+    which a held job's reason quotes, :func:`held_reason`): blocked for ``block_s``, doubled a strike up to
+    ``max_block_s``; its memory after, and the decision that says so."""
     strikes = memory.strikes + 1
     block = min(timing.block_s * 2 ** (strikes - 1), timing.max_block_s)
     return (memory.replaced(strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block),
-                            quota_block=quota),
+                            quota_block=quota, resize_failed=resize),
             Decision(Action.BLOCK, pool, f"{why}; blocked for {block:g}s (strike {strikes})"))
 
 
@@ -73,8 +74,8 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
             continue
         until = now + timedelta(seconds=block + (timing.max_block_s if each != pool and m.silent else 0))
         if m.blocked_until is None or m.blocked_until < until or m.quota_block:  # a quota's later one: a read lifts it
-            memory[each] = m.replaced(blocked_until=until, quota_block="", **({"strikes": m.strikes + 1, "last_stockout_at": now}
-                                                              if each == pool else {}))
+            memory[each] = m.replaced(blocked_until=until, quota_block="", resize_failed="", **(
+                {"strikes": m.strikes + 1, "last_stockout_at": now} if each == pool else {}))
             decisions.append(Decision(Action.BLOCK, each, f"{in_a_row} VMs in a row got capacity and were never usable "
                                       f"({why}): {whose} fails? (docs/how-to/operate.md); "
                                       f"blocked for {(until - now).total_seconds():g}s"))
@@ -104,10 +105,11 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
     or short of quota (``short``: the pools the last quota read leaves no room in; one was said to be at its limit
     too); of the blocked, the cluster's VMs never usable
     (``silent_boot``'s block: one of these pools' own VMs, or a block longer than a stockout's), a GPU quota (one
-    of ``short``, struck by the tick's read; or Compute's QUOTA_EXCEEDED: ``quota_block``), a flex-start request still queued (a queue
-    is no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the job allows, a queue
-    was said to be stocked out, and a stocked-out pool beside full ones at its limit; pools a quota held back were
-    said to be stocked out, "probes are waiting for capacity".)"""
+    of ``short``, struck by the tick's read; or Compute's QUOTA_EXCEEDED: ``quota_block``), its MIG's resize that
+    failed (``resize_failed``: refused, or sent and never answered; no stockout, nor any probe), a flex-start request
+    still queued (a queue is no stockout), else a stockout. (The silent count was read cluster-wide whatever pools the
+    job allows, a queue was said to be stocked out, and a stocked-out pool beside full ones at its limit; pools a
+    quota held back, or whose resize failed, were said to be stocked out, "probes are waiting for capacity".)"""
     full = [p for p in known if p not in blocked and p not in short]  # (a pool short of quota was at its limit too)
     room = f"; the last GPU quota read leaves no room for more in {', '.join(short)}" if short else ""
     if not blocked and not short:
@@ -121,7 +123,8 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
         return lead + (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
                        "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
     refused = [p for p in blocked if p not in short and memory[p].quota_block.startswith("refused")]  # "stocked out"
-    held = {*short, *refused}
+    failed = [p for p in blocked if p not in short and p not in refused and memory[p].resize_failed]  # nor these
+    held = {*short, *refused, *failed}
     queue = [(p, flex(p)) for p in blocked if p not in held]  # (asked once a pool)
     stocked, queued = [p for p, q in queue if not q], [p for p, q in queue if q]
     if not queued and not full and not held:
@@ -129,6 +132,8 @@ def held_reason(memory: Mapping[str, RegionMemory], known: list[str], blocked: l
     named = sorted({q for p in refused for q in memory[p].quota_block.partition(":")[2].split(",") if q})
     parts = ([f"Compute refused VMs for a quota (QUOTA_EXCEEDED{': ' + ', '.join(named) if named else ''}) in "
               f"{', '.join(refused)}"] if refused else []) + (
+        [f"resizing the MIG failed in {', '.join(failed)} ({memory[failed[0]].resize_failed}); asked again when "
+         "the block ends"] if failed else []) + (
         [f"stocked out: {', '.join(stocked)}"] if stocked else []) + (
         [f"flex-start request(s) still queued past their expected time in {', '.join(queued)}: waiting for a grant"]
         if queued else [])
