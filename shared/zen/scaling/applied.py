@@ -17,9 +17,7 @@ from datetime import datetime
 from zen.scaling.coverage import Coverage
 from zen.scaling.model import Action, Decision, Plan, Timing
 from zen.scaling.port import MigApiError, MigBusy, MigRateLimited, MigUnconfirmed
-from zen.scaling.probes import strike
-
-RESIZE_WHY_CHARS = 300  # of what Compute said of a failed resize, kept in the pool's memory for its jobs' reason
+from zen.scaling.probes import clipped, strike
 
 
 def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str, str],
@@ -89,8 +87,8 @@ def struck(plan: Plan, refused: dict[str, str], now: datetime, timing: Timing) -
     for pool, why in refused.items():
         memory = plan.memory.get(pool)
         if memory is not None and not (memory.blocked_until and memory.blocked_until > now):
-            kept = why if len(why) <= RESIZE_WHY_CHARS else why[:RESIZE_WHY_CHARS - 1] + "…"
-            plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", now, timing, resize=kept)
+            plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", now, timing,
+                                                resize=clipped(why))
             plan = replace(plan, decisions=plan.decisions + [blocked])
     return plan
 

@@ -74,10 +74,10 @@ class _Planning:
     def _decide(self, action: Action, region: str | None, reason: str, count: int = 0, vm: str | None = None) -> None:
         self.plan.decisions.append(Decision(action, region, reason, count, vm))
 
-    def _strike(self, region: str, why: str, quota: str = "") -> None:
+    def _strike(self, region: str, why: str, **cause: str) -> None:
         if self._blocked(region):
             return  # already blocked for this episode; the probe will tell us when it ends
-        self.memory[region], decision = probes.strike(self.memory[region], region, why, self.now, self.timing, quota)
+        self.memory[region], decision = probes.strike(self.memory[region], region, why, self.now, self.timing, **cause)
         self.plan.decisions.append(decision)
 
     # -- steps ---------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ class _Planning:
             capacity_errors, stuck = [e for e in errors if probes.strikes(e)], self.stuck[region]
             if capacity_errors:  # with a detail: the tick's quota read (ClusterManager.quota_short); read: its alone
                 self._strike(region, capacity_errors[-1].detail or f"{sum(e.count for e in capacity_errors)} "
-                             f"{capacity_errors[-1].kind.value.lower()} error(s)", probes.quota_kind(capacity_errors))
+                             f"{capacity_errors[-1].kind.value.lower()} error(s)", **probes.cause(capacity_errors))
             elif silent := [vm for vm in stuck if vm.started]:  # it got capacity: its guest or agent never came up
                 self.plan.decisions += probes.silent_boot(self.memory, region, silent[0], self._got_s(silent[0]),
                                                           self.now, self.timing)

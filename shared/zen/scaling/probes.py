@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from zen.scaling.ranking import Ranking
 
 CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
+RESIZE_WHY_CHARS = 300  # of what Compute said of a failed resize, kept in the pool's memory for its jobs' reason
 SILENT_IN_A_ROW = 3  # VMs of a cluster in a row that got capacity and were never usable: its VMs, not a shortage
 SILENT_MAX_BLOCK_S = 4 * 3600.0  # the longest such a cluster waits between two VMs (each billed until it goes)
 
@@ -80,6 +81,20 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
                                       f"({why}): {whose} fails? (docs/how-to/operate.md); "
                                       f"blocked for {(until - now).total_seconds():g}s"))
     return decisions
+
+
+def cause(errors: list[MigError]) -> dict[str, str]:
+    """What a strike for ``errors`` (capacity errors of one pass) keeps of its cause, for the jobs held there
+    (:func:`held_reason`): its quota (:func:`quota_kind`), and Compute's words when each is a flex-start request
+    that failed for a reason other than capacity (``resize``: no stockout, nor any probe; it was said to be one)."""
+    other = [e for e in errors if e.kind not in CAPACITY_ERRORS]
+    said = (other[-1].detail or other[-1].kind.value.lower()) if other and len(other) == len(errors) else ""
+    return {"quota": quota_kind(errors), "resize": clipped(said)}
+
+
+def clipped(said: str) -> str:
+    """What Compute said of a failed resize, as a pool's memory keeps it (``RegionMemory.resize_failed``)."""
+    return said if len(said) <= RESIZE_WHY_CHARS else said[:RESIZE_WHY_CHARS - 1] + "…"
 
 
 def quota_kind(errors: list[MigError]) -> str:
