@@ -4,10 +4,11 @@ Secret Manager with the VM's service account as the attempt starts, before anyth
 
 A reference the VM may not read (permission denied, not found, disabled) fails the attempt: FAILED, the
 final report naming the variable, the reference and the reason; running the job again cannot help. An
-unavailable service is tried again with backoff for ``BUDGET_S`` at most, all the job's secrets together
-(the attempt's heartbeats wait meanwhile: it stays well inside the fence), then the attempt is reported
-PREEMPTED, as a staging the service failed is (``zen.agent.transfer``), so Zen runs it again without
-spending an attempt. Why: docs/explanations/security.md#secrets
+unavailable service is tried again with backoff for ``BUDGET_S`` at most, all the job's secrets together,
+and no reference is read once that budget is spent (slow answers add up as failures do): the attempt's
+heartbeats wait meanwhile, so it stays well inside the fence (``BUDGET_S`` and one read's timeout at most).
+Then the attempt is reported PREEMPTED, as a staging the service failed is (``zen.agent.transfer``), so Zen
+runs it again without spending an attempt. Why: docs/explanations/security.md#secrets
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def _one(variable: str, reference: str, read: Callable[[str], bytes], clock: Cal
     where = f"zen: secret {variable}: {reference}"
     if not REFERENCE.fullmatch(reference):  # Zen checked it at submission: a start from elsewhere
         raise SecretsFailed(AgentStatus.FAILED, f"{where}: not a secret version reference")
+    if clock() >= deadline:  # slow answers, each in time, add up: the attempt sends no report meanwhile
+        raise SecretsFailed(AgentStatus.PREEMPTED, f"{where}: Secret Manager too slow: the job's secrets were not "
+                                                   f"all read within {BUDGET_S:.0f} s (requeued)")
     for delay in (*RETRY_DELAYS_S, None):
         try:
             data = read(reference)
