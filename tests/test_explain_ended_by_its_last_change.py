@@ -23,3 +23,13 @@ def test_an_ended_jobs_line_is_its_ending_not_a_later_note(functions, zen):
     assert "is not applied" in history[-1]["reason"] and history[-1]["to_status"] == "CANCELLED"  # the note, last
     line = why(zen, "f")
     assert line.startswith("ended: wrong data"), line
+
+
+def test_a_job_that_ended_before_it_ran_points_to_no_output(functions, zen):
+    """A job cancelled while QUEUED (or by its dependency's end) never ran: its line sent the user to
+    `zen logs`, which answers that there is no output and points back to `zen explain`."""
+    functions.submit(job_request("never"))
+    functions.stop({"job_id": "never", "reason": "wrong data"})
+    line = why(zen, "never")
+    assert line.startswith("ended: wrong data"), line
+    assert "zen logs" not in line and line.endswith("it never ran: no output"), line

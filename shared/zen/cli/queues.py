@@ -176,7 +176,8 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
         last = ends[-1]["reason"].splitlines()[0] if ends else job.status.value
         if job.exit_code is not None and f"exit code {job.exit_code}" not in last:
             last += f" (exit code {job.exit_code})"
-        why = f"ended: {last}; its output: `zen logs {job.job_id}`"
+        ran = job.attempt > 1 or job.started_at is not None or job.vm is not None  # as `zen logs` tells (cli.follow)
+        why = f"ended: {last}; " + (f"its output: `zen logs {job.job_id}`" if ran else "it never ran: no output")
     elif job.gang:  # a gang's nodes: how many are up, and where
         up = [n.vm for n in job.gang if n.status in ("CLAIMED", "RUNNING")]
         why = f"{job.status.value.lower()}: {len(up)} of {job.nodes} nodes up in {job.region} ({', '.join(up)})"
