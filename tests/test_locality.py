@@ -107,3 +107,25 @@ def test_a_failed_lookup_is_tried_again_later_and_an_answer_is_kept(config, monk
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", dead)
     assert locality.bucket_location(config, "eu-data2") == "europe-west4"  # kept, not asked again
     assert "gone-bucket" in locality._looked_up
+
+
+def test_a_dual_region_is_its_two_regions_and_a_multi_region_only_where_it_stores(config):
+    """A bucket in NAM4 is near us-central1 and us-east1 only, in EU not near London or Zurich, in US not near
+    Montreal: each was taken for as near as the bucket's own regions (the job started first in one 1 of 2 from its
+    data, and `zen explain` priced the reads at the same multi-region's rate)."""
+    from zen.core.locality import distance, order_by_data
+    from zen.core.models import InputSpec
+
+    raw = json.loads(config.model_dump_json())
+    raw["data"] = {"bucket_locations": {"nam4-data": "NAM4", "eu-data": "EU", "us-data": "US", "eur4-data": "EUR4"}}
+    located = ZenConfig.model_validate(raw)
+
+    def order(regions, bucket):
+        return order_by_data(located, regions, [InputSpec(uri=f"gs://{bucket}/x")])
+
+    assert order(["us-west1", "us-east1"], "nam4-data") == ["us-east1", "us-west1"]
+    assert order(["europe-west2", "europe-west1"], "eu-data") == ["europe-west1", "europe-west2"]
+    assert order(["northamerica-northeast1", "us-east4"], "us-data") == ["us-east4", "northamerica-northeast1"]
+    assert order(["europe-west1", "europe-north1"], "eur4-data") == ["europe-north1", "europe-west1"]
+    assert [distance(r, "asia1") for r in ("asia-northeast2", "asia-east1")] == [1, 2]
+    assert [distance(r, "asia") for r in ("asia-east1", "australia-southeast1")] == [1, 2]

@@ -18,8 +18,16 @@ from zen.core.gcs import split_uri
 from zen.core.models import InputSpec
 
 log = logging.getLogger("zen.core.locality")
-_MULTI = {"us": ("us-", "northamerica-"), "nam4": ("us-",), "eu": ("europe-",), "eur4": ("europe-",),
-          "asia": ("asia-",), "asia1": ("asia-",)}
+# The regions inside each multi- and dual-region: a multi-region's by prefix, less those it stores nothing in (the US
+# one is the United States': no Canadian region; EU's is not in europe-west2 or europe-west6); a predefined dual-region
+# is its two regions exactly (each was any region of its continent: a job's start went first to a region 1 of 2 from its
+# data, and `zen explain` priced its reads at the same multi-region's rate).
+_MULTI: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
+    "us": (("us-",), frozenset()), "eu": (("europe-",), frozenset({"europe-west2", "europe-west6"})),
+    "asia": (("asia-",), frozenset()),
+}
+_DUAL = {"nam4": frozenset({"us-central1", "us-east1"}), "eur4": frozenset({"europe-north1", "europe-west4"}),
+         "asia1": frozenset({"asia-northeast1", "asia-northeast2"})}
 _looked_up: dict[str, str | None] = {}
 _failed_at: dict[str, float] = {}  # bucket -> when its lookup last failed (time.monotonic)
 _lock = threading.Lock()
@@ -59,7 +67,8 @@ def distance(region: str, location: str | None) -> int | None:
         return None
     if location == region:
         return 0
-    if region.startswith(_MULTI.get(location, ("\0",))):
+    prefixes, outside = _MULTI.get(location, ((), frozenset()))
+    if region in _DUAL.get(location, ()) or (region.startswith(prefixes) and region not in outside):
         return 1
     return 2
 
