@@ -193,8 +193,9 @@ def forget_dropped_pools(session: Session, configured: dict[str, tuple[str, ...]
     (``configured``: cluster -> its pools): no pass lists such a pool again (terraform destroys its MIG), so
     its last-seen instances stayed in every VM count (``zen watch``, the console, ``zen stats``) and its memory
     of VMs booting made every usable VM's heartbeat run a pass (``ClusterOrchestrator.racing``). Their
-    instances are kept as seen until now (``vm_lifetimes``), not as seen leaving their MIG (``left_at`` NULL: a job's
-    VM of such a pool silent later was not seen stop by any pass, ``zen.jobs.cloud_silence``). Returns the pools forgotten, each with the
+    instances are kept as seen until now (``vm_lifetimes``), not as seen leaving their MIG (``left_at`` -infinity: a job's
+    VM of such a pool silent later was not seen stop by any pass, ``zen.jobs.cloud_silence``; NULL is a lifetime the
+    release before migration 0062 kept, read as that release read it). Returns the pools forgotten, each with the
     instances its last pass listed: billed until terraform destroys the MIG, and no longer shown (the tick says so)."""
     dropped = [(r["cluster"], r["region"]) for r in session.run("fleet_pools")
                if r["region"] not in configured.get(r["cluster"], ())]

@@ -646,8 +646,8 @@ DELETE FROM unplanned_request_failures WHERE cluster = :cluster AND id = ANY(CAS
 -- name: forget_vanished_instances
 -- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row; keep when
 -- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`), and :left_at, when a pass saw them
--- gone (migration 0062; NULL: a dropped pool's, forgotten unseen: zen.store.fleet.forget_dropped_pools). Returns their
--- names.
+-- gone (migration 0062; NULL: a dropped pool's, forgotten unseen: zen.store.fleet.forget_dropped_pools, kept as
+-- -infinity, never seen go: a NULL is a lifetime the release before 0062 kept, vm_stop_seen). Returns their names.
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
@@ -656,7 +656,7 @@ WITH gone AS (
     INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before,
                               usd_per_hour, left_at)
     SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before, usd_per_hour,
-           CAST(:left_at AS timestamptz)
+           COALESCE(CAST(:left_at AS timestamptz), '-infinity')
     FROM gone
     ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
@@ -706,8 +706,10 @@ SELECT (SELECT first_seen_at FROM vms WHERE name = :vm_name) AS first_seen_at,
 -- segment (billed_before, migration 0043) first seen unbilled after :since (its fifth element; an entry kept before
 -- it, whose last billed sight was after :since); the model and start of the segment that ended. Gone from its MIG
 -- (forget_vanished_instances; its latest lifetime), a pass having seen it go after :since (left_at, migration 0062: not
--- a dropped pool's VM, forgotten as it ran and heard after, whose later silence no pass saw): its model and when a
--- pass first saw it RUNNING.
+-- a dropped pool's VM, forgotten as it ran and heard after, whose later silence no pass saw: -infinity), or a lifetime
+-- kept by the release before 0062 (left_at NULL: before the upgrade, or by its passes still deployed between `zen db
+-- migrate` and `terraform apply`), read as that release read it, seen leave: its model and when a pass first saw it
+-- RUNNING.
 SELECT CASE WHEN m.running_at IS NULL THEN m.model ELSE COALESCE(m.billed_before -> -1 ->> 2, m.model) END AS model,
        CAST(m.billed_before -> -1 ->> 0 AS timestamptz) AS running_at, FALSE AS left_mig
 FROM mig_instances m
@@ -717,7 +719,7 @@ WHERE m.name = :vm_name AND NOT EXISTS (SELECT 1 FROM vm_drains d WHERE d.name =
 UNION ALL
 (SELECT l.model, COALESCE(l.running_at, CAST(l.billed_before -> 0 ->> 0 AS timestamptz)), TRUE
  FROM vm_lifetimes l
- WHERE l.name = :vm_name AND l.first_seen_at <= :since AND l.left_at > :since
+ WHERE l.name = :vm_name AND l.first_seen_at <= :since AND (l.left_at > :since OR l.left_at IS NULL)
    AND NOT EXISTS (SELECT 1 FROM mig_instances WHERE name = :vm_name)
  ORDER BY l.first_seen_at DESC LIMIT 1);
 
