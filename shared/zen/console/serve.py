@@ -46,6 +46,8 @@ def from_env(env: Mapping[str, str] = os.environ, hosts: tuple[str, ...] = (), *
     else:
         identify = local_identity(hosts=hosts)  # the address it listens on, besides loopback names
     project = env.get("ZEN_PROJECT") or config.project
+    if project != config.project:  # the project deployed (terraform sets ZEN_PROJECT), as the functions take it
+        config = config.model_copy(update={"project": project})
     refresh_s = float(env.get("ZEN_CONSOLE_REFRESH_S") or REFRESH_S)
     # As `zen logs -f` reads (zen.cli.follow.open_reader): a local stack's files twice a second; Cloud Logging,
     # which allows a project about one read a second, every 5 s, waiting 30 s after a job's end for its last lines.
