@@ -42,6 +42,17 @@ resource "google_project_iam_member" "console_sql" {
   }
 }
 
+# A job's page and the queues page show each job's `zen explain` line, whose data part looks up where each input's
+# bucket is (zen.core.locality: storage.buckets.get) unless data.bucket_locations says: the role the functions have
+# on each of agent_input_buckets (iam.tf: bucket metadata and object names, none of their contents). Refused, the
+# console showed every job's data as "in buckets of unknown location, not priced".
+resource "google_storage_bucket_iam_member" "console_locates_inputs" {
+  for_each = local.console ? toset(var.agent_input_buckets) : toset([])
+  bucket   = each.value
+  role     = "roles/storage.legacyBucketReader"
+  member   = "serviceAccount:${google_service_account.console[0].email}"
+}
+
 # A job's page streams its output from Cloud Logging, as `zen logs -f` reads it.
 resource "google_project_iam_member" "console_reads_logs" {
   count   = local.console ? 1 : 0

@@ -362,7 +362,7 @@ variable "agent_image_repositories" {
 variable "agent_input_buckets" {
   type        = list(string)
   default     = []
-  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (roles/storage.legacyBucketReader: metadata and object names, no contents; for data locality). For an input bucket not listed here, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown. A bucket holding a prefix of the configuration's data_clearance goes only to the agent accounts whose VMs' tags clear it (iam.tf: a cluster's regions with different tags have different accounts)."
+  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions and the web console may read each bucket's location (roles/storage.legacyBucketReader: metadata and object names, no contents; for data locality, and the data part of each job's `zen explain` line). For an input bucket not listed here, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown. A bucket holding a prefix of the configuration's data_clearance goes only to the agent accounts whose VMs' tags clear it (iam.tf: a cluster's regions with different tags have different accounts)."
 }
 
 variable "agent_output_buckets" {
