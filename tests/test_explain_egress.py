@@ -27,7 +27,7 @@ def located(config, db, publisher, clock, db_url, monkeypatch):
     from zen_dev.local.invoke import FunctionsInvoker
 
     raw = json.loads(config.model_dump_json())
-    raw["data"] = {"bucket_locations": {"eu-data": "europe-west4"}}
+    raw["data"] = {"bucket_locations": {"eu-data": "europe-west4", "nam4-data": "NAM4"}}
     zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     # A bucket nobody can look up (as deployed for a bucket outside agent_input_buckets): unknown location.
@@ -56,3 +56,14 @@ def test_an_input_of_unknown_location_is_not_priced_as_free(located):
     functions.submit(job_request("u1", inputs=[{"uri": "gs://far-away-data/shards/", "size_gb": 500}]))
     line = why(zen, "u1")
     assert "0 GB of input cross regions, about $0.00 egress" not in line, line
+
+
+def test_a_dual_regions_data_read_in_one_of_its_regions_crosses_none(located):
+    """A bucket in the dual-region NAM4 stores its data in us-central1 and us-east1: Cloud Storage charges no
+    transfer for a read from either. Explain said "from us-central1 100 GB of input cross regions, about $1.00
+    egress" (the multi-region rate), for data stored in that region."""
+    zen, functions = located
+    functions.submit(job_request("d1", inputs=[{"uri": "gs://nam4-data/shards/", "size_gb": 100}],
+                                 regions=["us-west1", "us-central1"]))
+    line = why(zen, "d1")
+    assert "from us-central1 0 GB of input cross regions, about $0.00 egress" in line, line

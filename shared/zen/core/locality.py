@@ -21,7 +21,8 @@ log = logging.getLogger("zen.core.locality")
 # The regions inside each multi- and dual-region: a multi-region's by prefix, less those it stores nothing in (the US
 # one is the United States': no Canadian region; EU's is not in europe-west2 or europe-west6); a predefined dual-region
 # is its two regions exactly (each was any region of its continent: a job's start went first to a region 1 of 2 from its
-# data, and `zen explain` priced its reads at the same multi-region's rate).
+# data, and `zen explain` priced its reads at the same multi-region's rate). A dual-region stores its data in each of
+# its two: read there, it crosses no region, and Cloud Storage charges no transfer (distance 0, as its own region's).
 _MULTI: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "us": (("us-",), frozenset()), "eu": (("europe-",), frozenset({"europe-west2", "europe-west6"})),
     "asia": (("asia-",), frozenset()),
@@ -62,13 +63,14 @@ def bucket_location(config: ZenConfig, bucket: str) -> str | None:
 
 
 def distance(region: str, location: str | None) -> int | None:
-    """0 same region, 1 same multi-region, 2 elsewhere; None when the location is unknown."""
+    """0 same region (or one of a dual-region's two), 1 same multi-region, 2 elsewhere; None when the location is
+    unknown."""
     if location is None:
         return None
-    if location == region:
+    if location == region or region in _DUAL.get(location, ()):
         return 0
     prefixes, outside = _MULTI.get(location, ((), frozenset()))
-    if region in _DUAL.get(location, ()) or (region.startswith(prefixes) and region not in outside):
+    if region.startswith(prefixes) and region not in outside:
         return 1
     return 2
 
