@@ -79,32 +79,23 @@ def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | N
     return look.back_at, min(until, now), nonce if look.publish else None
 
 
-def send(store: JobStore, relay: OutboxRelay, config: ZenConfig, nonce: str | None) -> None:
-    """Publish the probe ``nonce`` (after the commit that kept it), now and not through the outbox: a probe
-    that could not be published is marked unsent, so no tick takes its silence for a slow path (were the tick
+def send(tx: JobTx, relay: OutboxRelay, config: ZenConfig, nonce: str | None) -> None:
+    """Publish the probe ``nonce`` now, not through the outbox, in the sweep's transaction that keeps it as sent,
+    before that commits. Published after the commit, a tick's instance killed in between (out of memory, a
+    scale-in), or told nothing of a COMMIT Postgres applied (a Cloud SQL failover), kept a probe that was never
+    published: the sweep held every silence for two timeouts, then read the next probe heard as a stalled path and
+    counted every silence afresh, and a job whose VM had died was rerun minutes late
+    (``tests/test_tick_killed_before_its_probe.py``, ``tests/test_tick_commit_lost_probe.py``). Published and the
+    commit never made, no tick's probe has its nonce: heard, it is none (``heard``: "duplicate"); heard before the
+    commit, its note waits for it (``probe_heard`` locks the row this transaction holds). A probe that could not be
+    published is marked unsent in the same transaction, so no tick takes its silence for a slow path (were the tick
     no longer allowed to publish on ``zen-heartbeats``, the sweep would hold for ever); the next tick sends one."""
     if nonce is None:
         return
     [result] = relay.publish_now([_probe(config, nonce)])
     if isinstance(result, Exception):
         log.warning("could not publish a probe of the heartbeat path: it vouches for nothing", extra={"error": str(result)})
-        with store.transaction() as tx:
-            tx.probe_unsent(nonce)
-
-
-def send_unsure(relay: OutboxRelay, config: ZenConfig, nonce: str | None) -> None:
-    """Publish the probe ``nonce`` of a transaction that failed, perhaps at its COMMIT (the link to Postgres lost
-    after the server applied it: a Cloud SQL failover). Kept as sent and never published, no probe came through for
-    two timeouts: the sweep held every silence meanwhile, then read the next probe heard as a stalled path and counted
-    every silence afresh, and a job whose VM had died was rerun that much later
-    (``tests/test_tick_commit_lost_probe.py``). Were the commit not applied, no tick's probe has the nonce: heard, it
-    is no probe (``heard``: "duplicate"). Never raises: the transaction's error is the one to tell."""
-    if nonce is None:
-        return
-    [result] = relay.publish_now([_probe(config, nonce)])
-    if isinstance(result, Exception):
-        log.warning("could not publish a probe of the heartbeat path after its transaction failed",
-                    extra={"error": str(result)})
+        tx.probe_unsent(nonce)
 
 
 def _probe(config: ZenConfig, nonce: str) -> OutgoingMessage:

@@ -60,17 +60,12 @@ class Sweeps:
         whose VM a scaling pass saw the cloud take is counted as a preemption (``zen.jobs.cloud_silence``)."""
         deadlines = self._config.deadlines
         now = self._clock()
-        probe: str | None = None
-        try:
-            with self._store.transaction() as tx:
-                tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
-                back_at, until, probe = probes.looked_at(tx, self._config, now)
-                cutoff = until - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
-                candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < until else []
-        except TransientError:  # its COMMIT may have been applied, the answer lost: the probe may be kept as sent
-            probes.send_unsure(self._relay, self._config, probe)
-            raise
-        probes.send(self._store, self._relay, self._config, probe)
+        with self._store.transaction() as tx:
+            tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
+            back_at, until, probe = probes.looked_at(tx, self._config, now)
+            cutoff = until - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
+            candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < until else []
+            probes.send(tx, self._relay, self._config, probe)  # before the commit that keeps it as sent
         return self._for_each_job(candidates, "sweep", lambda tx, job: cloud_silence.taken(  # (its VM taken: free)
             self._config, tx, job, lambda seen: flex_end.of_nodes(seen, gang.decide_silence(
                 seen, now, deadlines, back_at, until)), now))  # (flex_end: a gang's node whose run ended named so)

@@ -208,12 +208,20 @@ RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS se
 -- after all (a publish that timed out), it is no probe of this tick's.
 UPDATE tick_clock SET probe_sent_at = NULL, probe_nonce = NULL WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
 
+-- name: lock_tick_clock
+-- Before probe_heard, a statement of its own: the tick publishes its probe before its transaction keeping the nonce
+-- commits (zen.jobs.probes.send), so a probe heard that soon waits here for that commit, and probe_heard's snapshot,
+-- taken after, reads the nonce (read at once, it missed it: heard as none, the probe then stayed unheard, and the
+-- sweep held every silence as if the path had stalled).
+SELECT 1 FROM tick_clock FOR UPDATE;
+
 -- name: probe_heard
 -- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before, or the one
 -- it replaced unheard; what Pub/Sub accepted up to when it was sent has come through (the path is vouched for up
 -- to then, however late it came). Returns its lag. While one replaced unheard is outstanding (either is heard),
 -- the path was stalled two timeouts: its backlog comes back in no order (each message in its own backoff, the
 -- newest soonest), so silences count afresh from now (back_at), as after a gap in the ticks.
+-- Run after lock_tick_clock, in the same transaction.
 WITH old AS (SELECT CASE WHEN probe_nonce = :nonce THEN probe_sent_at ELSE probe_prev_sent_at END AS sent_at,
                     probe_prev_nonce IS NOT NULL AS stalled
              FROM tick_clock

@@ -175,6 +175,7 @@ def look_at_probe(session: Session, now: datetime, late_s: float, stale_s: float
 
 
 def probe_heard(session: Session, nonce: str, now: datetime) -> float | None:
+    session.run("lock_tick_clock")  # a tick publishing this probe before its commit: that commit first
     row = session.one("probe_heard", nonce=nonce, now=now)
     return float(row["lag_s"]) if row else None
 
