@@ -222,10 +222,10 @@ class Zen:
 
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, narrow (or hold) queued
-        jobs whose tags left their regions, prune old refusals, scale, then widen again (gangs: the room the pass
-        found). A second concurrent tick skips. A tick past its function's timeout (``timeout_s``) stops before its
-        next step: Cloud Functions answered 504 and left it running, throttled, and Postgres has ended its lock's
-        connection by then (``Database.session_lock``), so another tick may be running; the next one goes on."""
+        jobs whose tags left their regions, prune old refusals, make the listed VMs' control subscriptions, scale,
+        then widen again (gangs: the room the pass found) and make those of the VMs just listed. A second concurrent
+        tick skips. A tick past its function's timeout (``timeout_s``) stops before its next step: Cloud Functions
+        answered 504 and left it running, throttled, and Postgres has ended its lock's connection by then (``Database.session_lock``), so another tick may be running; the next one goes on."""
         self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
         began = time.monotonic()
         with self.relay.request(), self.store.tick_lock(TICK_LOCK_KEY) as locked:
@@ -266,6 +266,9 @@ class Zen:
         self.jobs.sweeps.narrow_uncleared()
         yield "pruning"
         report.pruned = self.store.prune_rejections(self.clock())
+        if self.controls is not None:  # the instances earlier passes listed: a scaling step past the timeout cut
+            yield "control subscriptions"  # the one after it every tick, and no VM heard an order (its CONFIRM, STOP)
+            report.controls = self._ensure_controls(self.controls)
         if self.scaler is not None:
             yield "scaling"
             report.scaling = self.scaler.tick()
@@ -276,15 +279,19 @@ class Zen:
                 for (cluster, pool), vms in fleet.forget_dropped_pools(
                         session, {c.name: c.pools() for c in self.config.clusters}).items():
                     self._dropped(session, cluster, pool, vms)
-        if self.controls is not None:  # the instances the passes just listed, booting ones too
-            yield "control subscriptions"
-            with self.db.transaction() as instances:
-                report.controls = self.controls.ensure(fleet.mig_instance_names(instances))
+        if self.controls is not None and self.scaler is not None:  # the instances this pass just listed, booting too
+            yield "new control subscriptions"
+            report.controls += self._ensure_controls(self.controls)
         if self.price_fetch is not None:  # once a day; else one cheap query
             yield "prices"
             report.prices = self._refresh_prices(self.price_fetch)
         yield "final resend"
         report.relayed += self.relay.flush_pending()
+
+    def _ensure_controls(self, controls: ControlMaker) -> int:
+        """The control subscriptions of the instances the scaling passes listed, made where not yet."""
+        with self.db.transaction() as instances:
+            return controls.ensure(fleet.mig_instance_names(instances))
 
     def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:
         """The catalog's prices, fetched again when older than a day (an hour while a configured cluster's
