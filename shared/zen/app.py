@@ -225,7 +225,8 @@ class Zen:
         jobs whose tags left their regions, prune old refusals, make the listed VMs' control subscriptions, scale,
         then widen again (gangs: the room the pass found) and make those of the VMs just listed. A second concurrent
         tick skips. A tick past its function's timeout (``timeout_s``) stops before its next step: Cloud Functions
-        answered 504 and left it running, throttled, and Postgres has ended its lock's connection by then (``Database.session_lock``), so another tick may be running; the next one goes on."""
+        answered 504 and left it running, throttled, and Postgres has ended its lock's connection by then
+        (``Database.session_lock``), so another tick may be running; the next one goes on."""
         self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
         began = time.monotonic()
         with self.relay.request(), self.store.tick_lock(TICK_LOCK_KEY) as locked:
