@@ -21,6 +21,7 @@ from zen_dev.sim.policies import POLICY_NAMES, available_policies
 from zen_dev.sim.report import format_table, json_report, write_report
 from zen_dev.sim.runner import run_policies
 from zen_dev.sim.scenario import TraceUnavailable, builtin_names, load_scenario
+from zen_dev.sim.setup import unused_machine_types
 
 DEFAULT_SCENARIO = "region-out"
 
@@ -93,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unused := scenario.unused_zones():
         print(f"note: capacity given for {', '.join(unused)}, where no cluster's MIG runs (its region is no "
               "cluster's, or zones: lists others for it): not used", file=sys.stderr)
+    if unused := unused_machine_types(scenario):
+        print(f"note: capacity given for {', '.join(unused)}, a machine type no cluster runs there: not used (check "
+              "its machine_type)", file=sys.stderr)
     seed = scenario.spec.seed if args.seed is None else args.seed  # what the run drew with
     if args.json:
         print(json.dumps(json_report(results), allow_nan=False))  # strict JSON: a NaN is a bug, said

@@ -56,6 +56,18 @@ def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, dict[st
     return out
 
 
+def unused_machine_types(scenario: Scenario) -> list[str]:
+    """Capacity series for a zone some cluster runs in, of a machine type no cluster runs there ("type in zone"; a
+    model's own, ``type@model``, by its type): read and never used, the zone keeps its other capacity or the
+    default (a misspelt machine type among the series that apply). Zones no cluster runs in: ``unused_zones``."""
+    runs = {(zone, c.machine_type) for c in scenario.clusters for zones in c.zones.values() for zone in zones}
+    zones = {zone for zone, _ in runs}
+    unsold = {unsold_key(c.limits.name, model) for c in scenario.clusters for model in MODELS}  # close_unsold's
+    return sorted(f"{machine} in {zone}" for zone, key in scenario.capacity.keys()
+                  if key and key not in unsold and zone in zones
+                  and (machine := key.split("@")[0]) and (zone, machine) not in runs)
+
+
 class TimedPolicy:
     """The policy as the manager calls it: each plan timed (``planner_s``) and the last one kept."""
 
