@@ -237,7 +237,9 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str
     """(the file's line each row ends on, the row): a blank line or a quoted cell of several lines moves it."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's byte-order mark ignored
-            reader = csv.DictReader(handle)
+            reader = csv.DictReader(handle, skipinitialspace=True)  # "job_id, submit_s, ..." as "job_id,submit_s,..."
+            if reader.fieldnames:  # and a header's names as the columns mean them, spaces before a comma too
+                reader.fieldnames = [name.strip() for name in reader.fieldnames]
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:
                 raise JobTraceError(f"{path}: missing column(s) {', '.join(missing)}")
