@@ -438,5 +438,5 @@ def test_a_weight_table_that_cannot_be_drawn_from_is_refused_naming_it(tmp_path,
 def test_a_job_csv_header_with_spaces_after_its_commas_reads_its_columns(tmp_path, capsys):
     """`job_id, submit_s, ...` (a spreadsheet's or a hand's): its columns were refused as missing."""
     header = ", ".join(HEADER.strip().split(",")) + "\n"
-    rc, policies, err = _cli(tmp_path, capsys, SMALL, "--policies", "zen", jobs_csv=header + "j1, 0, 600, c, ,\n")
+    rc, policies, err = _cli(tmp_path, capsys, SMALL, "--policies", "zen", jobs_csv=header + "j1 , 0, 600, c , ,\n")
     assert rc == 0 and policies["zen"]["never_started"] == 0 and policies["zen"]["p50_start_s"] is not None, err

@@ -238,12 +238,13 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's byte-order mark ignored
             reader = csv.DictReader(handle, skipinitialspace=True)  # "job_id, submit_s, ..." as "job_id,submit_s,..."
-            if reader.fieldnames:  # and a header's names as the columns mean them, spaces before a comma too
+            if reader.fieldnames:  # a name or a value as the column means it, spaces before a comma too
                 reader.fieldnames = [name.strip() for name in reader.fieldnames]
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:
                 raise JobTraceError(f"{path}: missing column(s) {', '.join(missing)}")
-            return [(reader.line_num, row) for row in reader]
+            return [(reader.line_num, {k: v.strip() if isinstance(v, str) else v for k, v in row.items()})
+                    for row in reader]
     except OSError as exc:
         raise JobTraceError(f"cannot read job trace {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
