@@ -109,8 +109,7 @@ class _HeardAtOnce:
 
     def _waiting_on_a_lock(self) -> bool:
         with self._db.session() as session:
-            return bool(session.sql("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                    "AND datname = current_database() AND pid <> pg_backend_pid()"))
+            return bool(session.sql("SELECT 1 FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()"))
 
     def publish_soon(self, messages, done, *, linger_s: float = 0.0) -> None:
         done(self.publish(messages))
@@ -139,7 +138,7 @@ def test_a_probe_heard_before_its_tick_commits_vouches_for_the_path(functions, z
 
 
 def test_the_heartbeat_functions_role_may_wait_for_the_ticks_commit(db, db_target):
-    """``lock_tick_clock`` (a row lock) as the heartbeat function's role alone: its column grants allow it."""
+    """``lock_tick_clock`` and ``probe_heard`` as the heartbeat function's role alone: its grants allow them."""
     import os
 
     from tests.role_support import login_as

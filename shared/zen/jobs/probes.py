@@ -87,9 +87,10 @@ def send(tx: JobTx, relay: OutboxRelay, config: ZenConfig, nonce: str | None) ->
     counted every silence afresh, and a job whose VM had died was rerun minutes late
     (``tests/test_tick_killed_before_its_probe.py``, ``tests/test_tick_commit_lost_probe.py``). Published and the
     commit never made, no tick's probe has its nonce: heard, it is none (``heard``: "duplicate"); heard before the
-    commit, its note waits for it (``probe_heard`` locks the row this transaction holds). A probe that could not be
-    published is marked unsent in the same transaction, so no tick takes its silence for a slow path (were the tick
-    no longer allowed to publish on ``zen-heartbeats``, the sweep would hold for ever); the next tick sends one."""
+    commit, its note waits for it (``probe_heard`` takes the lock ``record_tick`` took first in this transaction: the
+    first tick's, which inserts the row, too). A probe that could not be published is marked unsent in the same
+    transaction, so no tick takes its silence for a slow path (were the tick no longer allowed to publish on
+    ``zen-heartbeats``, the sweep would hold for ever); the next tick sends one."""
     if nonce is None:
         return
     [result] = relay.publish_now([_probe(config, nonce)])

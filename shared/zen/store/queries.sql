@@ -209,11 +209,13 @@ RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS se
 UPDATE tick_clock SET probe_sent_at = NULL, probe_nonce = NULL WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
 
 -- name: lock_tick_clock
--- Before probe_heard, a statement of its own: the tick publishes its probe before its transaction keeping the nonce
--- commits (zen.jobs.probes.send), so a probe heard that soon waits here for that commit, and probe_heard's snapshot,
--- taken after, reads the nonce (read at once, it missed it: heard as none, the probe then stayed unheard, and the
--- sweep held every silence as if the path had stalled).
-SELECT 1 FROM tick_clock FOR UPDATE;
+-- Before record_tick and before probe_heard, a statement of its own: the tick publishes its probe before its
+-- transaction keeping the nonce commits (zen.jobs.probes.send), so a probe heard that soon waits here for that
+-- commit, and probe_heard's snapshot, taken after, reads the nonce (read at once, it missed it: heard as none, the
+-- probe then stayed unheard, and the sweep held every silence as if the path had stalled). A lock of its own, not
+-- the row's: the first tick of a database inserts the row, which a probe heard before that commit could not wait on
+-- (tests/test_first_tick_probe_heard_at_once.py). Taken first by both: no other lock is held before it.
+SELECT pg_advisory_xact_lock(hashtext('zen-tick-clock'));
 
 -- name: probe_heard
 -- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before, or the one

@@ -164,6 +164,7 @@ def kept_stops_of(session: Session, job_id: str) -> list[dict[str, Any]]:
 def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | None:
     """Record this tick; returns when Zen came back after its last gap of more than ``gap_s`` (None:
     none seen)."""
+    session.run("lock_tick_clock")  # a probe heard before this transaction commits waits for it (probe_heard)
     row = session.one("record_tick", now=now, gap_s=float(gap_s))
     return row["back_at"] if row else None
 
