@@ -18,7 +18,7 @@ from zen.adapters.joblogs import Sink
 from zen.agent import fence, leftover, resume
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
-from zen.agent.container import Sandbox, docker_fault
+from zen.agent.container import Sandbox, docker_fault, fault_reason
 from zen.agent.diskquota import DiskWatch
 from zen.agent.identity import Identity
 from zen.agent.lastsave import UPLOAD_GRACE_S, save_last
@@ -156,7 +156,7 @@ class AttemptRunner:
             raise
         outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == over  # at max_runtime_s
         if final is None and (fault := docker_fault(job.launch.container, outcome.exit_code, outcome.tail)):  # the VM's
-            self._pulls.retire(why := f"docker could not start a job's container: {fault}")  # (zen.agent.limits)
+            self._pulls.retire(why := fault_reason(fault))  # (zen.agent.limits)
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,11 +242,28 @@ def docker_lines(exit_code: int, tail: str) -> list[str]:
         i + 1 < len(lines) and lines[i + 1].startswith("See 'docker"))]
 
 
+# What the docker CLI logs (logrus's ``level=error msg="..."``; ``ERRO[0042] ...`` on a terminal) when its wait for the
+# container's end broke, its daemon gone while the job ran (crashed, killed, restarted: "unexpected EOF"), before it
+# exits 125: how the job ended is unknown, and it is the VM's (``docker_fault``), not the job's exit code.
+WAIT_LOST = re.compile(r'(?:level=error msg="|^ERRO\[\d+\] )(error waiting for container: [^"]*)')
+LOST_WHILE_RUNNING = "error waiting for container: "
+
+
 def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None:
-    """Docker's own line when it, not the job, failed the job's container (``DOCKER_DOWN``); None: the job's exit."""
+    """Docker's own line when it, not the job, failed the job's container (``DOCKER_DOWN``), or lost it while it ran
+    (``WAIT_LOST``: the line's message, starting ``LOST_WHILE_RUNNING``); None: the job's exit."""
     if container is None:
         return None
-    return next((line[:300] for line in docker_lines(exit_code, tail) if any(p in line for p in DOCKER_DOWN)), None)
+    lost = (WAIT_LOST.search(line.strip()) for line in tail.splitlines()) if exit_code == 125 else iter(())
+    return next((match.group(1)[:300] for match in lost if match), None) or next(
+        (line[:300] for line in docker_lines(exit_code, tail) if any(p in line for p in DOCKER_DOWN)), None)
+
+
+def fault_reason(fault: str) -> str:
+    """Why the VM retires, ``fault`` being ``docker_fault``'s line."""
+    if fault.startswith(LOST_WHILE_RUNNING):
+        return f"docker lost a job's container while it ran: {fault}"
+    return f"docker could not start a job's container: {fault}"
 
 
 def oom_killed(container: str, docker: str = "docker", timeout_s: float = 10.0) -> bool:

@@ -38,6 +38,7 @@ MAX_AGE_S = 86400.0  # a report older than this is dropped unsent (and an attemp
 RUNNING = ".running"  # an attempt's mark while it runs (``Journal.running``)
 ENDED = "ended"  # in a mark: how its job ended, once docker said (``Journal.exited``)
 NOT_FINAL = (AgentStatus.CLAIMED, AgentStatus.RUNNING)
+BOOT_ID = "/proc/sys/kernel/random/boot_id"  # in a mark: the boot it was written in (a reboot ends every container)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -110,7 +111,7 @@ class Journal:
         one (``over``); the mark stays locked by this agent meanwhile. Best effort: a mark not written is logged,
         and a restart then leaves that attempt to Zen's lost-job sweep, as before."""
         name = attempt_name(job_id, attempt)
-        record = {"written_at": self._wall_clock(), "job_id": job_id, "attempt": attempt}
+        record = {"written_at": self._wall_clock(), "job_id": job_id, "attempt": attempt, "boot": boot_id()}
         try:
             fd = self._write(self.dir / f"{name}{RUNNING}", record)
         except OSError as exc:
@@ -134,6 +135,13 @@ class Journal:
             ended = self._records.get(name, {}).get(ENDED)
         if ended is not None and ended.get("renewed_at") != at:
             self._rewrite(name, ended={**ended, "renewed_at": at})
+
+    def rebooted(self, job_id: str, attempt: int) -> bool:
+        """Whether the VM restarted since the mark of an attempt this agent holds (taken over: ``left_running``) was
+        written: its boot is known and not this one (a mark of an older agent has none: not known)."""
+        with self._marks_lock:
+            boot = self._records.get(attempt_name(job_id, attempt), {}).get("boot")
+        return boot is not None and boot != boot_id()
 
     def ended_of(self, job_id: str, attempt: int) -> dict | None:
         """What ``exited`` wrote in the mark of an attempt this agent holds (taken over: ``left_running``), or None."""
@@ -249,6 +257,15 @@ class Journal:
             return None
         log.warning("kept final report sent", extra={**fields, "age_s": round(age)})
         return True
+
+
+def boot_id(path: str | None = None) -> str | None:
+    """This boot's id (``BOOT_ID``; None when it cannot be read)."""
+    try:
+        with open(path or BOOT_ID) as file:
+            return file.read().strip() or None
+    except OSError:
+        return None
 
 
 def _taken(path: Path) -> int | None:

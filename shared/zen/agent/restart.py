@@ -72,8 +72,9 @@ def report_left_running(journal: Journal, reporter: Reporter, vm: str, log: logg
     once, its attempt unspent, ``FREE_PREEMPTIONS`` times (so a job that gets its agent killed again and again, by
     eating the VM's memory, still ends); a stopping job ends as it would when its VM goes away. FAILED would charge
     the job with its agent's death, and silence spends an attempt (the sweep's LOST). Each report is journaled as
-    any final report is: one not sent now is sent again (``Agent._resend_kept``), by this agent or the next. Its
-    ``seq`` is this agent's, above every report of the dead one; an attempt that ended meanwhile makes it stale, and
+    any final report is, its message saying the VM restarted when its mark is of an earlier boot
+    (``Journal.rebooted``: a host event, a reboot; not the agent's crash): one not sent now is sent again
+    (``Agent._resend_kept``), by this agent or the next. Its ``seq`` is this agent's, above every report of the dead one; an attempt that ended meanwhile makes it stale, and
     Zen drops it."""
     sent = 0
     for job_id, attempt, why in [(j, a, None) for j, a in journal.left_running()] if left is None else left:
@@ -82,6 +83,8 @@ def report_left_running(journal: Journal, reporter: Reporter, vm: str, log: logg
         died = ("while the job ran (a crash, or the OOM killer) and was restarted; the job's container went with it"
                 if why is None else f"after the job ended, before its outputs were all uploaded, and was restarted; "
                                     f"the upload was not resumed: {why}")
+        said = (f"VM {vm} restarted (a host event, a reboot) while the job ran; the job's container went with it"
+                if why is None and journal.rebooted(job_id, attempt) else f"the agent on VM {vm} died {died}")
         sent += reporter.job(AttemptReport(job_id, attempt), AgentStatus.PREEMPTED, budget_s=REPLAY_BUDGET_S,
-                             message=f"zen: the agent on VM {vm} died {died} (requeued, no attempt spent)")
+                             message=f"zen: {said} (requeued, no attempt spent)")
     return sent

@@ -25,24 +25,14 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from zen.agent import fence
-from zen.agent.journal import Journal
+from zen.agent.journal import Journal, boot_id  # (None: not read, nothing is resumed)
 from zen.agent.reports import AttemptReport
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import ControlRouter, Slots
 from zen.agent.staging import AttemptData
 from zen.core.models import AgentStatus, StartMessage
 
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 RESUMABLE = (AgentStatus.SUCCEEDED, AgentStatus.FAILED)  # the job's own end: its exit code decided
-
-
-def boot_id(path: str = BOOT_ID) -> str | None:
-    """This boot's id (None when it cannot be read: nothing is resumed)."""
-    try:
-        with open(path) as file:
-            return file.read().strip() or None
-    except OSError:
-        return None
 
 
 def base(start: StartMessage, attempt: AttemptReport) -> dict[str, object]:
