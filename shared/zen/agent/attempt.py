@@ -18,8 +18,9 @@ from zen.adapters.joblogs import Sink
 from zen.agent import fence, leftover, resume
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
-from zen.agent.container import Sandbox, docker_fault, fault_reason
+from zen.agent.container import Sandbox
 from zen.agent.diskquota import DiskWatch
+from zen.agent.gpucheck import GpuCheck, vm_fault
 from zen.agent.identity import Identity
 from zen.agent.lastsave import UPLOAD_GRACE_S, save_last
 from zen.agent.limits import DailyPulls
@@ -55,14 +56,14 @@ class AttemptRunner:
                  read_secret: Callable[[str], bytes], disk: DiskWatch | None = None) -> None:
         self._identity, self._settings, self._reporter, self._controls = identity, settings, reporter, controls
         self._vm_beats = vm_beats
-        self._slots, self._pulls = slots, pulls
-        self._cache = cache
+        self._slots, self._pulls, self._cache = slots, pulls, cache
         self._sandbox = sandbox  # how containers are confined (zen.agent.container)
         self._shutdown, self._clock, self._log, self._local = shutdown, clock, log, local
         self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
         self._base_env = base_env
         self._read_secret = read_secret  # one secret version's payload (zen.adapters.secret_manager)
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
+        self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus)  # after a job's failure
         self.jobs_run = 0
         self._lock = threading.Lock()  # jobs_run, from every attempt's thread
 
@@ -155,8 +156,8 @@ class AttemptRunner:
                 self._disk.remove(key)
             raise
         outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == over  # at max_runtime_s
-        if final is None and (fault := docker_fault(job.launch.container, outcome.exit_code, outcome.tail)):  # the VM's
-            self._pulls.retire(why := fault_reason(fault))  # (zen.agent.limits)
+        if final is None and (why := vm_fault(job.launch.container, outcome.exit_code, outcome.tail, self._gpus)):
+            self._pulls.retire(why)  # the VM's: docker's, its GPUs' (zen.agent.gpucheck); it retires (zen.agent.limits)
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)

@@ -62,6 +62,8 @@ class AgentSettings:
     # Written to power the VM off when a fenced job's container outlives docker's kill (zen.agent.leftover.fence_vm;
     # the startup script's root unit watches it); None (local mode, a VM without systemd): the VM is only retired.
     fence_file: str | None = None
+    # The GPUs' check after a job's failure (zen.agent.gpucheck); None: ``nvidia-smi``, and none in local mode.
+    nvidia_smi: str | None = None
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -125,6 +127,7 @@ class AgentSettings:
             disk_look_s=number("ZEN_AGENT_DISK_LOOK_S", cls.disk_look_s),
             tasks_per_job=parse_limit("ZEN_AGENT_TASKS_PER_JOB", env.get("ZEN_AGENT_TASKS_PER_JOB", ""), integer=True),
             fence_file=env.get("ZEN_AGENT_FENCE_FILE") or None,
+            nvidia_smi=env.get("ZEN_AGENT_NVIDIA_SMI") or None,
         )
 
 

@@ -1,0 +1,72 @@
+"""Whether a job's failure was the VM's (``vm_fault``): docker's (``zen.agent.container.docker_fault``), or its GPUs'
+(``GpuCheck``: after a job's non-zero exit, ``nvidia-smi -L``, bounded, must list every GPU of the VM). A GPU fallen
+off the bus (NVIDIA Xid 79, 48, ...) fails every job it is given at once, each with the job's own exit code and CUDA's
+"unknown error" or "no CUDA-capable device is detected": the attempt is the VM's fault (PREEMPTED: requeued, no
+attempt spent) and the VM retires, so it does not drain the queue job after job.
+
+Where no ``nvidia-smi`` is found (the local stack's stand-in VMs, a VM without NVIDIA's driver), nothing is checked;
+in local mode (``ZEN_AGENT_LOCAL=1``) only a command ``ZEN_AGENT_NVIDIA_SMI`` names is run.
+The rules: docs/reference/agent.md, "a GPU that fails its check"."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from typing import Callable
+
+from zen.agent.container import docker_fault, fault_reason
+
+log = logging.getLogger("zen.agent")
+
+CHECK_TIMEOUT_S = 30.0  # ``nvidia-smi -L`` answers within a second on a sound VM; one hung in the driver is a fault
+NVIDIA_SMI = "nvidia-smi"  # a VM's, unless ``ZEN_AGENT_NVIDIA_SMI`` names another
+SAID_CHARS = 300  # of what the check printed, in the attempt's note
+
+
+class GpuCheck:
+    """``nvidia-smi -L`` run as ``command`` (None: nothing is checked), expected to list ``gpus`` GPUs."""
+
+    def __init__(self, command: str | None, gpus: int, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+        self.command, self.gpus, self.timeout_s = command, gpus, timeout_s
+
+    @classmethod
+    def of(cls, command: str | None, local: bool, gpus: int) -> "GpuCheck":
+        """The VM's check: ``command`` when given (``ZEN_AGENT_NVIDIA_SMI``), else ``nvidia-smi`` unless ``local``."""
+        return cls(command or (None if local else NVIDIA_SMI), gpus)
+
+    def __call__(self) -> str | None:
+        """Why the VM's GPUs fail their check (its output, or its silence), or None: sound, or not checkable here."""
+        if self.command is None or self.gpus <= 0:
+            return None
+        argv = [self.command, "-L"]
+        try:
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+        except OSError as exc:  # no nvidia-smi on this VM (or not runnable): nothing to check with
+            log.warning("GPU check not run", extra={"command": self.command, "error": str(exc)})
+            return None
+        try:
+            out, _ = process.communicate(timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()  # not waited for: one stuck in the driver may never end
+            return f"`{' '.join(argv)}` did not answer within {self.timeout_s:g} s"
+        lines = [line.strip() for line in out.splitlines() if line.strip()]
+        said = " | ".join(lines)[-SAID_CHARS:] or "(nothing)"
+        if process.returncode != 0:
+            return f"`{' '.join(argv)}` failed (exit code {process.returncode}): {said}"
+        listed = sum(1 for line in lines if line.startswith("GPU "))
+        if listed < self.gpus:
+            return f"`{' '.join(argv)}` lists {listed} of the VM's {self.gpus} GPUs: {said}"
+        return None
+
+
+def vm_fault(container: str | None, exit_code: int, tail: str, gpus: Callable[[], str | None]) -> str | None:
+    """Why a job's end was its VM's fault (the VM retires, the attempt is requeued free), or None: the job's own.
+    Docker's failure first (``docker_fault``); else, for a non-zero exit, the GPUs' check (``gpus``: ``GpuCheck``)."""
+    if (fault := docker_fault(container, exit_code, tail)) is not None:
+        return fault_reason(fault)
+    if exit_code != 0 and (failed := gpus()) is not None:
+        log.error("the VM's GPUs failed their check after a job failed", extra={"exit_code": exit_code,
+                                                                                "reason": failed})
+        return f"the VM's GPUs failed their check after the job exited with code {exit_code}: {failed}"
+    return None

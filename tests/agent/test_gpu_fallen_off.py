@@ -1,0 +1,80 @@
+"""A VM whose GPU has failed (fallen off the bus: NVIDIA Xid 79; ``nvidia-smi`` failing, or listing fewer GPUs than
+the VM has) fails every job it runs at once, with the job's own exit code and CUDA's "unknown error". After a job's
+non-zero exit the agent checks the GPUs (``nvidia-smi -L``, bounded: ``zen.agent.gpucheck``): one that fails it makes
+the attempt the VM's fault, requeued with no attempt spent (PREEMPTED, the check's output its reason), and the VM
+retires. Each such job ended FAILED, charged to its user (with ``max_attempts`` 1, its end), and the VM went on
+claiming the next: a black hole draining the queue. A job that fails on a sound VM stays FAILED."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.waiting import wait_for
+from zen.agent.gpucheck import GpuCheck
+
+FAKE_NVIDIA_SMI = textwrap.dedent("""\
+    #!{python}
+    import pathlib, sys, time
+    state = pathlib.Path({state!r}).read_text().strip()
+    if state == "hangs":
+        time.sleep(60)
+    if state == "fails":
+        print("Unable to determine the device handle for GPU0000:00:05.0: Unknown Error")
+        sys.exit(255)
+    for i in range(int(state)):
+        print(f"GPU {{i}}: NVIDIA A100-SXM4-40GB (UUID: GPU-0000000{{i}}-aaaa-bbbb-cccc-dddddddddddd)")
+""")
+CUDA_FAILED = [sys.executable, "-c", "import sys; print('RuntimeError: CUDA error: unknown error'); sys.exit(1)"]
+
+
+def fake_nvidia_smi(tmp_path: Path, state: str) -> tuple[str, Path]:
+    """A stand-in ``nvidia-smi``: lists as many GPUs as its state file says, or fails, or hangs; and that file."""
+    state_file, script = tmp_path / "gpus", tmp_path / "nvidia-smi"
+    state_file.write_text(state)
+    script.write_text(FAKE_NVIDIA_SMI.format(python=sys.executable, state=str(state_file)))
+    script.chmod(0o755)
+    return str(script), state_file
+
+
+def test_a_job_failing_on_a_vm_whose_gpu_fell_off_is_requeued_unspent_and_the_vm_retires(scheduler, agents, tmp_path):
+    nvidia_smi, _ = fake_nvidia_smi(tmp_path, "3")  # one of the VM's 4 GPUs (cluster 4xa100-40gb) gone
+    agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
+    scheduler.submit("train-1", CUDA_FAILED, max_attempts=1)
+
+    job = wait_for(lambda: (job := scheduler.job("train-1")) and (
+        job.status.value in ("FAILED", "SUCCEEDED") or job.attempt == 2) and job, 60, what="train-1 ended or requeued")
+    assert job.status.value == "QUEUED" and job.attempt == 2 and job.max_attempts == 2, (
+        job.status, job.exit_code, job.message)  # (a preemption spends no attempt)
+    assert "the VM's GPUs failed their check after the job exited with code 1" in (job.message or ""), job.message
+    assert "lists 3 of the VM's 4 GPUs" in (job.message or ""), job.message
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 30, what="vm-a retired")
+
+
+def test_a_job_failing_on_a_sound_vm_stays_failed(scheduler, agents, tmp_path):
+    nvidia_smi, _ = fake_nvidia_smi(tmp_path, "4")
+    agent = agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
+    scheduler.submit("train-1", CUDA_FAILED, max_attempts=1)
+
+    job = scheduler.wait_status("train-1", "FAILED", "SUCCEEDED")
+    assert job.status.value == "FAILED" and job.exit_code == 1 and job.attempt == 1, (job.status, job.message)
+    assert "GPUs failed their check" not in (job.message or ""), job.message
+    assert not agent.said("taking no more jobs")
+
+
+def test_the_check_names_a_failing_or_silent_nvidia_smi(tmp_path):
+    nvidia_smi, state = fake_nvidia_smi(tmp_path, "fails")
+    said = GpuCheck(nvidia_smi, 4)()
+    assert said is not None and "failed (exit code 255)" in said and "Unable to determine the device handle" in said
+    state.write_text("hangs")
+    said = GpuCheck(nvidia_smi, 4, timeout_s=0.5)()
+    assert said is not None and "did not answer within 0.5 s" in said, said
+    state.write_text("8")
+    assert GpuCheck(nvidia_smi, 8)() is None
+
+
+def test_no_nvidia_smi_checks_nothing(tmp_path):
+    assert GpuCheck(str(tmp_path / "absent"), 4)() is None  # a VM without NVIDIA's driver: nothing to check
+    assert GpuCheck.of(None, True, 4).command is None  # local mode: only a command named is run
+    assert GpuCheck.of(None, False, 4).command == "nvidia-smi"
