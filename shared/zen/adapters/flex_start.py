@@ -204,7 +204,8 @@ class FlexStartMig(MigManager):
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> dict[str, str]:
         """Real instances are deleted; a pending one cancels its whole request (once per request). Each request
         on its own: Compute refuses to cancel one no longer queued (granted since the read: the MIG then lists
-        its VMs, which the next pass sees as any other), and that stops none of the others (the loop gave up at
+        its VMs, which the next pass sees as any other; or given up, FAILED: ``_became`` says which), and that
+        stops none of the others (the loop gave up at
         it, leaving later requests queued for a grant nobody wanted); such a request's pending VMs are returned,
         with why, as not deleted (counted deleted, the pass said it cancelled a request Compute had granted, its
         VMs booting, billed); any other failure is raised once everything was tried, naming what it left
@@ -224,14 +225,28 @@ class FlexStartMig(MigManager):
             except MigApiError as exc:
                 if isinstance(exc.__cause__, gexc.BadRequest):  # not queued any more: nothing to cancel
                     log.info("resize request %s of %s not cancelled: %s", request, self.name, exc)
+                    why = self._became(request)
                     kept.update({n: f"its flex-start resize request {request} was not cancelled: no longer queued "
-                                 f"(granted since it was read, its VMs are seen as any other): {exc}"
-                                 for n in names if request_of(n) == request})
+                                 f"({why}): {exc}" for n in names if request_of(n) == request})
                     continue
                 failed.append(exc)
                 left.update(n for n in names if request_of(n) == request)
         raise_first(failed, left | set(kept))
         return kept
+
+    def _became(self, request: str) -> str:
+        """What became of ``request`` since it was read queued, as Compute lists it now: granted (its VMs seen as any
+        other), or given up (FAILED: no VM was made; the next read reports it). Said "granted" whatever its state,
+        a request Compute had failed was told of as VMs booting, billed, that never were."""
+        try:
+            state = self._call(self._requests.get, resize_request=request).state
+        except MigApiError as exc:
+            return f"its state could not be read: {exc}"
+        if state == "SUCCEEDED":
+            return "granted since it was read, its VMs are seen as any other"
+        if state in _ENDED:
+            return f"{state} since it was read: no VM was made"
+        return f"{state or 'its state not given'} since it was read"
 
 
 _ADAPTS: type[MigPort] = FlexStartMig  # the type checker holds the adapter to its port
