@@ -67,12 +67,21 @@ def test_only_the_metadata_guard_runs_as_root(dry_run):
 def test_the_unit_is_hardened(dry_run):
     unit, _ = dry_run
     for key, value in {"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
-                       "PrivateTmp": "yes", "PrivateDevices": "yes", "ProtectKernelTunables": "yes",
+                       "PrivateTmp": "yes", "DevicePolicy": "closed", "ProtectKernelTunables": "yes",
                        "ProtectKernelModules": "yes", "ProtectControlGroups": "yes", "RestrictSUIDSGID": "yes"}.items():
         assert _values(unit, key) == [value], key
     # Two capabilities (its jobs' files, written as nobody; the files they hold open, deleted), no other it could gain.
     assert _values(unit, "AmbientCapabilities") == _values(unit, "CapabilityBoundingSet") == [
         "CAP_DAC_OVERRIDE CAP_SYS_PTRACE"]
+
+
+def test_the_gpus_check_can_open_nvidias_devices_and_no_other(dry_run):
+    """``nvidia-smi -L`` after a job's failure (zen.agent.gpucheck) opens /dev/nvidiactl and /dev/nvidia<N>: a private
+    /dev (PrivateDevices=yes) has none, nvidia-smi failed on every sound VM, and each job's own failure was taken for
+    the VM's GPUs failing (requeued, the VM retired, job after job). NVIDIA's devices, and only those, are allowed."""
+    unit, _ = dry_run
+    assert _values(unit, "PrivateDevices") in ([], ["no"]), _values(unit, "PrivateDevices")
+    assert _values(unit, "DevicePolicy") == ["closed"] and _values(unit, "DeviceAllow") == ["char-nvidia* rw"]
 
 
 def test_every_folder_the_agent_writes_is_writable_under_the_hardening_and_none_is_in_tmp(dry_run):

@@ -20,6 +20,9 @@ FAKE_NVIDIA_SMI = textwrap.dedent("""\
     state = pathlib.Path({state!r}).read_text().strip()
     if state == "hangs":
         time.sleep(60)
+    if state == "unreachable":
+        print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+        sys.exit(9)
     if state == "fails":
         print("Unable to determine the device handle for GPU0000:00:05.0: Unknown Error")
         sys.exit(255)
@@ -63,6 +66,19 @@ def test_a_job_failing_on_a_sound_vm_stays_failed(scheduler, agents, tmp_path):
     assert not agent.said("taking no more jobs")
 
 
+def test_a_job_failing_where_the_agent_cannot_reach_the_driver_stays_failed(scheduler, agents, tmp_path):
+    """nvidia-smi failing, listing no GPU, before any job ran (NVIDIA's devices out of the agent's reach: a private
+    /dev, a user without them): each job's own failure was the VM's GPUs failing, requeued and the VM retired."""
+    nvidia_smi, _ = fake_nvidia_smi(tmp_path, "unreachable")
+    agent = agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
+    scheduler.submit("train-1", CUDA_FAILED, max_attempts=1)
+
+    job = wait_for(lambda: (job := scheduler.job("train-1")) and (
+        job.status.value in ("FAILED", "SUCCEEDED") or job.attempt == 2) and job, 60, what="train-1 ended or requeued")
+    assert job.status.value == "FAILED" and job.exit_code == 1 and job.attempt == 1, (job.status, job.message)
+    assert not agent.said("taking no more jobs")
+
+
 def test_the_check_names_a_failing_or_silent_nvidia_smi(tmp_path):
     nvidia_smi, state = fake_nvidia_smi(tmp_path, "fails")
     said = GpuCheck(nvidia_smi, 4)()
@@ -72,6 +88,13 @@ def test_the_check_names_a_failing_or_silent_nvidia_smi(tmp_path):
     assert said is not None and "did not answer within 0.5 s" in said, said
     state.write_text("8")
     assert GpuCheck(nvidia_smi, 8)() is None
+
+
+def test_a_check_listing_no_gpu_as_the_agent_starts_checks_nothing_and_one_listing_fewer_stays(tmp_path):
+    nvidia_smi, state = fake_nvidia_smi(tmp_path, "unreachable")
+    assert GpuCheck(nvidia_smi, 4).at_start().command is None  # the driver out of the agent's reach
+    state.write_text("3")
+    assert GpuCheck(nvidia_smi, 4).at_start().command == nvidia_smi  # a GPU gone already: the first failure retires
 
 
 def test_no_nvidia_smi_checks_nothing(tmp_path):

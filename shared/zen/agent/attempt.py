@@ -63,7 +63,7 @@ class AttemptRunner:
         self._base_env = base_env
         self._read_secret = read_secret  # one secret version's payload (zen.adapters.secret_manager)
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
-        self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus)  # after a job's failure
+        self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus).at_start()  # after a job's failure
         self.jobs_run = 0
         self._lock = threading.Lock()  # jobs_run, from every attempt's thread
 

@@ -5,7 +5,8 @@ off the bus (NVIDIA Xid 79, 48, ...) fails every job it is given at once, each w
 attempt spent) and the VM retires, so it does not drain the queue job after job.
 
 Where no ``nvidia-smi`` is found (the local stack's stand-in VMs, a VM without NVIDIA's driver), nothing is checked;
-in local mode (``ZEN_AGENT_LOCAL=1``) only a command ``ZEN_AGENT_NVIDIA_SMI`` names is run.
+in local mode (``ZEN_AGENT_LOCAL=1``) only a command ``ZEN_AGENT_NVIDIA_SMI`` names is run. Nor where it lists no GPU
+as the agent starts (``GpuCheck.at_start``: the driver out of the agent's reach).
 The rules: docs/reference/agent.md, "a GPU that fails its check"."""
 
 from __future__ import annotations
@@ -36,28 +37,44 @@ class GpuCheck:
 
     def __call__(self) -> str | None:
         """Why the VM's GPUs fail their check (its output, or its silence), or None: sound, or not checkable here."""
+        return self._run()[0]
+
+    def at_start(self) -> "GpuCheck":
+        """This check, run once as the agent starts, before any job: one that answers listing no GPU at all (the
+        driver out of the agent's reach: its devices not given to it, as a private /dev did) would take every job's
+        own failure for its VM's, each requeued and its VM retired, job after job; it checks nothing from then on
+        (logged). One listing some GPUs, or silent, stays: a GPU already gone fails the first job, which retires
+        the VM."""
+        if self.command is not None and self.gpus > 0 and (run := self._run())[0] is not None and run[1] == 0:
+            log.error("the GPUs cannot be checked: the check lists none before any job ran; not checked after jobs",
+                      extra={"command": self.command, "reason": run[0]})
+            self.command = None
+        return self
+
+    def _run(self) -> tuple[str | None, int | None]:
+        """Why the check fails, or None; and how many GPUs it listed (None: it did not answer)."""
         if self.command is None or self.gpus <= 0:
-            return None
+            return None, None
         argv = [self.command, "-L"]
         try:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
         except OSError as exc:  # no nvidia-smi on this VM (or not runnable): nothing to check with
             log.warning("GPU check not run", extra={"command": self.command, "error": str(exc)})
-            return None
+            return None, None
         try:
             out, _ = process.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
             process.kill()  # not waited for: one stuck in the driver may never end
-            return f"`{' '.join(argv)}` did not answer within {self.timeout_s:g} s"
+            return f"`{' '.join(argv)}` did not answer within {self.timeout_s:g} s", None
         lines = [line.strip() for line in out.splitlines() if line.strip()]
         said = " | ".join(lines)[-SAID_CHARS:] or "(nothing)"
-        if process.returncode != 0:
-            return f"`{' '.join(argv)}` failed (exit code {process.returncode}): {said}"
         listed = sum(1 for line in lines if line.startswith("GPU "))
+        if process.returncode != 0:
+            return f"`{' '.join(argv)}` failed (exit code {process.returncode}): {said}", listed
         if listed < self.gpus:
-            return f"`{' '.join(argv)}` lists {listed} of the VM's {self.gpus} GPUs: {said}"
-        return None
+            return f"`{' '.join(argv)}` lists {listed} of the VM's {self.gpus} GPUs: {said}", listed
+        return None, listed
 
 
 def vm_fault(container: str | None, exit_code: int, tail: str, gpus: Callable[[], str | None]) -> str | None:

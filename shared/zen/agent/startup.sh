@@ -430,14 +430,17 @@ RuntimeDirectory=zen-agent
 Environment=ZEN_AGENT_FENCE_FILE=$FENCE_FILE
 # Hardening that leaves what the agent does working: the metadata server and Google's APIs (network,
 # untouched), docker (its socket, /run/docker.sock, may be connected to on a read-only /run; containers'
-# GPUs are docker's --gpus, the agent opens no device), its work disk (below), the disk-share
-# measurement (a walk of its own directories) and signals to its jobs' process groups (its own user's).
+# GPUs are docker's --gpus), its work disk (below), the disk-share measurement (a walk of its own
+# directories), signals to its jobs' process groups (its own user's) and the GPUs' check after a job's
+# failure (zen.agent.gpucheck: nvidia-smi opens NVIDIA's devices, the only ones it may open beside /dev/null
+# and the like; PrivateDevices=yes hid them, and every job's own failure read as the VM's GPUs failing).
 NoNewPrivileges=yes
 ProtectSystem=strict
 ReadWritePaths=$AGENT_HOME
 ProtectHome=yes
 PrivateTmp=yes
-PrivateDevices=yes
+DevicePolicy=closed
+DeviceAllow=char-nvidia* rw
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
 ProtectControlGroups=yes
