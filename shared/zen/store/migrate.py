@@ -21,11 +21,10 @@ LOCK_TIMEOUT_S = 5
 LOCK_TRIES = 5
 _LOCK_NOT_AVAILABLE = "55P03"
 
-# Files the project's history holds with other contents than today's, once applied by a deployed database (or a
-# local stack's): the checksum recorded then -> the SQL that brings such a database to what the file does now (""
-# where the earlier text left the same schema: its comments changed, or its statements' order). ``migrate`` runs it
-# once and records the file's checksum. Never add to it to edit an applied migration: add a new one
-# (migrations/checksums.txt holds each file's, which tests keep).
+# Files the project's history holds with other contents than today's, once applied by a deployed database:
+# the checksum recorded then -> the SQL that brings such a database to what the file does now ("" where only
+# its comments changed). ``migrate`` runs it once and records the file's checksum. Never add to it to edit an
+# applied migration: add a new one (migrations/checksums.txt holds each file's, which tests keep).
 REWRITTEN: dict[int, dict[str, str]] = {
     15: {"f6ab05f5a0983acc8f175419a6fe98c7bf5dd5b04536f68abbb31327cac11807": ""},
     31: {"7f79d92a83400b23d8a6488ce418a5e1a2457e9d69d42b1eb9bc8942a0091c0d": ""},
@@ -40,9 +39,6 @@ REWRITTEN: dict[int, dict[str, str]] = {
          "ALTER TABLE tick_clock ADD COLUMN probe_prev_nonce text; ALTER TABLE tick_clock ADD COLUMN probe_prev_sent_at"
          " timestamptz; GRANT UPDATE (probe_vouched_at, probe_prev_nonce, probe_prev_sent_at) ON tick_clock TO"
          " zen_ticker, zen_heartbeat"},
-    # 0063 first dropped each job list index before building its byte-order one (held every read of jobs meanwhile);
-    # never released, but a local stack migrated then has the same indexes under the same names
-    63: {"4d66b7b5fb07a379025b5117bc939726e2aea3d436ec5878190caa50a4dc97e5": ""},
 }
 
 _BOOKKEEPING = """
@@ -128,7 +124,7 @@ def _rewritten(session: Session, path: Path, version: int, name: str, recorded: 
         raise RuntimeError(f"migration {path.name} changed after it was applied (checksum {recorded[:12]} recorded, "
                            f"{checksum[:12]} now); add a new one")
     _apply(session, path, repair, version, name, checksum, pause_s, rewrite=True)
-    return [f"{path.name} (recorded with an earlier text: {'its SQL brought up to date' if repair else 'nothing to change'})"]
+    return [f"{path.name} (recorded with an earlier text: {'its SQL brought up to date' if repair else 'comments only'})"]
 
 
 @lru_cache(maxsize=4)

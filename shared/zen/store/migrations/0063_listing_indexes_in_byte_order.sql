@@ -3,15 +3,9 @@
 -- order. Under the database's collation (Cloud SQL's default en_US.UTF8 sorts "eval-1" before "Train-1", and
 -- "run_a" before "run-b": byte order, after), jobs of one submitted_at (tasks of two arrays submitted together)
 -- came out of a read in another order than the merge's: a job listed twice on a page, or again on the next.
--- Each new index is built before the old one goes: a build holds writes to jobs (reads go on, with the old
--- indexes); a DROP first would have held every read of jobs too until the last build (docs/how-to/deploy.md).
-CREATE INDEX jobs_recent_bytes ON jobs (submitted_at DESC, job_id COLLATE "C" DESC);
-CREATE INDEX jobs_owner_recent_bytes ON jobs (lower(user_id), submitted_at DESC, job_id COLLATE "C" DESC);
-CREATE INDEX jobs_queue_recent_bytes ON jobs (queue, submitted_at DESC, job_id COLLATE "C" DESC)
-    WHERE queue IS NOT NULL;
 DROP INDEX IF EXISTS jobs_recent;
+CREATE INDEX jobs_recent ON jobs (submitted_at DESC, job_id COLLATE "C" DESC);
 DROP INDEX IF EXISTS jobs_owner_recent;
+CREATE INDEX jobs_owner_recent ON jobs (lower(user_id), submitted_at DESC, job_id COLLATE "C" DESC);
 DROP INDEX IF EXISTS jobs_queue_recent;
-ALTER INDEX jobs_recent_bytes RENAME TO jobs_recent;
-ALTER INDEX jobs_owner_recent_bytes RENAME TO jobs_owner_recent;
-ALTER INDEX jobs_queue_recent_bytes RENAME TO jobs_queue_recent;
+CREATE INDEX jobs_queue_recent ON jobs (queue, submitted_at DESC, job_id COLLATE "C" DESC) WHERE queue IS NOT NULL;
