@@ -43,6 +43,9 @@ AGENT_TUNING = {
     "ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "0.5", "ZEN_AGENT_POLL_S": "0.1",
     "ZEN_AGENT_CLAIM_TIMEOUT_S": "5", "ZEN_AGENT_VM_HEARTBEAT_S": "5",
     "ZEN_AGENT_LOCAL": "1",  # plain processes: no docker here (an agent runs containers unless told)
+    # No GPU check (zen.agent.gpucheck) unless a test gives its own: with ZEN_AGENT_LOCAL=0 the agent would run this
+    # machine's own nvidia-smi, if any, and judge a test job's failure by this machine's GPUs.
+    "ZEN_AGENT_NVIDIA_SMI": "/nonexistent/nvidia-smi",
 }
 
 
