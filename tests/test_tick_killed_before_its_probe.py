@@ -16,8 +16,8 @@ from typing import Sequence
 import pytest
 
 from tests.messages import heartbeat, job_request
+from tests.test_tick_commit_lost_probe import _hear_probes, _job
 from zen.jobs.outgoing import OutgoingMessage
-from zen.store import repository
 from zen.store.db import Database
 
 
@@ -38,21 +38,6 @@ class _KilledAtProbe:
 
     def publish_soon(self, messages, done, *, linger_s: float = 0.0) -> None:
         done(self.publish(messages))
-
-
-def _job(zen, job_id="job-1"):
-    with zen.db.transaction() as session:
-        job = repository.get_job(session, job_id)
-    return job.status.value, job.attempt
-
-
-def _hear_probes(functions, publisher, seen: int) -> int:
-    """Deliver the probes published on zen-heartbeats since ``seen`` messages (the path is prompt)."""
-    messages = publisher.on("zen-heartbeats")
-    for message in messages[seen:]:
-        if json.loads(message.data).get("kind") == "probe":
-            functions.heartbeat(json.loads(message.data))
-    return len(messages)
 
 
 def test_a_tick_killed_at_its_probe_still_lets_the_sweep_find_a_dead_vm(
