@@ -1,10 +1,11 @@
-"""VMs whose agent reached its pull limit (RETIRED, issue 15): not supply for queued jobs, deleted once
+"""VMs whose agent retired them (RETIRED: a pull limit, issue 15, or a fault of the VM's own): not supply for queued jobs, deleted once
 they hold no job, with the reason; a claim from one is refused. First through the manager's
 recording fakes, then end to end (Compute stand-in, real Postgres, the heartbeat function)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from tests.messages import heartbeat, job_request
@@ -19,7 +20,10 @@ from zen.scaling.port import FleetFacts, MigInstance
 from zen.store import repository
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
-REASON = "reached its pull limit (2 jobs / 40 GPU-hours in 24 h)"
+FAULTS = ("or a fault of the VM's own (docker, its GPUs, its disk, a container left running; its agent's log says "
+          "which)")
+REASON = f"its agent retired it (it takes no more jobs): its pull limit (2 jobs / 40 GPU-hours in 24 h) reached, {FAULTS}"
+OWN = f"its agent retired it (it takes no more jobs): its pull limit (set on the VM) reached, {FAULTS}"
 
 
 def instance(name: str, action: str = "NONE") -> MigInstance:
@@ -74,7 +78,30 @@ def test_a_retired_vm_is_deleted_once_whether_the_plan_or_its_mig_deletes_it_alr
 def test_without_configured_limits_the_reason_says_the_limit_was_the_vms_own():
     m, _, _ = manager(Fixed(Plan()), instances=[instance("r")], states={"r": "RETIRED"},
                       max_jobs_per_vm_day=None)
-    assert [d.reason for d in m.run().decisions] == ["reached its pull limit (set on the VM)"]
+    assert [d.reason for d in m.run().decisions] == [OWN]
+
+
+def test_a_vm_retired_by_a_fault_is_not_said_to_have_reached_a_pull_limit():
+    """An agent retires its VM past a pull limit, or for a fault of the VM's own (a GPU check failed, docker could
+    not remove a container, its disk failed stagings: ``DailyPulls.retire``), and its RETIRED says no why. In a
+    cluster with no pull limit at all, the deletion said "reached its pull limit (set on the VM)": false for a VM
+    whose GPU check failed after its first job."""
+    m, _, _ = manager(Fixed(Plan()), instances=[instance("r")], states={"r": "RETIRED"}, max_jobs_per_vm_day=None)
+    [why] = [d.reason for d in m.run().decisions]
+    assert not why.startswith("reached its pull limit") and "or a fault of the VM's own" in why
+
+
+def test_a_drained_vm_whose_agent_then_retired_is_said_drained_not_at_a_pull_limit():
+    """A scale-down drained the VM (its claims refused ``draining``: its agent retires, RETIRED) and the delete
+    failed: the next pass deletes it again, saying so, not that it reached a pull limit."""
+    m, calls, fleet = manager(Fixed(Plan()), instances=[instance("d")], states={"d": "RETIRED"})
+    fleet._facts = replace(fleet._facts, drained=frozenset({"d"}))
+
+    report = m.run()
+
+    assert deletions(calls) == [("delete_instances", "us-central1", ["d"])]
+    assert [d.reason for d in report.decisions] == [
+        "drained for a scale-down but still in its MIG (the delete failed): deleted again"]
 
 
 def test_a_retired_vm_is_no_supply_the_planner_asks_for_another_vm_for_the_queued_job():
@@ -117,7 +144,7 @@ def test_a_retired_vm_refuses_claims_is_deleted_by_the_next_pass_and_its_work_go
     with zen.db.transaction() as session:
         decisions = session.run("recent_scaling_decisions", cluster=CLUSTER, limit=50)
     [deleted] = [d for d in decisions if d["action"] == "DELETE" and d["vm"] == vm.name]
-    assert deleted["reason"] == "reached its pull limit (set on the VM)"
+    assert deleted["reason"] == OWN
 
 
 def repository_job(zen, job_id: str):

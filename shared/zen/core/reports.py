@@ -28,7 +28,9 @@ class VmState(str, enum.Enum):
     IDLE = "IDLE"
     BUSY = "BUSY"
     STOPPING = "STOPPING"  # the VM is shutting down (preemption, deletion)
-    RETIRED = "RETIRED"  # a pull limit reached (zen.agent.limits), or told it is being scaled down: takes no more jobs, waits to be deleted
+    # A pull limit reached (zen.agent.limits), a fault of the VM's own (docker, its GPUs, its disk, a container left
+    # running: DailyPulls.retire), or told it is being scaled down: takes no more jobs, waits to be deleted (says no why)
+    RETIRED = "RETIRED"
 
 
 class ControlAction(str, enum.Enum):

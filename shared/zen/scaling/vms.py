@@ -90,7 +90,8 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
               silent_before: datetime | None = None) -> list[tuple[Vm, str]]:
     """The DELETING VMs that nobody else deletes, each with why: ``retired`` (its agent is RETIRED: it
     only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
-    every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through),
+    every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through; so even
+    once its agent, its claims refused, says RETIRED),
     or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``
     while its instance still runs: the VM did not go, and would be billed for ever); a ``HALTED`` one (the reason
     itself); and the BUSY ones whose agent still runs a job that ended before ``silent_before`` (the reason
@@ -104,8 +105,8 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
         if vm.job_id is not None or vm.name in planned or view is None or view[0].deleting:
             continue
         state = view[3]["state"] if view[3] is not None else None
-        if state == "RETIRED" or view[5]:
-            out.append((vm, "retired" if state == "RETIRED" else "drained"))
+        if state == "RETIRED" or view[5]:  # a drained VM's agent retires too (its claims refused): drained, by Zen
+            out.append((vm, "drained" if view[5] else "retired"))
         elif view[0].status in HALTED and view[0].current_action == "NONE":  # its agent was heard: it ran, no boot
             out.append((vm, f"its instance is {view[0].status} (stopped, suspended or under repair, not at Zen's asking) "
                             "and its MIG does nothing about it: no VM that runs jobs"))
@@ -122,9 +123,12 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
 
 def leftover_reasons(pull_limits: str, silence_s: float) -> dict[str, str]:
     """What a pass says of deleting a VM ``leftovers`` found, by its kind (another kind is its own reason):
-    ``pull_limits``, the cluster's pull limits as ``ClusterConfig.pull_limits_text`` says them."""
+    ``pull_limits``, the cluster's pull limits as ``ClusterConfig.pull_limits_text`` says them. A RETIRED agent
+    says no why: a pull limit, or a fault of its VM's own (docker, its GPUs, its disk, a container left running:
+    ``DailyPulls.retire``), so the reason names both, never one as a fact."""
     limits = "set on the VM" if pull_limits == "no limit" else pull_limits
-    return {"retired": f"reached its pull limit ({limits})",
+    return {"retired": f"its agent retired it (it takes no more jobs): its pull limit ({limits}) reached, or a fault "
+                       "of the VM's own (docker, its GPUs, its disk, a container left running; its agent's log says which)",
             "drained": "drained for a scale-down but still in its MIG (the delete failed): deleted again",
             "silent": f"its agent said it was shutting down, then nothing for {silence_s:g}s, and it still runs"}
 
