@@ -13,6 +13,7 @@ requeued" (``zen.core.notify.verb``: its notice kind stays PREEMPTED)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import Field, replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -29,6 +30,10 @@ Change = TypeVar("Change", bound=_Told)
 
 BRIEF_CHARS = 300  # of the agent's note, in the reason (the report's message keeps all of it)
 SAID = "gave the attempt back"  # what a VM did, in the reason, where its agent's note follows in brackets
+# What the agent's note says of the attempt's rerun, said after it by Zen (the rerun, or its end once free reruns are
+# spent): "(requeued)", "(requeued, no attempt spent)", "(requeued; VM ... takes no more jobs)" (its VM's retirement:
+# kept, as "; VM ... takes no more jobs").
+_REQUEUED = re.compile(r" \(requeued(?:, no attempt spent|; (?P<more>[^()]*))?\)")
 
 
 def shut_down(vm: str, message: str | None) -> bool:
@@ -46,12 +51,15 @@ def named(changes: list[Change], vm: str, message: str | None) -> list[Change]:
 
 def why(vm: str, message: str | None) -> str | None:
     """What ``vm`` did instead of being preempted, by its agent's PREEMPTED report's ``message``: "gave the attempt
-    back (<the agent's note>)"; None when the report says its VM shut down (it was preempted). A gang's node keeps it
-    (``GangNode.gave_back_why``): the attempt's end, decided on another node's later report, names it so too."""
+    back (<the agent's note>)", or the note itself where it tells the VM's own doing ("VM <vm> restarted (a host
+    event, a reboot) ...", "VM <vm> could not stage ..."), said of the VM once; None when the report says its VM shut
+    down (it was preempted). The note's word of its requeue goes: Zen says what came of it after. A gang's node keeps
+    it (``GangNode.gave_back_why``): the attempt's end, decided on another node's later report, names it so too."""
     if shut_down(vm, message):
         return None
-    brief = _first_line(message).removesuffix(" (requeued)").removesuffix(" (requeued, no attempt spent)")  # said after
-    return f"{SAID} ({brief[:BRIEF_CHARS]})"
+    brief = _REQUEUED.sub(lambda said: f"; {said['more']}" if said["more"] else "", _first_line(message))
+    own = brief.removeprefix(f"VM {vm} ")
+    return own[:BRIEF_CHARS] if own != brief else f"{SAID} ({brief[:BRIEF_CHARS]})"
 
 
 def told(reason: str | None) -> bool:
