@@ -56,14 +56,21 @@ def _output_sink(env, identity, local: bool):
     and the agent runs jobs without it: the final report still carries the output's tail."""
     from zen.adapters.cloud_logging import sink_from_env
 
-    try:
-        sink = sink_from_env(env, identity.project, cloud_by_default=not local,
-                             labels={**identity.log_fields(), "zone": identity.zone})
-    except Exception as exc:  # noqa: BLE001 - e.g. no credentials for Cloud Logging
-        log.error("job output sink unavailable; only the output's tail is reported", extra={"error": str(exc)})
-        return None
+    sink = _cloud_logging(sink_from_env, env, identity, local,
+                          "job output sink unavailable; only the output's tail is reported")
     log.info("job output sink", extra={"sink": type(sink).__name__ if sink else None})
     return sink
+
+
+def _cloud_logging(make, env, identity, local: bool, unavailable: str):
+    """What ``make`` (a ``zen.adapters.cloud_logging`` ``*_from_env``) gives for this VM, labelled with its identity
+    and zone; None when it gives none, or fails (logged as ``unavailable``: e.g. no credentials for Cloud Logging)."""
+    try:
+        return make(env, identity.project, cloud_by_default=not local,
+                    labels={**identity.log_fields(), "zone": identity.zone})
+    except Exception as exc:  # noqa: BLE001 - the agent runs jobs without it
+        log.error(unavailable, extra={"error": str(exc)})
+        return None
 
 
 def _ship_own_log(env, identity, local: bool) -> logging.Handler | None:
@@ -73,12 +80,7 @@ def _ship_own_log(env, identity, local: bool) -> logging.Handler | None:
     has them."""
     from zen.adapters.cloud_logging import own_log_from_env
 
-    try:
-        handler = own_log_from_env(env, identity.project, cloud_by_default=not local,
-                                   labels={**identity.log_fields(), "zone": identity.zone})
-    except Exception as exc:  # noqa: BLE001 - e.g. no credentials for Cloud Logging
-        log.error("the agent's own log is not shipped to Cloud Logging", extra={"error": str(exc)})
-        return None
+    handler = _cloud_logging(own_log_from_env, env, identity, local, "the agent's own log is not shipped to Cloud Logging")
     if handler is not None:
         handler.addFilter(_IdentityFields(identity.log_fields()))
         logging.getLogger("zen").addHandler(handler)
