@@ -78,6 +78,7 @@ def test_a_power_off_decided_at_the_start_is_asked_for_once(tmp_path):
     """By its timer when the agent has not asked for it by then, and not again when the agent does."""
     fence = tmp_path / "fence"
     off = leftover.PowerOffAtStart(str(fence), "a container left may run", within_s=0.01)
-    wait_for(fence.exists, 5, 0.01, what="the timer's power-off")
+    # The file exists once opened, before the reason is written: wait for the line, not the file.
+    wait_for(lambda: fence.exists() and fence.read_text().endswith("\n"), 5, 0.01, what="the timer's power-off")
     off.now()
     assert fence.read_text() == "a container left may run\n"
