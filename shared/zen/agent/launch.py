@@ -163,8 +163,7 @@ def _docker_kill(docker: str, container: str | None) -> str | None:
 def _fence_vm(path: str, reason: str) -> None:
     """Ask for the VM's power-off (``zen.agent.leftover.fence_vm``, which the agent's own fence uses)."""
     try:
-        with open(path, "a") as out:
-            out.write(reason + "\n")
+        _sibling("fencefile").add_reason(path, reason)
     except OSError as exc:
         sys.stderr.write(f"zen watchdog: {reason}; cannot ask for this VM's power-off ({path}): {exc}\n")
     else:

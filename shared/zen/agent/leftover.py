@@ -19,6 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from zen.agent.fencefile import add_reason
 from zen.agent.removal import may_run
 from zen.agent.shutdown import POWER_OFF_S
 from zen.core.reports import LEFT_RUNNING
@@ -83,8 +84,7 @@ def fence_vm(path: str, reason: str) -> None:
     empties) starts the startup script's root unit, ``zen-fence.service``, which powers the VM off at once (the
     MIG then recreates it). The supervisor does the same when the agent cannot (``launch.py``)."""
     try:
-        with open(path, "a") as out:
-            out.write(reason + "\n")
+        add_reason(path, reason)
     except OSError as exc:
         log.error("cannot ask for this VM's power-off", extra={"path": path, "reason": reason, "error": str(exc)})
         return
