@@ -80,6 +80,6 @@ def test_a_write_compute_refused_is_a_plain_failure_and_counts_toward_nothing(cl
     from zen.scaling.port import MigUnconfirmed
 
     standin, migs = cloud()
-    with pytest.raises(MigApiError) as refused:  # 400: a size over 1000
-        migs["us-central1"].resize(1001)
+    with pytest.raises(MigApiError) as refused:  # 400: a size over 2000, a regional MIG's limit
+        migs["us-central1"].resize(2001)
     assert not isinstance(refused.value, MigUnconfirmed) and migs["us-central1"].target_size() == 0

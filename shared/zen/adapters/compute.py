@@ -34,6 +34,8 @@ _R = TypeVar("_R")  # what a Compute call returns
 # A write of the MIG's not DONE holds its resizes this long at most (from when a resize first found it so): Compute
 # marks a write DONE within seconds, once its actions are scheduled; one that is not by then is stuck.
 IN_FLIGHT_HOLD_S = 120.0
+# Instances one deleteInstances call takes at most (Compute refuses a longer list whole; a regional MIG holds 2000).
+MAX_DELETE_PER_CALL = 1000
 _RETRIED = if_exception_type(gexc.InternalServerError, gexc.BadGateway, gexc.ServiceUnavailable, gexc.GatewayTimeout)
 
 _STOCKOUT_CODES = {
@@ -235,12 +237,14 @@ class MigManager:
         if not names:
             return None
         # Compute wants zones/Z/instances/N; a name the listing gave no zone for (an instance not created
-        # yet) goes in a call of its own, so that, should Compute refuse it, the others are deleted.
-        # A failure names what it left (``MigApiError.undeleted``): the other call's instances are going.
+        # yet) goes in a call of its own, so that, should Compute refuse it, the others are deleted. At most
+        # MAX_DELETE_PER_CALL a call: a longer list was refused whole, pass after pass, its VMs drained and billed.
+        # A failure names what it left (``MigApiError.undeleted``): the other calls' instances are going.
         failed: list[MigApiError] = []
         left: set[str] = set()
-        for batch in ([n for n in names if zones.get(n)], [n for n in names if not zones.get(n)]):
-            if batch:
+        for whole in ([n for n in names if zones.get(n)], [n for n in names if not zones.get(n)]):
+            for start in range(0, len(whole), MAX_DELETE_PER_CALL):
+                batch = whole[start:start + MAX_DELETE_PER_CALL]
                 request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
                     instances=[f"zones/{zones[n]}/instances/{n}" if zones.get(n) else n for n in batch],
                     skip_instances_on_validation_error=True)

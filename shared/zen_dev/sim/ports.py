@@ -219,7 +219,7 @@ class SimMigPort:
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         if not names:
             return
-        self._calls(2)
+        self._calls(2 * math.ceil(len(names) / 1000))  # as the adapter: a call per 1000 (MAX_DELETE_PER_CALL)
         mig, world = self._mig, self._world
         for name in names:
             vm = mig.vms.get(name)

@@ -11,6 +11,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 API_ROOT = "https://www.googleapis.com/compute/v1"
+MAX_MIG_SIZE = 2000  # a regional MIG "can contain up to 2000 instances" (regionInstanceGroupManagers.insert)
+MAX_DELETE_INSTANCES = 1000  # deleteInstances: "a maximum of 1000 instances with this method per request"
 
 
 class ApiError(Exception):

@@ -177,6 +177,9 @@ class ComputeApi:
                 refs = payload.get("instances") or []
                 if not isinstance(refs, list) or not all(isinstance(x, str) for x in refs):
                     raise r.invalid("Invalid value for field 'instances': must be a list of instance URLs or names.")
+                if len(refs) > r.MAX_DELETE_INSTANCES:  # refused whole, as Compute refuses it
+                    raise r.invalid(f"Invalid value for field 'instances': {len(refs)} instances. At most "
+                                    f"{r.MAX_DELETE_INSTANCES} can be deleted per request.")
                 skip = bool(payload.get("skipInstancesOnValidationError", False))
                 op = world.delete_instances(mig, refs, skip, query.get("requestId"))
                 return views.operation_resource(world, op)

@@ -397,8 +397,8 @@ class World:
             return self._requests[request_id]
         if size < 0:
             raise r.invalid(f"Invalid value for field 'size': '{size}'. Must be greater than or equal to 0.")
-        if size > 1000:
-            raise r.invalid(f"Invalid value for field 'size': '{size}'. Must be less than or equal to 1000.")
+        if size > r.MAX_MIG_SIZE:
+            raise r.invalid(f"Invalid value for field 'size': '{size}'. Must be less than or equal to {r.MAX_MIG_SIZE}.")
         op = self._operation(mig, "compute.instanceGroupManagers.resize", request_id)
         self._land(op, self._set_size, mig, size)
         return op
