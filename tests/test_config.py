@@ -128,3 +128,12 @@ def test_pull_limits_per_cluster_default_to_none_and_refuse_what_is_not_a_limit(
         path.write_text("clusters:\n" + cluster % fields)
         with pytest.raises(ConfigError, match=message):
             load_config(path)
+
+
+def test_a_regional_mig_larger_than_compute_allows_is_refused(tmp_path):
+    """A regional MIG holds 2000 VMs at most: a larger bound had every resize past it refused, pass after pass."""
+    path = tmp_path / "zen.yaml"
+    path.write_text("clusters:\n  - {name: a, gpu_type: t, gpu_count: 4, regions: [r], max_vms_per_region: 2001, "
+                    "max_vms: 2001}")
+    with pytest.raises(ConfigError, match="max_vms_per_region: Input should be less than or equal to 2000"):
+        load_config(path)

@@ -136,8 +136,9 @@ class ClusterConfig(Strict):
         "The VMs' machine type (terraform's too); in Zen's configuration, one Zen knows must hold gpu_count x "
         "gpu_type (zen.core.shapes)"))
     regions: list[str] = Field(min_length=1, description="Allowed regions, most preferred first")
-    max_vms_per_region: int = Field(ge=0, description=(
-        "Upper bound on each regional MIG: per region and provisioning model (one MIG each)"))
+    max_vms_per_region: int = Field(ge=0, le=2000, description=(
+        "Upper bound on each regional MIG: per region and provisioning model (one MIG each); at most 2000, what a "
+        "regional MIG holds (Compute refuses a larger size)"))
     max_vms: int = Field(ge=0, description="Upper bound on the cluster across regions")
     min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
     tags: list[str] = Field(default_factory=list, description="Execution groups of all its regions, e.g. [hipaa]")
