@@ -27,6 +27,8 @@ from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, 
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.leftover import PowerOffAtStart
 from zen.agent.ranlog import ran_since_boot
+from zen.agent.retired import RetiredMark
+from zen.agent.retired import path_for as retired_path
 from zen.agent.removal import ContainersLeft, may_run, remove_leftover_containers
 from zen.agent.settings import AgentSettings, with_deadlines, work_dir_of
 from zen.agent.slots import Slots, resolve_capacity
@@ -183,6 +185,7 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
     from zen.agent.transport import PubSubTransport, TransportError
 
     pulls = DailyPulls(limits, capacity.gpus)
+    pulls.remember_in(RetiredMark(retired_path(settings.work_dir, identity.vm)))  # an earlier agent's of this boot
     if left is not None and not local:
         pulls.retire(str(left))
     networks = None if local else ensure_networks(sandbox, settings.docker)  # the slots' job networks

@@ -1,6 +1,7 @@
 """Per-day pull limits of one agent (issue 15): after N jobs or G GPU-hours in a trailing 24 h, after
 ``MAX_DISK_FAULTS`` stagings in a row failed by its disk, or with a job's container docker could not
-remove, the agent takes no more jobs and its VM retires for good.
+remove, the agent takes no more jobs and its VM retires for good: an agent restarted on the same boot stays
+retired (``remember_in``, ``zen.agent.retired``).
 
 The rules (what counts, claims in flight, the window, counts in memory only, where each limit comes
 from): docs/reference/agent.md, "with a pull limit"; the disk: docs/reference/messages.md, staging.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal, overload
 
 from zen.agent.identity import template_attribute
+from zen.agent.retired import RetiredMark
 from zen.agent.settings import AgentSettings, parse_limit
 from zen.core.config import ClusterConfig, describe_pull_limits
 
@@ -51,6 +53,7 @@ class DailyPulls:
         self._claims: dict[object, None] = {}  # attempts whose claim waits for its answer
         self._reached: str | None = None
         self._disk_faults = 0  # attempts in a row whose staging this VM's disk failed
+        self._mark: RetiredMark | None = None  # where the retirement is kept for the boot's next agents
         # Attempt threads begin and end while the agent's loop asks whether a limit is reached.
         self._lock = threading.RLock()
 
@@ -81,14 +84,27 @@ class DailyPulls:
         with self._lock:
             self._disk_faults = 0 if disk_fault is None else self._disk_faults + 1
             if self._disk_faults >= MAX_DISK_FAULTS and self._reached is None:
-                self._reached = f"{self._disk_faults} attempts in a row could not stage: this VM's disk ({disk_fault})"
+                self._reach(f"{self._disk_faults} attempts in a row could not stage: this VM's disk ({disk_fault})")
 
     def retire(self, reason: str) -> None:
         """Take no more jobs, for good, for ``reason`` (e.g. a job's container docker could not remove:
         ``zen.agent.runner``); the first reason given stays."""
         with self._lock:
             if self._reached is None:
-                self._reached = reason
+                self._reach(reason)
+
+    def remember_in(self, mark: RetiredMark) -> None:
+        """Keep the retirement in ``mark`` too, and take an earlier agent's of this boot: retired from the start."""
+        earlier = mark.load()
+        with self._lock:
+            if earlier is not None and self._reached is None:
+                self._reached = f"an earlier agent retired this VM: {earlier}"
+            self._mark = mark
+
+    def _reach(self, reason: str) -> None:
+        self._reached = reason
+        if self._mark is not None:
+            self._mark.keep(reason)
 
     def record(self, ended_at: float, gpu_seconds: float) -> None:
         with self._lock:
@@ -126,9 +142,9 @@ class DailyPulls:
         if self._reached is None:
             limits, jobs, hours = self.limits, self.jobs(), self.gpu_hours()
             if limits.max_jobs is not None and jobs >= limits.max_jobs:
-                self._reached = f"{jobs} jobs in 24 h (limit {limits.max_jobs})"
+                self._reach(f"{jobs} jobs in 24 h (limit {limits.max_jobs})")
             elif limits.max_gpu_hours is not None and hours >= limits.max_gpu_hours:
-                self._reached = f"{hours:.2f} GPU-hours in 24 h (limit {limits.max_gpu_hours:g})"
+                self._reach(f"{hours:.2f} GPU-hours in 24 h (limit {limits.max_gpu_hours:g})")
         return self._reached
 
     def _forget_old(self) -> None:

@@ -33,7 +33,9 @@ class VmBeats:
         self._period_s = period_s
         self._log = log
         self._next = 0.0  # when the next is due (the clock's)
-        self.retired = False  # RETIRED from now on: the loop takes no more jobs (Agent._retire)
+        # RETIRED from now on: the loop takes no more jobs (Agent._retire); from the first word, never IDLE, when
+        # retired before the loop began (by an earlier agent of the boot: zen.agent.retired; a container left).
+        self.retired = pulls.exhausted() is not None
         self._lock = threading.Lock()  # from every attempt's thread
 
     def due(self) -> None:
