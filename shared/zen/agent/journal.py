@@ -9,7 +9,8 @@ Beside them, ``<attempt name>.running`` marks an attempt this VM runs whose fina
 (``running``, in container mode): the agent systemd restarts after its predecessor died reports each such attempt
 ended (``left_running``), once its container is known gone; one whose job had ended (its exit code and what its
 upload needs written in the mark: ``exited``, its lease kept there: ``renewed``) has its upload resumed instead
-(``zen.agent.resume``). Why, and the file format:
+(``zen.agent.resume``). Beside the directory, ``<VM name>.seq`` keeps the highest report ``seq`` drawn (``drew``),
+which the next agent draws above (``seq_floor``) even when the VM's clock was stepped back. Why, and the file format:
 docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
@@ -38,6 +39,7 @@ MAX_AGE_S = 86400.0  # a report older than this is dropped unsent (and an attemp
 RUNNING = ".running"  # an attempt's mark while it runs (``Journal.running``)
 ENDED = "ended"  # in a mark: how its job ended, once docker said (``Journal.exited``)
 NOT_FINAL = (AgentStatus.CLAIMED, AgentStatus.RUNNING)
+SEQ_FLOOR = ".seq"  # beside the VM's journal directory: the highest report seq its agents drew (``Journal.drew``)
 BOOT_ID = "/proc/sys/kernel/random/boot_id"  # in a mark: the boot it was written in (a reboot ends every container)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -73,6 +75,8 @@ class Journal:
         self._marks: dict[str, int] = {}  # attempt name -> the locked fd of its mark (``running``)
         self._records: dict[str, dict] = {}  # attempt name -> what its mark holds (``exited``, ``left_running``)
         self._marks_lock = threading.Lock()  # attempts run in threads of their own (several at once)
+        self._seq_path = self.dir.parent / f"{self.dir.name}{SEQ_FLOOR}"
+        self._seq_failed = False  # logged once until a write succeeds again (every report draws a seq)
 
     def _write(self, path: Path, record: dict) -> int:
         """``record`` written whole at ``path`` (a temp file renamed, both on the disk); returns its descriptor, locked
@@ -91,6 +95,33 @@ class Journal:
             os.close(fd)
             raise
         return fd
+
+    def seq_floor(self) -> int:
+        """The highest report ``seq`` an agent of this VM drew (``drew``): the next agent draws above it whatever its
+        clock says. 0 when none is known."""
+        try:
+            return int(self._seq_path.read_bytes().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def drew(self, seq: int) -> None:
+        """Keep ``seq``, the highest drawn, for the agent systemd restarts after this one: one fixed-width write in
+        place, which the agent's death cannot tear (not synced: a reboot may lose the last few). Best effort: a
+        failure is logged, and the next agent counts from its clock alone, as before."""
+        try:
+            self._seq_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._seq_path, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.pwrite(fd, f"{seq:020d}\n".encode(), 0)
+            finally:
+                os.close(fd)
+            self._seq_failed = False
+        except OSError as exc:
+            if self._seq_failed:
+                return
+            self._seq_failed = True
+            log.error("report seq not kept: a restarted agent whose clock went back may have its reports ignored",
+                      extra={**self.extra, "path": str(self._seq_path), "error": str(exc)})
 
     def keep(self, heartbeat: Heartbeat) -> Kept | None:
         """Write ``heartbeat`` (a final report about to be published) to the journal; None if it could

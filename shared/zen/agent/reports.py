@@ -26,7 +26,7 @@ from zen.core.lease import STOP_REPORT_S
 from zen.core.models import AgentStatus, Heartbeat, Message, VmState
 from zen.core.retries import OverLimit
 from zen.core.text import escape_unstorable
-from zen.core.vm_heartbeat import HeldAttempt, VmHeartbeat
+from zen.core.vm_heartbeat import SEQ_AHEAD_S, HeldAttempt, VmHeartbeat
 
 log = logging.getLogger("zen.agent.reports")
 MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
@@ -92,14 +92,21 @@ class Reporter:
         self._publish = publish
         self._wall_clock = wall_clock
         self._clock = clock  # the agent's, for AttemptReport.accepted_at
-        self._seq = 0
+        # Above the VM's earlier agents' (a clock stepped back since), unless past what Zen takes (``SEQ_AHEAD_S``: a
+        # clock that ran ahead then, whose reports Zen refused): counting above that kept every report refused.
+        floor = journal.seq_floor() if journal is not None else 0
+        self._seq = floor if floor <= (wall_clock() + SEQ_AHEAD_S) * 1000 else 0
         self._seq_lock = threading.Lock()  # attempts report from threads of their own (several at once)
         self._extra = identity.log_fields()
 
     def _next_seq(self) -> int:
-        """Epoch milliseconds, strictly increasing across every report and VM heartbeat of the process."""
+        """Epoch milliseconds, strictly increasing across every report and VM heartbeat of the process, and of the
+        VM's agents before it (kept in the journal: a clock stepped back between them would lower it, and Zen
+        would drop the new agent's reports as seen already)."""
         with self._seq_lock:
             self._seq = max(self._seq + 1, int(self._wall_clock() * 1000))
+            if self.journal is not None:
+                self.journal.drew(self._seq)
             return self._seq
 
     def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
