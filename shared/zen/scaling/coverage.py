@@ -1,5 +1,6 @@
-"""Whether a cluster's last pass already provides for one more queued job (``Coverage``), so a
-submission can skip a pass, and whether a VM that became usable calls for one (``racing``). Pure."""
+"""Whether a cluster's last pass already provides for one more queued job (``Coverage``, less the spares
+``Taken`` handed out since), so a submission can skip a pass, and whether a VM that became usable calls
+for one (``racing``). Pure."""
 
 from __future__ import annotations
 
@@ -76,3 +77,34 @@ class Coverage:
                     spares[region] -= 1
                     return True
         return self.saturated
+
+
+class Taken:
+    """The spare VMs each cluster's coverage handed out (when, to a job allowing which regions). An instance serves
+    several submissions at once (terraform: concurrency): one covered while a pass of its cluster was planning is
+    not in that pass's demand, read before it was queued, and the coverage the pass left offered its VM again, to a
+    job then given no pass and no VM until the next tick. ``since`` takes them from a new coverage once more. The
+    caller holds the lock that guards its coverages."""
+
+    def __init__(self) -> None:
+        self._taken: dict[str, list[tuple[datetime, tuple[str, ...] | None]]] = {}
+
+    def covers(self, cluster: str, coverage: Coverage, now: datetime, regions: Iterable[str] | None = None) -> bool:
+        """``coverage.covers``, remembering a spare it hands out (for ``COVERAGE_TRUST_S``: no coverage outlives it)."""
+        spare = coverage.spare
+        if not coverage.covers(now, COVERAGE_TRUST_S, regions):
+            return False
+        if coverage.spare < spare:
+            kept = [t for t in self._taken.get(cluster, ()) if (now - t[0]).total_seconds() <= COVERAGE_TRUST_S]
+            self._taken[cluster] = [*kept, (now, None if regions is None else tuple(regions))]
+        return True
+
+    def since(self, cluster: str, coverage: Coverage) -> Coverage:
+        """``coverage`` (a pass's, of ``cluster``) less the spares handed out at or after its snapshot: a job covered
+        at the very moment may be in its demand too, and is then counted twice (a pass more, never a job left out)."""
+        taken = [t for t in self._taken.pop(cluster, ()) if t[0] >= coverage.at]
+        for at, regions in taken:
+            coverage.covers(at, COVERAGE_TRUST_S, regions)
+        if taken:
+            self._taken[cluster] = taken
+        return coverage

@@ -23,7 +23,7 @@ from zen.core.quotas import Shortfall
 from zen.scaling.applied import ClusterReport, as_done, resize_failed
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.compute_pool import compute_pool
-from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
+from zen.scaling.coverage import Coverage, Taken, racing
 from zen.scaling.flexrun import ending
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigNotFound, MigPort, MigState, MigSummary, MigUnconfirmed
@@ -295,13 +295,14 @@ class ClusterOrchestrator:
         self._managers: dict[str, ClusterManager] = {}
         self._building = threading.Lock()
         self._coverage: dict[str, Coverage] = {}  # cluster -> what this instance's last pass saw
+        self._taken = Taken()  # the spares ``covered`` handed out since: a pass planning meanwhile does not know them
         self._coverage_lock = threading.Lock()
 
     def covered(self, cluster: str, regions: tuple[str, ...] | None = None) -> bool:
         """Is one more queued job of ``cluster`` allowing ``regions`` already provided for (``Coverage``)?"""
         with self._coverage_lock:
             coverage = self._coverage.get(cluster)
-            return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S, regions)
+            return coverage is not None and self._taken.covers(cluster, coverage, self._clock(), regions)
 
     def racing(self, cluster: str) -> bool:
         """Does a VM of ``cluster`` that became usable call for a pass now (``zen.scaling.coverage.racing``)? This
@@ -377,8 +378,8 @@ class ClusterOrchestrator:
         try:
             report = self.manager(cluster).run(states, read_at)
             if report.coverage is not None:
-                with self._coverage_lock:
-                    self._coverage[cluster] = report.coverage
+                with self._coverage_lock:  # less the spares handed out since its snapshot (``Taken``)
+                    self._coverage[cluster] = self._taken.since(cluster, report.coverage)
             return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
