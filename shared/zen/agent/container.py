@@ -211,18 +211,22 @@ def _docker(docker: str, *args: str) -> str | None:
 # What docker prints when it, not the job, failed a ``docker run`` before the job's command ran (``docker_lines``): its
 # daemon gone, its disk full, the GPUs' runtime broken or their libraries missing (127: "no such file"), the attempt's
 # container name taken (a container of it left on the VM), the image's pull cut short by the network or the registry
-# (``PULL_CUT``), and the registry's credential helper failing before the pull ("error getting credentials": the
-# ``docker-credential-gcloud`` that ``startup.sh`` sets up could not get the VM's token from the metadata server, or is
-# broken on the VM; the job's image plays no part in it). Each is this VM's or passing: it retires, and the attempt is
-# requeued (another VM, maybe another region, pulls it again; a preemption's budget bounds the reruns,
-# zen.core.lifecycle.FREE_PREEMPTIONS). An image that could not be pulled for good (not found, denied, a registry host
-# that does not resolve), a command not in it, and what fails on every VM of a template alike (an option of Zen's its
-# docker does not know, GPUs it cannot name) are the job's FAILED, with docker's line (``exit_note``): retiring VM
-# after VM would not mend them.
+# (``PULL_CUT``, ``PULL_STATUS``), and the registry's credential helper failing before the pull ("error getting
+# credentials": the ``docker-credential-gcloud`` that ``startup.sh`` sets up could not get the VM's token from the
+# metadata server, or is broken on the VM; the job's image plays no part in it). Each is this VM's or passing: it
+# retires, and the attempt is requeued (another VM, maybe another region, pulls it again; a preemption's budget bounds
+# the reruns, zen.core.lifecycle.FREE_PREEMPTIONS). An image that could not be pulled for good (not found, denied, a
+# registry host that does not resolve), a command not in it, and what fails on every VM of a template alike (an option
+# of Zen's its docker does not know, GPUs it cannot name) are the job's FAILED, with docker's line (``exit_note``):
+# retiring VM after VM would not mend them.
+# The registry's answer is in docker's words (``received unexpected HTTP status: 503 ...``) or, with the containerd
+# image store, containerd's (``unexpected status from HEAD request to URL: 503 ...``, ``failed to fetch oauth token:
+# unexpected status ...: 429 Too Many Requests``, no ``toomanyrequests`` on its line): ``PULL_STATUS`` reads either.
 PULL_CUT = ("toomanyrequests", "TLS handshake timeout", "i/o timeout", "connection reset by peer",
             "Client.Timeout exceeded", "request canceled while waiting for connection", "context deadline exceeded",
-            "Temporary failure in name resolution", "unexpected EOF", "received unexpected HTTP status: 5",
-            "filesystem layer verification failed")
+            "Temporary failure in name resolution", "server misbehaving", "network is unreachable", "unexpected EOF",
+            ": EOF", "filesystem layer verification failed")
+PULL_STATUS = re.compile(r"(?:unexpected status|HTTP status)[^\n]*?: (?:429|5\d\d)\b")
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
                "no space left on device", "could not select device driver", "nvidia-container-cli",
                "is already in use by container", "error getting credentials", *PULL_CUT)
@@ -256,7 +260,8 @@ def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None
         return None
     lost = (WAIT_LOST.search(line.strip()) for line in tail.splitlines()) if exit_code == 125 else iter(())
     return next((match.group(1)[:300] for match in lost if match), None) or next(
-        (line[:300] for line in docker_lines(exit_code, tail) if any(p in line for p in DOCKER_DOWN)), None)
+        (line[:300] for line in docker_lines(exit_code, tail)
+         if any(p in line for p in DOCKER_DOWN) or PULL_STATUS.search(line)), None)
 
 
 def fault_reason(fault: str) -> str:
