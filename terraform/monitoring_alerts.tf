@@ -51,6 +51,7 @@ locals {
         1. Dashboard: is the cluster stocked out (blocked regions, MIG errors)? At its VM limit (VMs per region by state all BUSY)? Is the tick running?
         2. `zen explain CLUSTER` (against the database) or the scaling decisions chart: HOLD says why demand is left unserved (limits, every region blocked).
         3. At the limit: raise `max_vms` / `max_vms_per_region` (configuration and terraform). VMs up but IDLE while jobs wait: their agents do not see the start messages (start subscription filter, agent logs).
+        4. `zen explain` says "no VM can take it": the cluster changed while the job waited (its regions, models or limits); it waits for ever, no VM asked for it: stop it and submit it again, or change the cluster back.
       EOT
     }
     outbox = {

@@ -176,9 +176,11 @@ def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan, quie
                  cluster=cluster, region=region, blocked=int(region in blocked))
     groups = snapshot.demand_groups()
     queued = sum(g.count for g in groups)
-    oldest = min((g.oldest for g in groups), default=None)
+    # The oldest QUEUED job, demand or not: one no pool serves any longer (its cluster changed) waits for ever.
+    every = [snapshot.oldest_queued] if snapshot.oldest_queued is not None else []
+    oldest = min([g.oldest for g in groups] + every, default=None)
     stocked_out = stocked_out_now(queued, len(blocked), len(snapshot.cluster.regions))
-    if not due(SCALING_CLUSTER, (cluster,), (queued, len(blocked), len(snapshot.cluster.regions)), queued > 0):
+    if not due(SCALING_CLUSTER, (cluster,), (queued, len(blocked), len(snapshot.cluster.regions)), oldest is not None):
         return
     emit(logger, SCALING_CLUSTER, "every region blocked while jobs wait" if stocked_out else "cluster queue",
          logging.WARNING if stocked_out else logging.INFO, cluster=cluster, queued_jobs=queued,

@@ -124,8 +124,8 @@ class FleetDb:
         claiming VM, busy, could no longer be), and the pass deleted the VM booting for the gang's next node."""
         with self._db.transaction() as session:
             read_snapshot(session)
-            demand = demand_groups(fleet.queued_demand(session, cluster, now, self._bound_s(cluster)),
-                                   self._clusters.get(cluster))
+            rows = fleet.queued_demand(session, cluster, now, self._bound_s(cluster))
+            demand = demand_groups(rows, self._clusters.get(cluster))
             held = fleet.held_vms(session, cluster)
             agents = fleet.agents(session, cluster)
             heard = next((a["heard_since"] for a in agents.values()), None) if agents else fleet.heard_since(
@@ -137,7 +137,8 @@ class FleetDb:
             failures = tuple((r["id"], r["pool"], failure_from_json(r["failure"]))
                              for r in fleet.kept_request_failures(session, cluster))
         return FleetFacts(demand, held, agents, memory, arrivals, drained=drained, last_pass_at=last_pass_at,
-                          heard_since=heard, failures=failures)
+                          heard_since=heard, failures=failures,
+                          oldest_queued=min((r["oldest"] for r in rows), default=None))  # demand or not
 
     def shared_load(self, cluster: str, now: datetime) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:

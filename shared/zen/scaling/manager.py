@@ -191,7 +191,8 @@ class ClusterManager:
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals, heard_since=facts.heard_since,
-                                   unread=frozenset(self._migs.keys() - seen.keys()), quota_room=self.quota_room)
+                                   unread=frozenset(self._migs.keys() - seen.keys()), quota_room=self.quota_room,
+                                   oldest_queued=facts.oldest_queued)
         self.quota_room = None  # that pass remembers it, with the VMs listed then (zen.scaling.quotas.left)
         return snapshot, zones
 

@@ -234,9 +234,9 @@ class ClusterSnapshot:
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
     unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
-    # Pool -> VMs a GPU quota leaves room for (fewer than its pools could ask), as this tick read; None: RegionMemory's.
-    quota_room: dict[str, int] | None = None
+    quota_room: dict[str, int] | None = None  # pool -> VMs a GPU quota leaves room for, as this tick read; None: memory's
     heard_since: datetime | None = None  # Zen heard its agents again after an outage of its own (FleetFacts)
+    oldest_queued: datetime | None = None  # the oldest QUEUED job's queued_at, in ``demand`` or not (FleetFacts)
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)

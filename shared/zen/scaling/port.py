@@ -172,6 +172,9 @@ class FleetFacts:
     # Failed flex-start requests a pass read and dropped unplanned, kept for the next pass (``zen.scaling.reported``):
     # (id, pool, failure), oldest first. The simulator's passes drop no read: none.
     failures: tuple[tuple[int, str, MigError], ...] = ()
+    # queued_at of the cluster's oldest QUEUED job, ``demand`` or not: a job no pool serves any longer (its
+    # cluster changed while it waited) is no demand, but still waits (``zen_oldest_queued``). None: none, or unknown.
+    oldest_queued: datetime | None = None
 
 
 class PassAsks(Protocol):
