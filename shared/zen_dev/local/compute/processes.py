@@ -4,6 +4,11 @@ The command is an argv list (never a shell). It runs in its own process group wi
 environment plus ``ZEN_VM_NAME``, ``ZEN_CLUSTER``, ``ZEN_REGION``, ``ZEN_ZONE``, ``ZEN_PROJECT`` and
 ``ZEN_MIG``; stdout and stderr are appended to ``<log_dir>/<vm>.log``. Stopping a VM sends SIGTERM
 to the group and SIGKILL after ``grace_s`` real seconds.
+
+Every start is a new boot of the VM (a MIG's recreated VM keeps its name): what its agent keeps on its disk for one
+boot, its retirement (``zen.agent.retired``), goes first. GCE's recreated VM has a new disk and a new boot id; a
+stand-in VM shares this machine's boot id and the work directory, and its agent took its predecessor's retirement
+for an earlier agent's of its boot: RETIRED from its first heartbeat, and deleted, where GCE's takes jobs.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from zen.agent.retired import path_for as retired_mark
+from zen.agent.settings import work_dir_of
 
 log = logging.getLogger("zen_dev.local.compute")
 
@@ -64,6 +72,10 @@ class VmProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{vm}.log"
         full_env = {**os.environ, **self.extra_env, **env}
+        try:  # a new boot: the retirement an agent of the VM's last boot kept is not this one's
+            retired_mark(work_dir_of(full_env), vm).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("VM %s: cannot clear its last boot's retirement: %s", vm, exc)
         with open(log_path, "ab") as out:
             out.write(f"=== zen compute stand-in: starting {vm} {note}===\n".encode())
             out.flush()
