@@ -37,3 +37,22 @@ def test_a_second_reason_keeps_the_first(tmp_path):
     assert open(path).read() == "first\nsecond\n"
     assert os.listdir(tmp_path) == ["fence"]  # nothing staged left beside it
 
+
+
+def test_reasons_given_at_once_are_all_kept(tmp_path):
+    """The agent and the job's supervisor may ask at the same moment: neither's reason is lost."""
+    for n in range(50):
+        path = str(tmp_path / f"fence-{n}")
+        go = threading.Barrier(4)
+
+        def ask(i: int) -> None:
+            go.wait()
+            (leftover.fence_vm if i % 2 else launch._fence_vm)(path, f"reason {i}")
+
+        askers = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+        for t in askers:
+            t.start()
+        for t in askers:
+            t.join()
+        assert sorted(open(path).read().splitlines()) == [f"reason {i}" for i in range(4)]
+        assert sorted(os.listdir(tmp_path)) == sorted(f"fence-{m}" for m in range(n + 1))  # nothing staged left

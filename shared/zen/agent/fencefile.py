@@ -8,20 +8,23 @@ import threading
 
 
 def add_reason(path: str, reason: str) -> None:
-    """Add ``reason`` as a line of ``path``, which appears whole: written under another name, then renamed. The root
-    unit starts as soon as the path exists and copies the file to the journal; a file still being written (opened,
-    its line not yet in) gave the journal nothing. Raises ``OSError``."""
+    """Add ``reason`` as a line of ``path``. The file appears whole: written under another name, then linked to
+    ``path`` (which fails if it exists); the root unit starts as soon as the path exists and copies the file to the
+    journal, and a file still being written (opened, its line not yet in) gave the journal nothing. A file that exists
+    already (another reason, the agent's or the supervisor's, maybe at the same moment) has the line appended: one
+    already whole, whose unit has started. Raises ``OSError``."""
+    line = reason + "\n"
     staged = f"{path}.{os.getpid()}.{threading.get_ident()}"
     try:
-        try:
-            with open(path) as earlier:
-                before = earlier.read()
-        except FileNotFoundError:
-            before = ""
         with open(staged, "w") as out:
-            out.write(before + reason + "\n")
-        os.replace(staged, path)
-    except OSError:
+            out.write(line)
+        try:
+            os.link(staged, path)
+            return
+        except FileExistsError:
+            pass
+    finally:
         with contextlib.suppress(OSError):
             os.unlink(staged)
-        raise
+    with open(path, "a") as out:
+        out.write(line)
