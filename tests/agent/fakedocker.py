@@ -13,6 +13,9 @@ as a real one does.
   container that does not exist.
 - ``slow_exit(seconds)``: a ``run`` CLI ends that long after its container was killed or removed.
 - ``kill NAME``: removes the container (with ``kill_keeps()``: ends it, and it stays, as docker's does); ``rm -f X...``: removes those named or with those ids.
+- ``pulls(lines, every_s, stalls)``: images are absent until pulled (``image inspect`` exits 1; without it every
+  image is held); ``pull`` (and ``run``, pulling first) prints a progress line every ``every_s``, then ends, or
+  with ``stalls`` goes silent for an hour (a registry that stops sending without closing).
 - ``image_declares_volume()``: every container run from now on gets an anonymous volume (an image's ``VOLUME``;
   ``volumes/<name>``, as ``add(..., volume=True)`` gives an earlier agent's); ``rm`` removes it only with ``-v``
   (``--volumes``), as docker does: without it the volume, and what the job wrote there, stays on the VM.
@@ -45,6 +48,31 @@ if (root / ("fail-" + args[0])).exists():
     sys.exit(1)
 if (root / ("hang-" + args[0])).exists():
     time.sleep(3600)
+pulls = json.loads((root / "pulls").read_text()) if (root / "pulls").exists() else None
+absent = pulls is not None and not (root / "pulled").exists()
+if args[:2] == ["image", "inspect"]:
+    if absent:
+        print("Error response from daemon: No such image: " + args[-1], file=sys.stderr)
+    sys.exit(1 if absent else 0)
+
+
+def pull(out):  # as docker's, on a terminal or not: a line per step, then silence (``stalls``) or done
+    for step in range(pulls["lines"]):
+        print(f"{{step}}: Downloading [{{'=' * step}}>] {{step}}MB", file=out, flush=True)
+        if step + 1 < pulls["lines"] or not pulls["stalls"]:
+            time.sleep(pulls["every_s"])
+    if pulls["stalls"]:
+        time.sleep(3600)
+    (root / "pulled").touch()
+
+
+if args[0] == "pull":
+    if pulls is not None:
+        pull(sys.stdout)
+    sys.exit(0)
+if args[0] == "run" and absent:  # docker run pulls the image first
+    print("Unable to find image '" + args[args.index("--") + 1] + "' locally", file=sys.stderr, flush=True)
+    pull(sys.stderr)
 if args[0] == "network":
     network = root / "networks" / args[-1]
     if args[1] == "inspect" and not network.exists():
@@ -180,6 +208,11 @@ class FakeDocker:
         if volume:
             (self.root / "volumes").mkdir(exist_ok=True)
             (self.root / "volumes" / name).write_text("written by the job")
+
+    def pulls(self, lines: int, every_s: float, stalls: bool = False) -> None:
+        """Images are absent (``image inspect`` exits 1) until a ``pull`` (or a ``run``'s own) brought them: it prints
+        ``lines`` progress lines ``every_s`` apart, then ends; ``stalls``: after them it waits, silent, for an hour."""
+        (self.root / "pulls").write_text(json.dumps({"lines": lines, "every_s": every_s, "stalls": stalls}))
 
     def image_declares_volume(self) -> None:
         """Every container run from now on gets an anonymous volume, as an image with a ``VOLUME`` gives it."""

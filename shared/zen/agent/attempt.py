@@ -1,5 +1,5 @@
 """One attempt's life on the VM once its claim is confirmed (``AttemptRunner``): stage its inputs
-(``zen.agent.staging``, in the background: ``zen.agent.transfer``), run it (``zen.agent.runner``),
+(``zen.agent.staging``, in the background: ``zen.agent.transfer``), pull its image (``zen.agent.imagepull``), run it (``zen.agent.runner``),
 supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence:
 ``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
 (``zen.agent.output``), upload its outputs and report how it ended; and the upload and report of an attempt whose
@@ -8,14 +8,13 @@ job ended under an agent that died (``resume``: ``zen.agent.resume``)."""
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping
 
 from zen.adapters.joblogs import Sink
-from zen.agent import fence, leftover, resume
+from zen.agent import fence, imagepull, leftover, resume
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox
@@ -37,7 +36,7 @@ from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
 from zen.core.lease import STOP_REPORT_S
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, OverLimit, StartMessage
-from zen.core.stops import made_at, moves, preempts
+from zen.core.stops import answer_within, made_at, moves, preempts
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
@@ -122,6 +121,14 @@ class AttemptRunner:
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
                        sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
                        secret_env=secrets)
+        pulled = None if self._local else imagepull.pull(spec, settings, self._identity.vm, self._clock, listen=lambda *a, **kw: self._listen(
+            attempt, *a, **kw), stopping=lambda: self._shutdown.stopping, fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT))
+        if isinstance(pulled, imagepull.PullCut):  # its image's pull ended the attempt (zen.agent.imagepull)
+            if pulled.retire is not None:  # it stalled: as for a pull the network cut short (zen.agent.container.PULL_CUT)
+                self._pulls.retire(pulled.retire)
+            self._end(attempt, output, None, pulled.status, pulled.note, data=data, over_limit=pulled.over_limit)
+            return None
+        spec = pulled or spec  # what is left of its max_runtime_s
         if (stop := self._controls.stop_waiting(key)) is not None:  # come while it read secrets, before its start
             self._end(attempt, output, None, AgentStatus.STOPPED, f"zen: stopped before it started ({stop})", data=data)
             return None
@@ -369,7 +376,7 @@ class AttemptRunner:
             return next_beat, None
         control, order = received
         control.ack()
-        within = _seconds(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
+        within = answer_within(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
         if within is not None:  # Zen ends the stopping job without our report then (counted from when it made the
             # STOP): the upload must end sooner; the latest-made STOP's holds while each one's moves (zen.core.stops)
             attempt.stopped(self._clock(), within, moves(control.attributes, order.reason),
@@ -389,11 +396,3 @@ class AttemptRunner:
         except Exception:  # noqa: BLE001 - output is worth less than the report that follows
             self._log.exception("job output not closed", extra={"job_id": output.job_id, "attempt": output.attempt})
 
-
-def _seconds(text: str | None) -> float | None:
-    """A STOP's ``answer_within_s`` (Zen sets it; an order without it leaves the attempt unbounded)."""
-    try:
-        value = float(text) if text is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) and value >= 0 else None

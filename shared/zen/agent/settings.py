@@ -19,6 +19,7 @@ from zen.core import lease
 from zen.core.config import Deadlines
 from zen.core.errors import ConfigError
 
+PULL_STALL_S = 300.0  # kubelet's image-pull-progress-deadline was 60 s: a registry's slow minutes are not a stall
 MAX_LINE_BYTES = 200 * 1024  # an output line is one Cloud Logging entry (256 KB at most, labels included)
 MAX_TAIL_BYTES = 7000  # Heartbeat.message holds 8192 characters; leave room for a one-line preface
 
@@ -64,6 +65,8 @@ class AgentSettings:
     fence_file: str | None = None
     # The GPUs' check after a job's failure (zen.agent.gpucheck); None: ``nvidia-smi``, and none in local mode.
     nvidia_smi: str | None = None
+    # A job's image pull with no progress for this long is cancelled, the attempt requeued (zen.agent.imagepull).
+    pull_stall_s: float = PULL_STALL_S
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -128,6 +131,7 @@ class AgentSettings:
             tasks_per_job=parse_limit("ZEN_AGENT_TASKS_PER_JOB", env.get("ZEN_AGENT_TASKS_PER_JOB", ""), integer=True),
             fence_file=env.get("ZEN_AGENT_FENCE_FILE") or None,
             nvidia_smi=env.get("ZEN_AGENT_NVIDIA_SMI") or None,
+            pull_stall_s=number("ZEN_AGENT_PULL_STALL_S", cls.pull_stall_s),
         )
 
 

@@ -5,6 +5,7 @@ later, so the agent makes ZEN_PREEMPTION_NOTICE appear: time to checkpoint); a u
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Mapping
 
@@ -52,3 +53,12 @@ def made_at(attributes: Mapping[str, str]) -> datetime | None:
     except ValueError:
         return None
     return made.replace(tzinfo=timezone.utc) if made.tzinfo is None else made
+
+
+def answer_within(text: str | None) -> float | None:
+    """A STOP's ``answer_within_s`` (Zen sets it; an order without it leaves the attempt unbounded)."""
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None

@@ -1,0 +1,146 @@
+"""A job's image pulled before its ``docker run``, when the VM does not hold it (``pull``), under a progress bound:
+a pull whose docker shows no progress for ``AgentSettings.pull_stall_s`` (a registry or a network that stops sending
+without closing: docker would wait for hours, the attempt RUNNING, the VM billed) is killed, and the attempt is
+requeued unspent as for a pull the network cut short (``zen.agent.container.PULL_CUT``): the VM's or passing, it
+retires. The attempt heartbeats RUNNING meanwhile, saying it pulls; a STOP, the VM's shutdown, the fence and
+``max_runtime_s`` (the pull's time counts, as in ``docker run``) cut it.
+
+Progress is docker's output on a terminal (``docker pull`` writes its progress bars only to one: off a terminal it is
+silent while a large layer downloads): any byte is progress. A pull that fails otherwise is left to the job's
+``docker run``, which pulls again and says why (``zen.agent.container.docker_fault``, ``exit_note``).
+Why: docs/reference/agent.md#a-jobs-container
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import pty
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from zen.agent.runner import JobSpec
+from zen.agent.settings import AgentSettings
+from zen.agent.transfer import Listen
+from zen.core.models import AgentStatus, ControlAction, OverLimit
+
+log = logging.getLogger("zen.agent.attempt")  # the attempt's logger: its lines are the attempt's
+INSPECT_TIMEOUT_S = 30.0  # ``docker image inspect``: past it, the job's ``docker run`` pulls as it would
+LAST_CHARS = 120  # of docker's last line, in the RUNNING heartbeat's message
+WHAT = "pulling the job's image"
+
+
+@dataclass(frozen=True)
+class PullCut:
+    """How a pull ended the attempt before its command ran: its status, note, limit, and why the VM retires."""
+
+    status: AgentStatus
+    note: str
+    over_limit: OverLimit | None = None
+    retire: str | None = None
+
+
+def held(image: str, docker: str) -> bool:
+    """Whether the VM holds ``image`` (True too when docker cannot say: the job's ``docker run`` pulls it then)."""
+    try:
+        done = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", "--", image], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=INSPECT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("docker image inspect failed", extra={"image": image, "error": str(exc)})
+        return True
+    return done.returncode == 0
+
+
+class Pull:
+    """``docker pull -- IMAGE`` on a pseudo-terminal, in a process group of its own; a thread reads its output."""
+
+    def __init__(self, image: str, docker: str):
+        self.image = image
+        self.began = self.heard = time.monotonic()
+        self.last = ""
+        ours, theirs = pty.openpty()
+        try:
+            self.process = subprocess.Popen([docker, "pull", "--", image], stdin=subprocess.DEVNULL, stdout=theirs,
+                                            stderr=theirs, start_new_session=True)
+        except BaseException:
+            os.close(ours)
+            raise
+        finally:
+            os.close(theirs)
+        self._fd = ours
+        threading.Thread(target=self._read, name="zen-image-pull", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            while chunk := os.read(self._fd, 65536):
+                self.heard = time.monotonic()
+                lines = [line.strip() for line in chunk.decode(errors="replace").replace("\r", "\n").split("\n")]
+                self.last = next((line for line in reversed(lines) if line), self.last)
+        except OSError:  # EIO: docker ended, the terminal closed
+            pass
+        finally:
+            os.close(self._fd)
+
+    def silent_s(self) -> float:
+        return time.monotonic() - self.heard
+
+    def describe(self) -> str:
+        return (f"{time.monotonic() - self.began:.0f} s, last progress {self.silent_s():.0f} s ago"
+                + (f" ({self.last[-LAST_CHARS:]})" if self.last else ""))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.process.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            log.error("docker pull not ended after SIGKILL", extra={"image": self.image})
+
+
+def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], float], *, listen: Listen,
+         stopping: Callable[[], bool], fenced: Callable[[], str | None]) -> JobSpec | PullCut | None:
+    """Pull ``spec``'s image unless the VM holds it (or it has none), heartbeating the attempt through ``listen``.
+    ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or failed: the job's
+    ``docker run`` then says why); None: nothing pulled. Else how the attempt ends: its pull stalled (PREEMPTED, the
+    VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s`` (FAILED)."""
+    image, limit_s = spec.image, spec.max_runtime_s
+    if not image or held(image, settings.docker):
+        return None
+    try:
+        pulling = Pull(image, settings.docker)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        log.warning("could not start docker pull", extra={"image": image, "error": str(exc)})
+        return None
+    next_beat, limit_at = clock(), pulling.began + (limit_s if limit_s is not None else math.inf)
+    try:
+        while pulling.process.poll() is None:
+            if stopping():
+                return PullCut(AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {WHAT}")
+            if (note := fenced()) is not None:
+                return PullCut(AgentStatus.PREEMPTED, note)
+            if time.monotonic() >= limit_at:  # its command never ran: not "killed"
+                return PullCut(AgentStatus.FAILED, f"zen: {WHAT} exceeded max_runtime_s={limit_s:g} (its command never "
+                                                   f"ran; {pulling.describe()})", "max_runtime_s")
+            if pulling.silent_s() >= settings.pull_stall_s:
+                why = (f"docker's pull of the job's image {image} made no progress for {settings.pull_stall_s:g} s (the "
+                       f"registry or the VM's network stopped sending): cancelled after {pulling.describe()}")
+                return PullCut(AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {vm} takes no more jobs)", retire=why)
+            next_beat, order = listen(next_beat, message=f"zen: {WHAT} {image}: {pulling.describe()}")
+            if order is not None and order.action is ControlAction.STOP:
+                return PullCut(AgentStatus.STOPPED, f"zen: stopped while {WHAT} ({order.reason or 'stop requested'})")
+        if limit_s is None:
+            return spec
+        if (left := limit_at - time.monotonic()) <= 0:  # done just past it, between two looks
+            return PullCut(AgentStatus.FAILED, f"zen: {WHAT} exceeded max_runtime_s={limit_s:g} (its command never "
+                                               f"ran; {pulling.describe()})", "max_runtime_s")
+        return replace(spec, max_runtime_s=left)
+    finally:
+        pulling.stop()
