@@ -1,7 +1,7 @@
 """One attempt's life on the VM once its claim is confirmed (``AttemptRunner``): stage its inputs
-(``zen.agent.staging``, in the background: ``zen.agent.transfer``), pull its image (``zen.agent.imagepull``), run it (``zen.agent.runner``),
-supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence:
-``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
+(``zen.agent.staging``, in the background: ``zen.agent.transfer``), pull its image (``zen.agent.imagepull``),
+run it (``zen.agent.runner``), supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's
+shutdown, the fence: ``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
 (``zen.agent.output``), upload its outputs and report how it ended; and the upload and report of an attempt whose
 job ended under an agent that died (``resume``: ``zen.agent.resume``)."""
 
@@ -121,8 +121,10 @@ class AttemptRunner:
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
                        sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
                        secret_env=secrets)
-        pulled = None if self._local else imagepull.pull(spec, settings, self._identity.vm, self._clock, listen=lambda *a, **kw: self._listen(
-            attempt, *a, **kw), stopping=lambda: self._shutdown.stopping, fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT))
+        pulled = None if self._local else imagepull.pull(
+            spec, settings, self._identity.vm, self._clock, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
+            stopping=lambda: self._shutdown.stopping,
+            fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT))
         if isinstance(pulled, imagepull.PullCut):  # its image's pull ended the attempt (zen.agent.imagepull)
             if pulled.retire is not None:  # it stalled: as for a pull the network cut short (zen.agent.container.PULL_CUT)
                 self._pulls.retire(pulled.retire)
