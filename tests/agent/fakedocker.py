@@ -7,6 +7,7 @@ as a real one does.
   at once and leaves its container running (as if it had died while the container ran on). With
   ``ends(code, stderr, oom_killed)``, the container ends at once: the CLI writes ``stderr`` and exits ``code``,
   and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it);
+  ``only``: that container alone ends so, the others run as without ``ends``;
   ``writes``: files the job writes in its ``ZEN_OUTPUT_DIR`` (mounted at the same path) before it ends.
 - ``inspect --format {{.State.OOMKilled}} NAME`` (or its id): ``true`` for a container ``ends(..., oom_killed=True)`` ended,
   else ``false``; ``{{.State.Running}}``: ``false`` for a container ``ends`` ended, else ``true``; exits 1 for a
@@ -88,8 +89,8 @@ if args[0] == "run":
     if (root / "image-volume").exists():
         (root / "volumes").mkdir(exist_ok=True)
         (root / "volumes" / name).write_text("written by the job")
-    if (root / "ends").exists():
-        end = json.loads((root / "ends").read_text())
+    end = json.loads((root / "ends").read_text()) if (root / "ends").exists() else None
+    if end and end.get("only") in (None, name):
         (root / ("oom-" + name)).write_text("true" if end["oom_killed"] else "false")
         outputs = next((a.split("=", 1)[1] for a in args if a.startswith("ZEN_OUTPUT_DIR=")), None)
         for file, text in end.get("writes", {{}}).items() if outputs else ():
@@ -192,12 +193,13 @@ class FakeDocker:
     def leaves(self) -> None:
         (self.root / "leaves").touch()
 
-    def ends(self, code: int, stderr: str = "", oom_killed: bool = False, writes: dict[str, str] | None = None) -> None:
+    def ends(self, code: int, stderr: str = "", oom_killed: bool = False, writes: dict[str, str] | None = None,
+             only: str | None = None) -> None:
         """Every container run from now on ends at once: the CLI writes ``stderr`` and exits ``code``; ``oom_killed``:
         the kernel killed it for want of memory (docker's ``State.OOMKilled``); ``writes``: the files (name: text) it
-        wrote in its ``ZEN_OUTPUT_DIR`` first."""
+        wrote in its ``ZEN_OUTPUT_DIR`` first; ``only``: the container of that name alone (the others run on)."""
         (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed,
-                                                    "writes": writes or {}}))
+                                                    "writes": writes or {}, "only": only}))
 
     def add(self, name: str, container_id: str, volume: bool = False, exited: bool = False) -> None:
         """A container some earlier agent started; ``volume``: with an anonymous volume (its image's ``VOLUME``);

@@ -17,7 +17,7 @@ from zen.adapters.joblogs import Sink
 from zen.agent import fence, imagepull, leftover, resume
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
-from zen.agent.container import Sandbox
+from zen.agent.container import Sandbox, lost_while_running
 from zen.agent.diskquota import DiskWatch
 from zen.agent.gpucheck import GpuCheck, vm_fault
 from zen.agent.identity import Identity
@@ -54,13 +54,11 @@ class AttemptRunner:
                  local: bool, sink: Sink | None, base_env: Mapping[str, str] | None,
                  read_secret: Callable[[str], bytes], disk: DiskWatch | None = None) -> None:
         self._identity, self._settings, self._reporter, self._controls = identity, settings, reporter, controls
-        self._vm_beats = vm_beats
-        self._slots, self._pulls, self._cache = slots, pulls, cache
+        self._vm_beats, self._slots, self._pulls, self._cache = vm_beats, slots, pulls, cache
         self._sandbox = sandbox  # how containers are confined (zen.agent.container)
         self._shutdown, self._clock, self._log, self._local = shutdown, clock, log, local
         self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
-        self._base_env = base_env
-        self._read_secret = read_secret  # one secret version's payload (zen.adapters.secret_manager)
+        self._base_env, self._read_secret = base_env, read_secret  # (a secret version's payload: adapters.secret_manager)
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
         self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus).at_start()  # after a job's failure
         self.jobs_run = 0
@@ -179,14 +177,16 @@ class AttemptRunner:
         if spent and checkpoint is not None:
             checkpoint.stop_periodic(0.0)
         fenced = final is AgentStatus.PREEMPTED and (fence.fence_left(attempt, settings, self._clock()) <= 0 or job.fenced())  # or its supervisor
+        retire = leftover.retirer(self._pulls, self._vm_beats, key, settings, job.launch.container, self._shutdown, self._slots)
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
-                                     self._clock, lambda: self._shutdown.stopping, leftover.retirer(
-                                         self._pulls, self._vm_beats, key, settings, job.launch.container, self._shutdown, self._slots),
-                                     stopped=final is AgentStatus.STOPPED, lost=fenced, lease_out=lambda: fence.fence_left(attempt, settings, self._clock()) <= 0)
+                                     self._clock, lambda: self._shutdown.stopping, retire, stopped=final is AgentStatus.STOPPED,
+                                     lost=fenced, lease_out=lambda: fence.fence_left(attempt, settings, self._clock()) <= 0)
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
                   data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report, exited=exited,
                   over_limit="disk" if spent else "max_runtime_s" if timed_out else None)  # not retried
+        leftover.after_report(job, key, retire, lambda: self._shutdown.stopping, reported=report, lost=fenced, unknown=final is
+                              AgentStatus.PREEMPTED and lost_while_running(job.launch.container, outcome.exit_code, outcome.tail))
         return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,

@@ -264,6 +264,12 @@ def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None
          if any(p in line for p in DOCKER_DOWN) or PULL_STATUS.search(line)), None)
 
 
+def lost_while_running(container: str | None, exit_code: int, tail: str) -> bool:
+    """Whether docker lost ``container`` while its job ran (``WAIT_LOST``): the job's end is unknown, and the container
+    may run on (containerd's shim keeps it through the daemon's crash), the job with it."""
+    return (docker_fault(container, exit_code, tail) or "").startswith(LOST_WHILE_RUNNING)
+
+
 def fault_reason(fault: str) -> str:
     """Why the VM retires, ``fault`` being ``docker_fault``'s line."""
     if fault.startswith(LOST_WHILE_RUNNING):

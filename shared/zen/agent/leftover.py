@@ -8,8 +8,9 @@ its slot is never another job's, and it takes no other): Zen reruns a fenced att
 report, and a stopped one once its VM is silent, maybe here in another slot, beside the container; and Zen deletes
 the retired VM, the container with it, instead of billing it while it waits. Past ``WAIT_S`` a job that ended on
 its own, or a fenced one, is reported, with a note saying its container is left, and the VM retires (if not yet);
-one the agent stopped is not reported at all (:func:`hold`). Not while the VM shuts down: it is going,
-and the container with it.
+one the agent stopped is not reported at all (:func:`hold`). One whose end docker lost (its daemon failed under the
+job, which may run on) is reported PREEMPTED so too, and the VM is then powered off (:func:`after_report`). Not while
+the VM shuts down: it is going, and the container with it.
 """
 
 from __future__ import annotations
@@ -50,9 +51,13 @@ def left_reason(key: tuple[str, int]) -> str:
     return f"the container of {key[0]} attempt {key[1]} could not be removed"
 
 
+class Retire(Protocol):
+    def __call__(self, fenced: bool, why: str | None = None) -> None: ...
+
+
 def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], settings: AgentSettings | None = None,
             container: str | None = None, shutdown: Shutdown | None = None,
-            slots: Slots | None = None) -> Callable[[bool], None]:
+            slots: Slots | None = None) -> Retire:
     """What :func:`hold` retires the VM by (no more jobs, RETIRED said now: the loop may be the attempt's own thread,
     with one slot); ``retire(True)``, for an attempt the fence stopped, powers the VM off too (:func:`fence_vm`)
     while its ``container`` may still run (docker cannot say it does not: one it killed but cannot remove runs no
@@ -60,14 +65,14 @@ def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], settings
     other attempts in its ``slots`` (running, or claimed) shuts down first (``Shutdown.power_off``): each is reported
     PREEMPTED, requeued at once without spending an attempt, and the loop powers the VM off then (``zen.agent.agent``);
     powered off at once, they went silent, and Zen ran them again only once the sweep took them for lost, each
-    spending an attempt."""
+    spending an attempt. ``why``: the power-off's line (by default, a fenced attempt's)."""
     fence_file, docker = (settings.fence_file, settings.docker) if settings is not None else (None, "docker")
 
-    def retire(fenced: bool) -> None:
+    def retire(fenced: bool, why: str | None = None) -> None:
         pulls.retire(left_reason(key))
         if fenced and fence_file and (container is None or may_run(container, docker)):
-            why = (f"the container of {key[0]} attempt {key[1]}, whose lease ran out, may still run (docker could not "
-                   "remove it, nor say it stopped): Zen runs the job again elsewhere")
+            why = why or (f"the container of {key[0]} attempt {key[1]}, whose lease ran out, may still run (docker "
+                          "could not remove it, nor say it stopped): Zen runs the job again elsewhere")
             if shutdown is not None and slots is not None and (
                     slots.claiming() or any(held != key for held in slots.held())):
                 shutdown.power_off(f"powered off: {left_reason(key)}", why)
@@ -76,6 +81,22 @@ def retirer(pulls: DailyPulls, vm_beats: VmBeats, key: tuple[str, int], settings
         vm_beats.retire()
         vm_beats.beat(force=True)
     return retire
+
+
+def after_report(job: Removable, key: tuple[str, int], retire: Retire, stopping: Callable[[], bool], *,
+                 unknown: bool, reported: bool, lost: bool) -> None:
+    """Once the final report of an attempt whose end is ``unknown`` (docker lost its container while the job ran:
+    ``zen.agent.container.lost_while_running``) went past ``WAIT_S`` (``reported``) with its container left: power the
+    VM off (``retire(True)``: when docker cannot say the container stopped; other attempts here reported PREEMPTED
+    first), as the job may run on in it. Zen requeues the attempt at once and may start it on another VM; left on,
+    retired, this VM lived until Zen's next scaling pass deleted it, the job running twice meanwhile. After the
+    report, not before: powered off first, the attempt went silent, and Zen ran the job again only once the sweep
+    took it for lost, spending an attempt. Not for a ``lost`` one (fenced: powered off before its wait, ``hold``),
+    a job that ended on its own (its exit code known: its container runs no more), nor while the VM shuts down."""
+    if unknown and reported and not lost and job.container_gone is False and not stopping():
+        retire(True, f"the container of {key[0]} attempt {key[1]}, whose job's end docker lost (its daemon failed "
+                     "while the job ran), may still run (docker could not remove it, nor say it stopped): Zen runs "
+                     "the job again elsewhere")
 
 
 def fence_vm(path: str, reason: str) -> None:
