@@ -20,10 +20,12 @@ from tests.waiting import wait_for
 from zen.agent.identity import MetadataServer
 from zen_dev.local.compute import ComputeStandIn, ManualClock
 
-# A VM that ignores SIGTERM (an agent busy saving a checkpoint): only SIGKILL ends it.
+# A VM that ignores SIGTERM (an agent busy saving a checkpoint): only SIGKILL ends it. ``<vm>.ready`` once its handler
+# is in place: a SIGTERM before (its interpreter still starting, on a loaded machine) would end it at once.
 STUBBORN = textwrap.dedent("""
     import os, signal, sys, time
     signal.signal(signal.SIGTERM, lambda *_: open(sys.argv[1] + "/" + os.environ["ZEN_VM_NAME"], "w").write("term"))
+    open(sys.argv[1] + "/" + os.environ["ZEN_VM_NAME"] + ".ready", "w").close()
     time.sleep(300)
 """)
 
@@ -43,6 +45,7 @@ def test_a_preemption_turns_instance_preempted_true_and_answers_the_long_poll(cl
     (inst,) = cloud.instances()
     metadata = MetadataServer(f"{cloud.standin.endpoint}/zen-local/vms/{inst.name}")
     pid = wait_for(lambda: cloud.standin.vm_pid(inst.name), what="the VM's process")
+    wait_for((tmp_path / f"{inst.name}.ready").exists, what="the VM's SIGTERM handler in place")
     assert metadata.preempted() is False
     answers: list[tuple[bool, float]] = []
     waiting = threading.Thread(target=lambda: answers.append((metadata.preempted(wait_s=20), time.monotonic())))
@@ -61,7 +64,7 @@ def test_a_preemption_turns_instance_preempted_true_and_answers_the_long_poll(cl
     assert preempted is True and at - noticed < 1.0
     assert metadata.preempted() is True
     wait_for(lambda: (tmp_path / inst.name).exists(), what="SIGTERM with the notice")
-    time.sleep(1.0)
+    time.sleep(max(0.0, noticed + 1.0 - time.monotonic()))  # from the notice, not from when its handler ran
     assert pid_alive(pid)  # past the stop grace (0.2 s): the notice's time is the VM's
     wait_for(lambda: not pid_alive(pid), timeout_s=5, what="SIGKILL after preempt_notice_s")
 
