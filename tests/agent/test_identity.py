@@ -153,8 +153,7 @@ def test_bad_settings_name_the_variable(env, problem):
 def test_vm_and_job_seqs_are_epoch_milliseconds_and_strictly_increasing():
     identity = resolve_identity(LOCAL_ENV, None)
     sent = []
-    # The first reading is the constructor's (the journal's seq floor is checked against the clock), then one a report.
-    wall = iter([1_700_000_000.0, 1_700_000_000.0, 1_700_000_000.0, 1_699_999_999.0, 1_700_000_005.0,
+    wall = iter([1_700_000_000.0, 1_700_000_000.0, 1_699_999_999.0, 1_700_000_005.0,
                  1_700_000_010.0, 1_700_000_010.0, 1_700_000_009.0, 1_700_000_070.0])
     reporter = Reporter(identity, lambda message, budget_s: sent.append(message), wall_clock=lambda: next(wall))
     for _ in range(4):

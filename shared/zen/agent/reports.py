@@ -95,7 +95,7 @@ class Reporter:
         # Above the VM's earlier agents' (a clock stepped back since), unless past what Zen takes (``SEQ_AHEAD_S``: a
         # clock that ran ahead then, whose reports Zen refused): counting above that kept every report refused.
         floor = journal.seq_floor() if journal is not None else 0
-        self._seq = floor if floor <= (wall_clock() + SEQ_AHEAD_S) * 1000 else 0
+        self._seq = floor if floor and floor <= (wall_clock() + SEQ_AHEAD_S) * 1000 else 0
         self._seq_lock = threading.Lock()  # attempts report from threads of their own (several at once)
         self._extra = identity.log_fields()
 
