@@ -281,6 +281,25 @@ def test_sweep_candidates_come_oldest_first(store):
         assert tx.pending_jobs(10) == ["p1", "p2"] and tx.pending_jobs(1) == ["p1"]
 
 
+def test_sweep_candidates_are_each_past_their_own_deadline(store):
+    """A held job is read once silent past its kind's deadline (``Sweeps.sweep_lost``): running, ``cutoff``; STOPPING
+    for a user's stop, ``stop_cutoff``; taken back by its queue, or a gang stopping for a node lost, ``preempted_cutoff``."""
+    gang = {"job_id": "gang", "command": ["true"], "nodes": 2}
+    inserted(store, *(a_job(job_id, JobStatus.QUEUED) for job_id in ("run", "stop", "taken")),
+             a_job("gang", JobStatus.QUEUED, request=gang, nodes=2))
+    running = [JobStatus.ASSIGNED, JobStatus.RUNNING]
+    for job_id, minutes, fields in (("run", 5, {}), ("stop", 6, {"stop_reason": "enough"}),
+                                    ("taken", 7, {"preempted_by": "queue q"}), ("gang", 8, {})):
+        moved(store, job_id, running + [JobStatus.STOPPING] * (job_id != "run"), vm=f"vm-{job_id}",
+              last_heartbeat_at=NOW - timedelta(minutes=minutes), **fields)
+    with store.transaction() as tx:
+        assert tx.held_jobs_silent_since(NOW - timedelta(minutes=1), 10) == ["gang", "taken", "stop", "run"]
+        assert tx.held_jobs_silent_since(NOW - timedelta(minutes=1), 10, NOW - timedelta(minutes=10),
+                                         NOW - timedelta(minutes=3)) == ["gang", "taken", "run"]
+        assert tx.held_jobs_silent_since(NOW - timedelta(minutes=6), 10, NOW - timedelta(minutes=2),
+                                         NOW - timedelta(minutes=10)) == ["stop"]
+
+
 def test_gangs_assembling_are_found_by_the_region_their_first_node_claimed_in(store):
     from zen.core.gang_records import GangNode
 

@@ -74,7 +74,8 @@ HOT_QUERIES = [
                                   ran_from=NOW, ended_at=NOW, outcome="SUCCEEDED", gpu_factor=1.0, use_catalog=True,
                                   vms='[{"rank": 0, "vm": "vm-13", "model": "spot", "share": 1.0}]', fixed="{}",
                                   fallback='{"spot": 5.17}')),
-    ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
+    ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "stop_cutoff": NOW - timedelta(minutes=10),
+                                "preempted_cutoff": NOW - timedelta(minutes=10), "limit": 500}),  # each its deadline
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data
     ("gangs_assembling_in", {"cluster": "4xa100-40gb", "regions": ["us-west1"], "limit": 500}),  # at a stockout

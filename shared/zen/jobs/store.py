@@ -53,8 +53,9 @@ class JobRows(Protocol):
                         now: datetime, vm_since: datetime | None = None) -> bool:
         """A RUNNING heartbeat of the running attempt from its VM (made by ``vm_since``), newer than the last."""
 
-    def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:
-        """Jobs held by a VM silent since before ``cutoff``, oldest silence first."""
+    def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
+                               preempted_cutoff: datetime | None = None) -> list[str]:
+        """Held jobs silent since before ``cutoff`` (STOPPING: ``stop_cutoff`` or ``preempted_cutoff``), oldest first."""
 
     def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:
         """QUEUED jobs whose start went out before ``cutoff``, longest-waiting first."""
@@ -74,8 +75,7 @@ class JobRows(Protocol):
 
     def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
         """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs but ``vm`` now
-        (``start_vms``, unless their ``widen_at`` is due), highest priority first, then oldest, at most ``limit``
-        (not locked)."""
+        (``start_vms``, unless their ``widen_at`` is due), highest priority first, then oldest, ``limit`` (unlocked)."""
 
     def lock_job_unless_held(self, job_id: str) -> Job | None:
         """The job, its row held until the unit of work ends; None where it does not exist or another unit holds it."""

@@ -63,8 +63,12 @@ class Sweeps:
         with self._store.transaction() as tx:
             tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
             back_at, until, probe = probes.looked_at(tx, self._config, now)
-            cutoff = until - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
-            candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < until else []
+            # Each kind of held job past its own deadline: read past the shortest, STOPPING jobs waiting out a longer
+            # stop_timeout_s (a stopped array's 500 tasks) filled the window, and a job gone silent was never reached.
+            candidates = tx.held_jobs_silent_since(
+                until - timedelta(seconds=deadlines.heartbeat_timeout_s), limit,
+                until - timedelta(seconds=deadlines.stop_timeout_s),
+                until - timedelta(seconds=deadlines.preempted_stop_s)) if back_at is None or back_at < until else []
             probes.send(tx, self._relay, self._config, probe)  # before the commit that keeps it as sent
         return self._for_each_job(candidates, "sweep", lambda tx, job: cloud_silence.taken(  # (its VM taken: free)
             self._config, tx, job, lambda seen: flex_end.of_nodes(seen, gang.decide_silence(

@@ -56,8 +56,9 @@ class PostgresJobTx:
                                           message=message, now=now, vm_since=vm_since)
 
     @hooked("held_jobs_silent_since")
-    def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:
-        return repository.held_jobs_silent_since(self.session, cutoff, limit)
+    def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
+                               preempted_cutoff: datetime | None = None) -> list[str]:
+        return repository.held_jobs_silent_since(self.session, cutoff, limit, stop_cutoff, preempted_cutoff)
 
     @hooked("queued_jobs_published_before")
     def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:

@@ -153,10 +153,19 @@ SELECT count(*) AS n FROM jobs WHERE status IN ('PENDING','QUEUED','ASSIGNED','R
 
 -- name: held_jobs_silent_since
 -- Candidates for the lost-job sweep (no lock here: each is re-read FOR UPDATE and re-decided).
--- Oldest silence first; the expression is jobs_held_silence's.
+-- Oldest silence first; the expression is jobs_held_silence's. Each past its own deadline (zen.core.lifecycle.
+-- decide_silence): a running job past :cutoff, a STOPPING one past :stop_cutoff, or :preempted_cutoff where its
+-- queue took it back or a gang stops for a node lost (zen.core.gang.losing_node). Read past the shortest of them,
+-- 500 STOPPING jobs waiting out a long stop_timeout_s filled the window and hid a running job gone silent.
 SELECT job_id FROM jobs
 WHERE status IN ('ASSIGNED','RUNNING','STOPPING')
-  AND COALESCE(last_heartbeat_at, updated_at) < :cutoff
+  AND COALESCE(last_heartbeat_at, updated_at) < GREATEST(CAST(:cutoff AS timestamptz),
+                                                         CAST(:stop_cutoff AS timestamptz),
+                                                         CAST(:preempted_cutoff AS timestamptz))
+  AND COALESCE(last_heartbeat_at, updated_at) < CASE
+        WHEN status <> 'STOPPING' THEN CAST(:cutoff AS timestamptz)
+        WHEN preempted_by IS NOT NULL OR (nodes > 1 AND stop_reason IS NULL) THEN CAST(:preempted_cutoff AS timestamptz)
+        ELSE CAST(:stop_cutoff AS timestamptz) END
 ORDER BY COALESCE(last_heartbeat_at, updated_at)
 LIMIT :limit;
 

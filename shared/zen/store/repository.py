@@ -267,9 +267,14 @@ def vm_stop_seen(session: Session, vm: str, since: datetime) -> tuple[str | None
     return None if row is None else (row["model"], row["running_at"], row["left_mig"])
 
 
-def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int) -> list[str]:
-    """Jobs held by a VM whose last sign of life is older than ``cutoff``, oldest first."""
-    return [r["job_id"] for r in session.run("held_jobs_silent_since", cutoff=cutoff, limit=limit)]
+def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
+                           preempted_cutoff: datetime | None = None) -> list[str]:
+    """Jobs held by a VM whose last sign of life is older than ``cutoff`` (a STOPPING job's: ``stop_cutoff``, or
+    ``preempted_cutoff`` where its queue took it back or a gang stops for a node lost; each ``cutoff`` unless given),
+    oldest first."""
+    return [r["job_id"] for r in session.run(
+        "held_jobs_silent_since", cutoff=cutoff, limit=limit, stop_cutoff=stop_cutoff or cutoff,
+        preempted_cutoff=preempted_cutoff or stop_cutoff or cutoff)]
 
 
 def queued_jobs_published_before(session: Session, cutoff: datetime, limit: int) -> list[str]:

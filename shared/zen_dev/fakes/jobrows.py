@@ -134,9 +134,16 @@ class InMemoryJobTx:
         return True
 
     @hooked("held_jobs_silent_since")
-    def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:
+    def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
+                               preempted_cutoff: datetime | None = None) -> list[str]:
+        def own(j: Job) -> datetime:  # each kind of held job's deadline, as the Postgres store's query
+            if j.status is not JobStatus.STOPPING:
+                return cutoff
+            taken_back = j.preempted_by is not None or (j.nodes > 1 and j.stop_reason is None)
+            return (preempted_cutoff or stop_cutoff or cutoff) if taken_back else (stop_cutoff or cutoff)
+
         silent = [(j.last_heartbeat_at or j.updated_at, j.job_id) for j in self._t.jobs.values()
-                  if j.status in HELD and (j.last_heartbeat_at or j.updated_at) < cutoff]
+                  if j.status in HELD and (j.last_heartbeat_at or j.updated_at) < own(j)]
         return [job_id for _, job_id in sorted(silent)[:limit]]
 
     @hooked("queued_jobs_published_before")
