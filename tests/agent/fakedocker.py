@@ -15,8 +15,9 @@ as a real one does.
 - ``slow_exit(seconds)``: a ``run`` CLI ends that long after its container was killed or removed.
 - ``kill NAME``: removes the container (with ``kill_keeps()``: ends it, and it stays, as docker's does); ``rm -f X...``: removes those named or with those ids.
 - ``pulls(lines, every_s, stalls)``: images are absent until pulled (``image inspect`` exits 1; without it every
-  image is held); ``pull`` (and ``run``, pulling first) prints a progress line every ``every_s``, then ends, or
-  with ``stalls`` goes silent for an hour (a registry that stops sending without closing).
+  image is held); ``pull`` (and ``run``, pulling first) prints a progress line every ``every_s`` (on a terminal, in
+  docker's cursor moves), then ends, or with ``stalls`` goes silent for an hour (a registry that stops sending without
+  closing).
 - ``image_declares_volume()``: every container run from now on gets an anonymous volume (an image's ``VOLUME``;
   ``volumes/<name>``, as ``add(..., volume=True)`` gives an earlier agent's); ``rm`` removes it only with ``-v``
   (``--volumes``), as docker does: without it the volume, and what the job wrote there, stays on the VM.
@@ -57,11 +58,17 @@ if args[:2] == ["image", "inspect"]:
     sys.exit(1 if absent else 0)
 
 
-def pull(out):  # as docker's, on a terminal or not: a line per step, then silence (``stalls``) or done
-    for step in range(pulls["lines"]):
-        print(f"{{step}}: Downloading [{{'=' * step}}>] {{step}}MB", file=out, flush=True)
+def pull(out):  # as docker's: a line per step, then silence (``stalls``) or done; on a terminal, as docker 28 redraws
+    for step in range(pulls["lines"]):  # a layer's line in place: up, clear, the line, then back down (no newline)
+        line = f"{{step}}: Downloading [{{'=' * step}}>] {{step}}MB"
+        out.write("\\x1b[1A\\x1b[2K\\r" + line + "\\r\\x1b[1B" if out.isatty() else line + "\\n")
+        out.flush()
         if step + 1 < pulls["lines"] or not pulls["stalls"]:
             time.sleep(pulls["every_s"])
+    while pulls["stalls"] and pulls.get("redraws") and pulls["lines"]:  # the daemon resends the count, unmoved
+        out.write("\\x1b[1A\\x1b[2K\\r" + line + "\\r\\x1b[1B" if out.isatty() else line + "\\n")
+        out.flush()
+        time.sleep(pulls["every_s"])
     if pulls["stalls"]:
         time.sleep(3600)
     (root / "pulled").touch()
@@ -211,10 +218,13 @@ class FakeDocker:
             (self.root / "volumes").mkdir(exist_ok=True)
             (self.root / "volumes" / name).write_text("written by the job")
 
-    def pulls(self, lines: int, every_s: float, stalls: bool = False) -> None:
+    def pulls(self, lines: int, every_s: float, stalls: bool = False, redraws: bool = False) -> None:
         """Images are absent (``image inspect`` exits 1) until a ``pull`` (or a ``run``'s own) brought them: it prints
-        ``lines`` progress lines ``every_s`` apart, then ends; ``stalls``: after them it waits, silent, for an hour."""
-        (self.root / "pulls").write_text(json.dumps({"lines": lines, "every_s": every_s, "stalls": stalls}))
+        ``lines`` progress lines ``every_s`` apart, then ends; ``stalls``: after them it waits, silent, for an hour;
+        ``redraws`` too: it writes its last line again every ``every_s`` meanwhile (docker with the containerd image
+        store: its daemon resends each download's count every 100 ms, moved or not)."""
+        (self.root / "pulls").write_text(json.dumps({"lines": lines, "every_s": every_s, "stalls": stalls,
+                                                     "redraws": redraws}))
 
     def image_declares_volume(self) -> None:
         """Every container run from now on gets an anonymous volume, as an image with a ``VOLUME`` gives it."""

@@ -6,17 +6,21 @@ retires. The attempt heartbeats RUNNING meanwhile, saying it pulls; a STOP, the 
 ``max_runtime_s`` (the pull's time counts, as in ``docker run``) cut it.
 
 Progress is docker's output on a terminal (``docker pull`` writes its progress bars only to one: off a terminal it is
-silent while a large layer downloads): any byte is progress. A pull that fails otherwise is left to the job's
+silent while a large layer downloads): a line it had not shown, a layer's new count. Not a line redrawn as it was:
+with the containerd image store the daemon resends every download's count each 100 ms, moved or not, and docker
+redraws it, the registry silent. A pull that fails otherwise is left to the job's
 ``docker run``, which pulls again and says why (``zen.agent.container.docker_fault``, ``exit_note``).
 Why: docs/reference/agent.md#a-jobs-container
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 import math
 import os
 import pty
+import re
 import signal
 import subprocess
 import threading
@@ -33,6 +37,8 @@ log = logging.getLogger("zen.agent.attempt")  # the attempt's logger: its lines 
 INSPECT_TIMEOUT_S = 30.0  # ``docker image inspect``: past it, the job's ``docker run`` pulls as it would
 LAST_CHARS = 120  # of docker's last line, in the RUNNING heartbeat's message
 WHAT = "pulling the job's image"
+# What a terminal reads as cursor moves, line clearing and colours (ECMA-48 CSI sequences, and two-byte escapes).
+TERMINAL_CODES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class Pull:
         self.image = image
         self.began = self.heard = time.monotonic()
         self.last = ""
+        self._shown: dict[str, str] = {}  # each line docker redraws in place (by its layer: ``ID: ...``), as last shown
         ours, theirs = pty.openpty()
         try:
             self.process = subprocess.Popen([docker, "pull", "--", image], stdin=subprocess.DEVNULL, stdout=theirs,
@@ -76,15 +83,29 @@ class Pull:
         threading.Thread(target=self._read, name="zen-image-pull", daemon=True).start()
 
     def _read(self) -> None:
+        decoder, rest = codecs.getincrementaldecoder("utf-8")(errors="replace"), ""
         try:
             while chunk := os.read(self._fd, 65536):
-                self.heard = time.monotonic()
-                lines = [line.strip() for line in chunk.decode(errors="replace").replace("\r", "\n").split("\n")]
-                self.last = next((line for line in reversed(lines) if line), self.last)
+                *lines, rest = (rest + decoder.decode(chunk)).replace("\r", "\n").split("\n")
+                self._keep(lines)
+                rest = rest[-4096:]  # a line not ended yet (a chunk may end inside it, or inside a cursor move)
         except OSError:  # EIO: docker ended, the terminal closed
             pass
         finally:
             os.close(self._fd)
+        self._keep([rest])
+
+    def _keep(self, lines: list[str]) -> None:
+        """``lines`` once the terminal's control sequences are gone (docker redraws each layer's line in place, ending
+        it with a cursor move, ``ESC[1B``, which alone says nothing): the last with text is ``last``; one that differs
+        from its layer's line as last shown is progress (``heard``)."""
+        for line in (TERMINAL_CODES.sub("", line).strip() for line in lines):
+            if not line:
+                continue
+            if self._shown.get(key := line.split(": ", 1)[0]) != line:
+                self._shown[key] = line
+                self.heard = time.monotonic()
+            self.last = line
 
     def silent_s(self) -> float:
         return time.monotonic() - self.heard
