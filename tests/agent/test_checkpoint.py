@@ -477,11 +477,11 @@ def test_a_folder_swapped_for_a_link_while_the_save_lists_it_is_not_followed(tmp
     (first.directory / "model.pt").write_text("epoch 2")
     opened = checkpoint_files._opened
 
-    def swapped_first(name, parent, shown):
+    def swapped_first(name, parent, shown, *inner):
         if name == "logs" and not (first.directory / "logs").is_symlink():  # the job's rename lands right now
             os.rename(first.directory / "logs", first.directory / "logs.old")
             os.symlink(host, first.directory / "logs")
-        return opened(name, parent, shown)
+        return opened(name, parent, shown, *inner)
 
     monkeypatch.setattr(checkpoint_files, "_opened", swapped_first)
     with pytest.raises(TransferError, match="logs was replaced by a link while ZEN_CHECKPOINT_DIR was listed"):

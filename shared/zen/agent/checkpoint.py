@@ -155,7 +155,6 @@ class Checkpoint:
     def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:
         """The manifest's files into the folder; the first one not found (a newer save replaced them, or expired)."""
         from google.api_core.exceptions import NotFound
-
         bucket = self._bucket()
         for folder in manifest.get("folders") or []:  # empty ones (a manifest from before they were kept: none)
             self.directory.joinpath(*checkpoint_files.parts(folder)).mkdir(parents=True, exist_ok=True)
@@ -238,8 +237,9 @@ class Checkpoint:
                 listed = self.files()
                 if self.files() != listed:  # made or replaced in a folder listed before (after) it was: a state never there
                     raise Changed(f"checkpoint not saved ({why}): the folder changed while it was listed; {self.after}")
-            except checkpoint_files.Vanished as gone:
-                raise Changed(f"checkpoint not saved ({why}): {gone}; {self.after}") from None
+            except (checkpoint_files.Vanished, checkpoint_files.Unreadable) as gone:  # unreadable: a save without it lost it
+                failed = Changed if isinstance(gone, checkpoint_files.Vanished) else TransferError
+                raise failed(f"checkpoint not saved ({why}): {gone}; {self.after}") from None
             unchanged = listed == self._last and not checkpoint_objects.aging(self._held, time.time())
             if unchanged or (not listed and self._last is None):
                 return False

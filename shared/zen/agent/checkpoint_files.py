@@ -2,7 +2,9 @@
 special files are never followed nor saved, each folder opened from its parent, never through a link), the empty
 folders, by name; and the paths a manifest may name. A file
 whose name Cloud Storage cannot hold (not UTF-8, a carriage return or line feed, too long) is left out and said once: one
-stray cache file sent every save to Cloud Storage, which refused it after the files before it, and no save landed."""
+stray cache file sent every save to Cloud Storage, which refused it after the files before it, and no save landed. A
+folder or file the agent cannot read (the job runs as nobody, the agent as zen-agent: a folder ``tempfile.mkdtemp`` made,
+0700) fails the save, named (``Unreadable``): it was skipped without a word, and a save without it landed."""
 
 from __future__ import annotations
 
@@ -24,6 +26,11 @@ class Vanished(Exception):
     listed is no state the job was ever in."""
 
 
+class Unreadable(Exception):
+    """A folder or file the agent may not read (made by the job's user for itself alone): a save without it would hold
+    another state than the job's, and delete the save before it that held it."""
+
+
 @dataclass(frozen=True)
 class Listing:
     """What a save takes: the regular files (``Files``) and the empty folders, by name (a job may expect the layout it
@@ -36,13 +43,15 @@ class Listing:
         return bool(self.files or self.folders)
 
 
-def _opened(name: str, parent: int | None, shown: Path) -> int | None:
-    """The folder ``name`` (in the folder open as ``parent``) opened, never through a link; None when unreadable."""
+def _opened(name: str, parent: int | None, shown: Path, inner: str = "") -> int:
+    """The folder ``name`` (in the folder open as ``parent``; ``inner`` under ZEN_CHECKPOINT_DIR, "" the folder itself)
+    opened, never through a link; ``Unreadable`` when the agent may not read it (skipped, a save without its files
+    would land, and delete the save before that held them)."""
     try:
         return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     except OSError as exc:
         if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            return None
+            raise Unreadable(unreadable(f"folder {inner}" if inner else "ZEN_CHECKPOINT_DIR", exc)) from exc
         try:  # gone, a file or a link now, since its parent's listing (a link followed: a save took the VM's files)
             link = stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
         except OSError:
@@ -57,7 +66,7 @@ def walk(directory: Path) -> Iterator[tuple[str, list[str], list[str], int]]:
     folder was no link, then read it by path, so one a job swapped for a link to a folder of the VM in between was
     followed, and the VM's files saved and restored into the job's next attempt."""
     top = _opened(str(directory), None, directory)
-    todo = [("", top)] if top is not None else []
+    todo = [("", top)]
     try:
         while todo:
             relative, fd = todo.pop()
@@ -68,8 +77,7 @@ def walk(directory: Path) -> Iterator[tuple[str, list[str], list[str], int]]:
                 yield relative, folders, sorted(name for name, is_folder in found if not is_folder), fd
                 for name in folders:
                     inner = f"{relative}/{name}" if relative else name
-                    if (opened := _opened(name, fd, directory / inner)) is not None:
-                        todo.append((inner, opened))
+                    todo.append((inner, _opened(name, fd, directory / inner, inner)))
             finally:
                 os.close(fd)
     finally:
@@ -83,7 +91,7 @@ def listing(directory: Path, left_out: set[str], note: Callable[[str], None], ro
     object's name has left after the save's prefix: Cloud Storage refuses a name over 1,024 bytes, and one deep
     file failed every save). A folder or file that goes while the directory is listed raises ``Vanished``: it was
     skipped without a word, so a save taken as a job swapped ``ckpt-100/`` for ``ckpt-200/`` held neither model,
-    landed, and deleted the save before it."""
+    landed, and deleted the save before it. One the agent may not read raises ``Unreadable``, for the same reason."""
     found: Files = {}
     empty: list[str] = []
     for folder, folders, names, fd in walk(directory):
@@ -102,11 +110,17 @@ def listing(directory: Path, left_out: set[str], note: Callable[[str], None], ro
                 listed = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except (FileNotFoundError, NotADirectoryError) as gone:  # since its folder was listed
                 raise Vanished(f"{relative} went while ZEN_CHECKPOINT_DIR was listed") from gone
-            except OSError:
-                continue
+            except OSError as exc:  # its folder readable, not searchable (r--): skipped, a save would leave it out
+                raise Unreadable(unreadable(f"file {relative}", exc)) from exc
             if stat.S_ISREG(listed.st_mode):
                 found[relative] = (listed.st_size, listed.st_mtime_ns, listed.st_ino)
     return Listing(found, tuple(sorted(empty)))
+
+
+def unreadable(what: str, exc: OSError) -> str:
+    """Why a save of ZEN_CHECKPOINT_DIR stops at ``what`` (a folder or file of it), which the agent may not read."""
+    return (f"{what} cannot be read by Zen's agent ({exc.strerror or exc}): ZEN_CHECKPOINT_DIR's folders and files "
+            f"must be readable by all (a folder tempfile.mkdtemp makes is its owner's alone: chmod it 755)")
 
 
 def unsaveable(relative: str, room: int | None = None) -> str | None:
