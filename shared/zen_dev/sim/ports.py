@@ -65,7 +65,7 @@ def _facts(demand: tuple[DemandGroup, ...], held: dict, agents: dict, memory: di
 assert list(MigInstance.__dataclass_fields__) == ["name", "zone", "current_action", "status", "creation_error"]
 assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count", "detail", "quota"]
 assert list(FleetFacts.__dataclass_fields__) == ["demand", "held", "agents", "memory", "arrivals", "changed", "drained",
-                                                 "last_pass_at", "heard_since", "failures"]
+                                                 "last_pass_at", "heard_since", "failures", "oldest_queued"]
 
 
 def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
