@@ -5,7 +5,8 @@ its attempts PREEMPTED, and Zen reruns them free, as a spot VM's preemption (``z
 The attempt's end said "VM ... was preempted": untrue of a flex-start VM, which no one preempts, and its user took
 the job for one run on a spot VM. A PREEMPTED from a flex-start VM with less than ``deadlines.flex_end_margin_s``
 of its run left by Zen's count (``zen.core.provisioning.flex_run_left_s``: counted from when a scaling pass first
-saw it RUNNING, a pass's interval late at most, or from its agent's first word less the boot estimate) says it
+saw it RUNNING, a pass's interval late at most, or from its agent's first word less the boot estimate; of a VM a
+pass saw stop or go, from the start of the run that ended: ``run_marks``) says it
 reached the end of its run instead; one from a flex-start VM with more left still reads as preempted. The VM's model
 is the one a scaling pass recorded for it, else the one its name tells (as a claim reads it: ``zen.jobs.claims``): the
 primary MIG keeps its name when the cluster's models are reordered or narrowed, and its VMs booted before keep theirs.
@@ -33,11 +34,18 @@ def run_marks(store: JobStore, hb: Heartbeat) -> Marks | None:
     """The recorded model and run marks of the VM reporting ``hb`` when it reports an attempt PREEMPTED; None for any
     other report (read before the report's transaction: each is written once, and only this report needs them). The
     model is the one recorded also where a pass saw the VM stop after the attempt began on it (``ran_from``): that VM
-    ran it, and its run's end is this report's (the claim check's model is its MIG's recreation's: ``JobTx.vm_model``)."""
+    ran it, and its run's end is this report's (the claim check's model is its MIG's recreation's: ``JobTx.vm_model``).
+    So is its run's start, where that pass no longer counts it (``JobTx.vm_stop_seen``, as ``zen.jobs.cloud_silence``
+    reads it): a VM seen gone has its rows forgotten, its first word with them, and a report read after that (sent
+    late, or redelivered) found nothing to count from, and its flex-start run's end read as a preemption."""
     if hb.status is not AgentStatus.PREEMPTED:
         return None
     with store.session() as tx:
-        return (tx.vm_model(hb.vm, ran_from(tx.get_job(hb.job_id), hb)), *tx.vm_run_marks(hb.vm))
+        since = ran_from(tx.get_job(hb.job_id), hb)
+        model, (first_heard, running_at) = tx.vm_model(hb.vm, since), tx.vm_run_marks(hb.vm)
+        if running_at is None and since is not None and (seen := tx.vm_stop_seen(hb.vm, since)) is not None:
+            model, running_at = model or seen[0], seen[1]  # the run that ended: seen stopped, or gone (its lifetime)
+        return model, first_heard, running_at
 
 
 def ran_from(job: Job | None, hb: Heartbeat) -> datetime | None:
