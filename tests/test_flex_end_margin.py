@@ -100,3 +100,35 @@ def test_the_planner_counts_a_flex_vm_for_a_job_exactly_when_its_claim_would_win
     vm = Vm(VM, "us-central1/flex-start", VmPhase.IDLE, first, first_heard_at=first)
     hidden = run_ends_first(vm, int(runtime), RUN_S, timing_from_config(zen.config), zen.clock())
     assert (status == "QUEUED", hidden) == (short_of_s < 0, short_of_s < 0), refused
+
+
+def test_a_job_naming_no_max_runtime_takes_no_flex_vm_within_the_margin_of_its_end(config, db, publisher, clock,
+                                                                                   db_url, monkeypatch):
+    """A job that names no ``max_runtime_s`` was held to nothing: a VM minutes from its run's end took it, GCE cut it
+    there, and it ran again, the VM's last minutes billed for nothing. Now it is held to the margin alone (refused
+    within it, as the planner counts it: ``run_ends_first``), and still takes a VM with more left."""
+    zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
+    first = zen.clock()
+    functions.heartbeat(BEAT | {"vm": VM, "seq": 1, "sent_at": first.isoformat()})
+    margin = zen.config.deadlines.flex_end_margin_s
+    zen.clock.advance(RUN_S - zen.config.scaling.boot_estimate_s - margin + 60)  # 60 s within the margin
+    functions.submit(job_request("unbounded"))  # any model: flex-start too
+    functions.heartbeat(heartbeat("unbounded", "CLAIMED", 2, vm=VM))
+    with zen.db.transaction() as tx:
+        job, refused = repository.get_job(tx, "unbounded"), [r["reason"] for r in repository.list_rejections(tx)]
+    assert (job.status.value, job.vm) == ("QUEUED", None), refused
+    assert "the job names no max_runtime_s" in refused[-1], refused
+    vm = Vm(VM, "us-central1/flex-start", VmPhase.IDLE, first, first_heard_at=first)
+    assert run_ends_first(vm, 0, RUN_S, timing_from_config(zen.config), zen.clock())  # the planner's view alike
+
+
+def test_a_job_naming_no_max_runtime_still_takes_a_flex_vm_with_time_left(config, db, publisher, clock, db_url,
+                                                                          monkeypatch):
+    zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
+    functions.heartbeat(BEAT | {"vm": VM, "seq": 1, "sent_at": zen.clock().isoformat()})
+    zen.clock.advance(20 * 3600)
+    functions.submit(job_request("unbounded"))  # any model: flex-start too
+    functions.heartbeat(heartbeat("unbounded", "CLAIMED", 2, vm=VM))
+    with zen.db.transaction() as tx:
+        job = repository.get_job(tx, "unbounded")
+    assert (job.status.value, job.vm) == ("ASSIGNED", VM)

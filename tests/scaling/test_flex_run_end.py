@@ -54,6 +54,13 @@ def test_a_job_outlasting_an_idle_flex_vms_run_gets_vms_of_its_own(count, gang, 
     assert sum(report.added.values()) == count, (report.added, [d.reason for d in report.decisions], calls)
 
 
+def test_a_job_naming_no_max_runtime_gets_a_vm_of_its_own_past_an_idle_flex_vm_within_the_margin_of_its_end():
+    """Ten minutes before its run's end (less than ``flex_end_margin_s``), the VM refuses a job that names no
+    max_runtime_s (the claims hold it to the margin alone): counted as its VM, no VM was asked for it."""
+    calls, report = _pass(heard_s=7 * DAY - 600, longest_s=None)
+    assert sum(report.added.values()) == 1, (report.added, [d.reason for d in report.decisions], calls)
+
+
 def test_a_flex_vm_slow_to_boot_counts_its_run_from_when_it_ran():
     """Its agent first spoke five days ago, but a scaling pass saw its VM RUNNING six and a half days ago (a startup
     of a day and a half, its agent stuck): GCE ends its run in half a day, less than the job's day. Counted from the
@@ -64,7 +71,7 @@ def test_a_flex_vm_slow_to_boot_counts_its_run_from_when_it_ran():
 
 @pytest.mark.parametrize("heard_s, longest_s", [
     (6 * DAY, 0.5 * DAY),  # the run outlasts the job
-    (6 * DAY, None),  # no max_runtime_s: not held to the run's end (as the claims)
+    (6 * DAY, None),  # no max_runtime_s: held to the margin alone (as the claims), and a day is left
     (FLEX_FRESH_S - 60, 7 * DAY),  # heard from for under FLEX_FRESH_S: the VM asked for the job
 ])
 def test_an_idle_flex_vm_the_job_may_take_covers_it(heard_s, longest_s):

@@ -228,27 +228,30 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
     first saw its VM RUNNING or from its agent's first word less the cluster's boot estimate, the earlier) ends
     before the job's ``max_runtime_s`` and ``deadlines.flex_end_margin_s`` after it would (its stop grace, last
     checkpoint, outputs' upload and report: ``flex_too_short``), and GCE would end the job there (a rerun from its
-    last checkpoint, or from the start, its finished work uploaded or not). None for any other VM, a job whose
-    request names no ``max_runtime_s`` (stored as the configured cap, ``limits.max_runtime_s``: how long it runs is
-    not known, and most jobs run far less than the cap), and a VM that has run for less than ``FLEX_FRESH_S`` past
+    last checkpoint, or from the start, its finished work uploaded or not). A job whose request names no
+    ``max_runtime_s`` (stored as the configured cap, ``limits.max_runtime_s``: how long it runs is not known, and most
+    jobs run far less than the cap) is held to the margin alone: a VM within it of its run's end started such a job
+    only for GCE to cut it minutes later, the VM's last minutes billed for nothing. None for any other VM, and a VM
+    that has run for less than ``FLEX_FRESH_S`` past
     the boot estimate (the VM asked for the job: ``zen.core.provisioning.flex_run_left_s``). The job waits for
     another VM: the planner counts no VM for it whose run ends first (``zen.scaling.flexrun``), so it asks for one,
     and the refusing VM is scaled down once idle and needed by no other job, as any idle VM is. The VM's model is the
     one a scaling pass recorded for it, as ``_unaccepted_model`` reads it: a flex-start VM of a primary MIG whose
     cluster's models were reordered since is still one."""
     named = job.request.get("max_runtime_s")
-    if named is None or (tx.vm_model(vm) or cluster.model_of(vm, region)) != "flex-start":  # (_unaccepted_model's)
+    if (tx.vm_model(vm) or cluster.model_of(vm, region)) != "flex-start":  # (_unaccepted_model's)
         return None
-    if outlasts_flex(named, cluster.flex_start_run_s):  # no flex-start VM lives that long, a fresh one neither
+    if named is not None and outlasts_flex(named, cluster.flex_start_run_s):  # no flex-start VM lives that long, a fresh one neither
         return (f"VM {vm} is a flex-start VM, whose run ends after {cluster.flex_start_run_s} s (flex_start_run_s), "
                 f"less than the job's max_runtime_s {named}")
     left = flex_run_left_s(cluster.flex_start_run_s, now, *tx.vm_run_marks(vm), config.scaling.boot_estimate_s)
     margin = config.deadlines.flex_end_margin_s
-    if not flex_too_short(left, named, margin):
+    if not flex_too_short(left, named or 0, margin):
         return None
     return (f"VM {vm} is a flex-start VM with about {max(int(left or 0), 0)} s of its run left (flex_start_run_s "
-            f"{cluster.flex_start_run_s}), less than the job's max_runtime_s {named} and the {margin:g} s kept after "
-            "it for its stop, last checkpoint and outputs' upload (deadlines.flex_end_margin_s)")
+            f"{cluster.flex_start_run_s}), less than " + (f"the job's max_runtime_s {named} and " if named else "")
+            + f"the {margin:g} s kept after it for its stop, last checkpoint and outputs' upload "
+            "(deadlines.flex_end_margin_s)" + ("" if named else ": the job names no max_runtime_s"))
 
 
 def _data_not_cleared(config: ZenConfig, job: Job, hb: Heartbeat) -> str | None:

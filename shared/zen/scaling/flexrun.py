@@ -41,10 +41,10 @@ def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: 
 
 def ends_before(vm: Vm, longest_s: float | None, cluster: ClusterLimits, timing: Timing, now: datetime) -> bool:
     """Whether ``vm`` is a flex-start VM of ``cluster`` whose run ends before a job of ``longest_s`` would
-    (None: a job that named no bound, held to none)."""
-    return (longest_s is not None and cluster.flex_run_s is not None and cluster.pools is not None
+    (None: a job that named no bound, held to the margin alone, as its claim is: ``zen.jobs.claims.flex_run_left``)."""
+    return (cluster.flex_run_s is not None and cluster.pools is not None
             and cluster.pool(vm.region).model == "flex-start"
-            and run_ends_first(vm, longest_s, cluster.flex_run_s, timing, now))
+            and run_ends_first(vm, longest_s or 0, cluster.flex_run_s, timing, now))
 
 
 def ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[Vm, float | None], bool]:
@@ -56,12 +56,11 @@ def ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[V
 def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[Vm, ...]], cluster: ClusterLimits,
            timing: Timing, now: datetime) -> AbstractContextManager[None]:
     """Within the block, ``counts`` (idle VMs left per pool) without the idle flex-start VMs of ``group``'s
-    pools whose run ends before its longest job would; given back after. Nothing for a group with no
-    ``longest_s`` or a cluster without flex-start pools or run length (the simulator's): then no generator
-    is made to give nothing back (a pass makes one or two per demand group)."""
+    pools whose run ends before its longest job would (a group with no ``longest_s``: within the margin of its
+    end); given back after. Nothing for a cluster without flex-start pools or run length (the simulator's): then no
+    generator is made to give nothing back (a pass makes one or two per demand group)."""
     hide: dict[str, int] = {}
-    named = group.longest_s is not None and cluster.flex_run_s is not None  # else nothing to hide
-    for pool in group.regions if named else ():
+    for pool in group.regions if cluster.flex_run_s is not None else ():  # else nothing to hide
         if counts.get(pool) and cluster.pool(pool).model == "flex-start" and (ending := sum(
                 ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
             hide[pool] = take = min(ending, counts[pool])
