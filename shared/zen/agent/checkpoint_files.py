@@ -64,24 +64,33 @@ def walk(directory: Path) -> Iterator[tuple[str, list[str], list[str], int]]:
     """Each folder under ``directory`` (its path relative to it, "" the top; its folders; its other names; an open
     descriptor of it), each opened from its parent's descriptor and never through a link: ``os.walk`` checked a
     folder was no link, then read it by path, so one a job swapped for a link to a folder of the VM in between was
-    followed, and the VM's files saved and restored into the job's next attempt."""
-    top = _opened(str(directory), None, directory)
-    todo = [("", top)]
+    followed, and the VM's files saved and restored into the job's next attempt. A folder is opened as it is read,
+    depth first, so the descriptors held are one per level: a folder's subfolders all opened at once took one each,
+    and one of more than the agent's open-file limit (1,024) failed every save as unreadable."""
+    held: list[tuple[str, int, Iterator[str]]] = []  # the top to the folder read: each one's subfolders not read yet
     try:
-        while todo:
-            relative, fd = todo.pop()
-            try:
+        fd: int | None = _opened(str(directory), None, directory)
+        relative = ""
+        while True:
+            if fd is not None:  # a folder just opened: read
+                held.append((relative, fd, iter(())))
                 with os.scandir(fd) as entries:
                     found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
                 folders = sorted(name for name, is_folder in found if is_folder)
                 yield relative, folders, sorted(name for name, is_folder in found if not is_folder), fd
-                for name in folders:
-                    inner = f"{relative}/{name}" if relative else name
-                    todo.append((inner, _opened(name, fd, directory / inner, inner)))
-            finally:
-                os.close(fd)
+                held[-1] = (relative, fd, reversed(folders))  # (the last first, as they were read before)
+            parent, parent_fd, left = held[-1]
+            if (name := next(left, None)) is None:  # its subfolders all read: closed, and its parent's next one read
+                held.pop()
+                os.close(parent_fd)
+                if not held:
+                    return
+                fd = None
+                continue
+            relative = f"{parent}/{name}" if parent else name
+            fd = _opened(name, parent_fd, directory / relative, relative)
     finally:
-        for _, fd in todo:
+        for _, fd, _ in held:
             os.close(fd)
 
 
