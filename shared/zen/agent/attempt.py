@@ -81,8 +81,7 @@ class AttemptRunner:
             return None
         data, limit = self._attempt_data(start, attempt.gang.rank if attempt.gang else None), start.max_runtime_s
         checkpoint = self._checkpoint(start, data, output, attempt.gang.rank if attempt.gang else None)
-        runtime: float | None = limit
-        over = f"zen: killed after exceeding max_runtime_s={limit}"
+        runtime, counted = (None if limit is None else float(limit)), list[str]()  # counted: its share staging, the pull took
         if data is not None:
             began, restored = time.monotonic(), Progress()  # restored: the checkpoint's own count (never ``staged``)
 
@@ -107,7 +106,7 @@ class AttemptRunner:
                 return None
             if limit is not None and (data.inputs or checkpoint is not None):  # staged or restored: counted
                 runtime = limit - (staged_s := time.monotonic() - began)
-                over += f" (staging its {staged} took {staged_s:.1f} s of it)"
+                counted.append(f"staging its {staged} took {staged_s:.1f} s")
                 if runtime <= 0:  # done just past it, between two looks
                     self._end(attempt, output, None, AgentStatus.FAILED, f"{late} ({moved.describe()} done)", data=data,
                               over_limit="max_runtime_s")  # stopped at its limit: never retried nor rerun
@@ -122,13 +121,16 @@ class AttemptRunner:
         pulled = None if self._local else imagepull.pull(
             spec, settings, self._identity.vm, self._clock, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
             stopping=lambda: self._shutdown.stopping,
-            fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT))
+            fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT),
+            max_runtime_s=limit, spent=counted)
         if isinstance(pulled, imagepull.PullCut):  # its image's pull ended the attempt (zen.agent.imagepull)
             if pulled.retire is not None:  # it stalled: as for a pull the network cut short (zen.agent.container.PULL_CUT)
                 self._pulls.retire(pulled.retire)
             self._end(attempt, output, None, pulled.status, pulled.note, data=data, over_limit=pulled.over_limit)
             return None
-        spec = pulled or spec  # what is left of its max_runtime_s
+        if pulled and runtime and pulled.max_runtime_s:  # the pull's share of it
+            counted.append(f"pulling its image took {runtime - pulled.max_runtime_s:.1f} s")
+        spec, over = pulled or spec, imagepull.killed_note(limit, counted)
         if (stop := self._controls.stop_waiting(key)) is not None:  # come while it read secrets, before its start
             self._end(attempt, output, None, AgentStatus.STOPPED, f"zen: stopped before it started ({stop})", data=data)
             return None
@@ -142,11 +144,10 @@ class AttemptRunner:
             self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True,
                       limit_s=limit, checkpoint=checkpoint)
             return None
-        try:  # from the job's start: nothing may leave it running unsupervised
-            # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
+        try:  # from the job's start: nothing may leave it running unsupervised (the command logged, not the argv: env
             self._log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
                                                   "command": spec.command, "image": spec.image,
-                                                  "gpu_ids": spec.gpu_ids})
+                                                  "gpu_ids": spec.gpu_ids})  # values, -e K=V, may be credentials)
             if checkpoint is not None:
                 checkpoint.start_periodic()  # in its own thread: never in the heartbeats' way
             final, note = self._supervise(job, attempt, over, checkpoint.notice if checkpoint else None)
@@ -227,8 +228,7 @@ class AttemptRunner:
                     final = cut[0] if cut[0] in (AgentStatus.PREEMPTED, AgentStatus.STOPPED) else AgentStatus.FAILED
                 if cut is not None:
                     note = f"{note}\n{cut[1]}" if note else cut[1]
-            # A note may quote a file name the job chose (not UTF-8: a lone surrogate), for the output too.
-            note = escape_unstorable(note) if note else note
+            note = escape_unstorable(note) if note else note  # a file name the job chose (a lone surrogate), for the output too
             summary = data.summary() if data is not None else ""
             preface = "\n".join(line for line in (note[-PREFACE_CHARS:] if note else note, summary) if line)[:PREFACE_CHARS]
             message = "\n".join(part for part in (preface, tail) if part)

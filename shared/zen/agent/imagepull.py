@@ -26,7 +26,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from zen.agent.runner import JobSpec
 from zen.agent.settings import AgentSettings
@@ -127,12 +127,16 @@ class Pull:
 
 
 def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], float], *, listen: Listen,
-         stopping: Callable[[], bool], fenced: Callable[[], str | None]) -> JobSpec | PullCut | None:
+         stopping: Callable[[], bool], fenced: Callable[[], str | None], max_runtime_s: float | None = None,
+         spent: Sequence[str] = ()) -> JobSpec | PullCut | None:
     """Pull ``spec``'s image unless the VM holds it (or it has none), heartbeating the attempt through ``listen``.
     ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or failed: the job's
     ``docker run`` then says why); None: nothing pulled. Else how the attempt ends: its pull stalled (PREEMPTED, the
-    VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s`` (FAILED)."""
+    VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s`` (FAILED).
+    ``spec.max_runtime_s`` is what is left of the job's ``max_runtime_s`` (the one its note names; staging may have
+    taken some: ``spent`` says so, in the same note)."""
     image, limit_s = spec.image, spec.max_runtime_s
+    named = max_runtime_s if max_runtime_s is not None else limit_s
     if not image or held(image, settings.docker):
         return None
     try:
@@ -148,8 +152,7 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
             if (note := fenced()) is not None:
                 return PullCut(AgentStatus.PREEMPTED, note)
             if time.monotonic() >= limit_at:  # its command never ran: not "killed"
-                return PullCut(AgentStatus.FAILED, f"zen: {WHAT} exceeded max_runtime_s={limit_s:g} (its command never "
-                                                   f"ran; {pulling.describe()})", "max_runtime_s")
+                return PullCut(AgentStatus.FAILED, over(named, spent, pulling), "max_runtime_s")
             if pulling.silent_s() >= settings.pull_stall_s:
                 why = (f"docker's pull of the job's image {image} made no progress for {settings.pull_stall_s:g} s (the "
                        f"registry or the VM's network stopped sending): cancelled after {pulling.describe()}")
@@ -160,8 +163,20 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
         if limit_s is None:
             return spec
         if (left := limit_at - time.monotonic()) <= 0:  # done just past it, between two looks
-            return PullCut(AgentStatus.FAILED, f"zen: {WHAT} exceeded max_runtime_s={limit_s:g} (its command never "
-                                               f"ran; {pulling.describe()})", "max_runtime_s")
+            return PullCut(AgentStatus.FAILED, over(named, spent, pulling), "max_runtime_s")
         return replace(spec, max_runtime_s=left)
     finally:
         pulling.stop()
+
+
+def over(max_runtime_s: float | None, spent: Sequence[str], pulling: Pull) -> str:
+    """The note of a pull cut at the job's ``max_runtime_s``: its command never ran (not "killed")."""
+    return (f"zen: {WHAT} exceeded max_runtime_s={max_runtime_s:g} (its command never ran; "
+            + "".join(f"{line} of it; " for line in spent) + f"{pulling.describe()})")
+
+
+def killed_note(max_runtime_s: float | None, counted: Sequence[str]) -> str:
+    """The note of a job the agent killed at its ``max_runtime_s``, naming what took some of it before its command
+    ran (``counted``: staging its inputs, pulling its image)."""
+    return f"zen: killed after exceeding max_runtime_s={max_runtime_s}" + (
+        f" ({' and '.join(counted)} of it)" if counted else "")
