@@ -107,10 +107,11 @@ def test_a_gang_whose_nodes_flex_start_vm_left_at_its_runs_end_says_so(config, d
     zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
     pool, flex = "us-central1/flex-start", [vm.replace("us-central1-", "us-central1-flex-") for vm in VMS]
     _pass(zen, pool, flex, flex, "flex-start")
-    zen.clock.advance(RUN_S - 120)
-    functions.submit(job_request("g", cluster=CLUSTER, nodes=2, max_attempts=1))
-    for n, vm in enumerate(flex):
+    functions.submit(job_request("g", cluster=CLUSTER, nodes=2, max_attempts=1))  # taken with the VMs' runs ahead
+    for n, vm in enumerate(flex):  # (a job naming no max_runtime_s takes no flex-start VM near its run's end)
         functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{n + 1}"))
+    zen.clock.advance(RUN_S - 120)  # run since (no tick meanwhile), to its VMs' last minutes
+    for vm in flex:
         functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
     zen.clock.advance(30)
     _pass(zen, pool, [flex[0]], [flex[0]], "flex-start")  # GCE deleted the second at its run's end

@@ -40,12 +40,18 @@ def _pass(zen, pool: str, names: list[str], billed: list[str], model: str) -> No
         fleet.see_instances(session, CLUSTER, pool, names, zen.clock(), billed=billed, model=model)
 
 
-def _silent_after(zen, functions, vm: str, *passes) -> tuple[str, int, int, str]:
-    """Job ``j`` (max_attempts 1) run by ``vm``, then silent; ``passes``: what the passes see after its last report, one
-    at each tick, 50 s apart. Ticks until the sweep has judged it: its status, attempt, budget, last history row."""
-    zen.clock.advance(30)  # the last pass's sight of the VM billed came before the job's last report
+def _claimed(functions, vm: str) -> None:
     functions.submit(job_request("j", cluster=CLUSTER, max_attempts=1))
     functions.heartbeat(heartbeat("j", "CLAIMED", 1, vm=vm))
+
+
+def _silent_after(zen, functions, vm: str, *passes, claimed: bool = False) -> tuple[str, int, int, str]:
+    """Job ``j`` (max_attempts 1) run by ``vm`` (``claimed`` already: ``_claimed``), then silent; ``passes``: what the
+    passes see after its last report, one at each tick, 50 s apart. Ticks until the sweep has judged it: its status,
+    attempt, budget, last history row."""
+    zen.clock.advance(30)  # the last pass's sight of the VM billed came before the job's last report
+    if not claimed:
+        _claimed(functions, vm)
     functions.heartbeat(heartbeat("j", "RUNNING", 2, vm=vm))
     functions.tick()
     for n in range(4):
@@ -95,10 +101,11 @@ def test_a_job_whose_flex_start_vm_left_its_mig_at_its_runs_end_is_requeued_unsp
     zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
     pool = "us-central1/flex-start"
     _pass(zen, pool, [FLEX_VM], [FLEX_VM], "flex-start")
-    zen.clock.advance(RUN_S - 120)  # (a fresh VM is never held to its run: it is the one asked for the job)
+    _claimed(functions, FLEX_VM)  # with its run ahead (a job naming no max_runtime_s takes none near its end)
+    zen.clock.advance(RUN_S - 120)  # run since (no tick meanwhile), to its VM's last minutes
     _pass(zen, pool, [FLEX_VM], [FLEX_VM], "flex-start")
     status, attempt, max_attempts, last = _silent_after(  # GCE deleted it at its run's end: gone from its MIG
-        zen, functions, FLEX_VM, lambda: _pass(zen, pool, [], [], "flex-start"))
+        zen, functions, FLEX_VM, lambda: _pass(zen, pool, [], [], "flex-start"), claimed=True)
     assert (status, attempt, max_attempts) == ("QUEUED", 2, 2), (status, attempt, max_attempts, last)
     with zen.db.transaction() as tx:
         [lost] = [r["reason"] for r in repository.all_job_events(tx) if r["to_status"] == "LOST"]
