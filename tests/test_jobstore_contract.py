@@ -555,6 +555,11 @@ def test_a_vm_row_takes_only_newer_heartbeats_and_a_claim_sees_its_drain_and_its
         assert tx.upsert_vm(name="vm-a", state="RETIRED", seq=7, **beat | {"now": NOW + timedelta(hours=1)}) == "IDLE"
         assert tx.vm_is_draining("vm-a", 6)  # a claim drawn before its agent retired
         assert not tx.vm_is_draining("vm-a", 8)  # drawn after: a new agent's (a RETIRED one claims no more)
+        made = NOW - timedelta(days=1)  # the VM's creation, its token's: the RETIRED kept for it, older or not
+        assert tx.upsert_vm(name="vm-a", state="RETIRED", seq=7, created=made, **beat) is None
+        assert tx.upsert_vm(name="vm-a", state="IDLE", seq=9, created=made, **beat) == "RETIRED"  # restarted, forgot
+        assert tx.vm_retired_before("vm-a", made) and not tx.vm_retired_before("vm-a", NOW)  # NOW: its MIG's new VM
+        assert not tx.vm_retired_before("vm-a", None) and not tx.vm_retired_before("vm-z", made)
         assert tx.vm_run_marks("vm-a") == (NOW, None) and tx.vm_run_marks("vm-z") == (None, None)  # its first word's
     with pytest.raises(DataRejected), store.transaction() as tx:  # the states a VM reports, and no other
         tx.upsert_vm(name="vm-x", state="BOOTING", seq=1, **beat)

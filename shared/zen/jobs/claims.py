@@ -55,7 +55,8 @@ STALE_CLAIM_S = 300.0
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: datetime, proven: bool = False,
-                 published: datetime | None = None, offer: Offer | None = None) -> Decision | None:
+                 published: datetime | None = None, offer: Offer | None = None,
+                 created: datetime | None = None) -> Decision | None:
     """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win.
     With ``proven`` (the VM's name proven by its token: ``zen.adapters.vm_proof``), a VM that is not an instance
     of the job's cluster's MIG in its region may not claim it: it would run the job on another
@@ -74,7 +75,10 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
     won, it held the job ASSIGNED to a VM that did not run it until the lost-job sweep spent an attempt on it
     (past the 16 given-back attempts a VM heartbeat names: ``zen.jobs.vm_beats``). With ``offer``, a claim that
     would win, from an agent that gives way (``Heartbeat.gives_way``) and of a start not offered to that VM alone, is
-    refused where a job of higher priority waits that the VM could run: that job is offered to it (``outranked``)."""
+    refused where a job of higher priority waits that the VM could run: that job is offered to it (``outranked``).
+    A VM whose agent said RETIRED is deleted next: a claim drawn before that word is refused (``vm_is_draining``), and
+    one drawn after is taken for a VM its MIG recreated, unless the VM's token says it is the very VM that said it
+    (``created``, its creation time: ``vm_retired_before``): its agent, restarted, forgot its retirement."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
     if job.gang and any(node.vm == hb.vm for node in job.gang):
@@ -113,6 +117,9 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
         reason, cause = f"this VM lacks the job's tags {missing}", MISSING_TAGS
     elif tx.vm_is_draining(hb.vm, hb.seq):  # a VM being scaled down is deleted next
         reason, cause = f"VM {hb.vm} is being scaled down", DRAINING
+    elif tx.vm_retired_before(hb.vm, created):  # its restarted agent forgot it retired (zen.agent.retired)
+        reason, cause = (f"VM {hb.vm} said RETIRED before (the same VM, created {created:%Y-%m-%d %H:%M:%S} UTC, its "
+                         "token says): it takes no more jobs and is deleted next"), DRAINING
     elif cluster is not None and (ending := flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now)):
         reason, cause = ending, FLEX_ENDING
     else:

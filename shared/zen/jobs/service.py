@@ -273,7 +273,7 @@ class JobService:
                                unproven=True)  # no VM shown to have sent it: no job's
         created = None if proven is None else proven.created_at  # a VM its MIG recreated: zen.core.incarnation
         if isinstance(message, VmHeartbeat):
-            return self._vm_heartbeat(envelope, message)
+            return self._vm_heartbeat(envelope, message, created)
         if message.status is AgentStatus.RUNNING:
             with self._store.session() as tx:  # one statement, its own commit
                 if tx.record_progress(job_id=message.job_id, attempt=message.attempt, vm=message.vm,
@@ -292,7 +292,7 @@ class JobService:
                                    gang.keep_deadline(job, refuse_claim(
                                    tx, self._config, job, message, self._clock(), self._proof.names_proven,
                                    envelope.publish_time, lambda other, offer: offered.extend(self.decisions.apply(
-                                       tx, other, offer, actor="priority", now=self._clock()))))
+                                       tx, other, offer, actor="priority", now=self._clock())), created))
                                                       or (None if gang.is_gang(job)  # one node's word is not the gang's
                                                           else late_final(tx, job, message, self._clock(), created))))
         self._relay.flush_quietly(offered)  # after the claim's RELEASE: the VM takes an offer once free of its claim
@@ -306,11 +306,11 @@ class JobService:
             return self.reject(envelope, self._topics.heartbeats, refusal, None, "job.message_ignored")
         return Outcome("applied", None, cluster=up.cluster)
 
-    def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
+    def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat, created: datetime | None = None) -> Outcome:
         refusal = self.vm_beats.refusal(hb, self._proof.names_proven)  # a cluster, region or MIG not the VM's
         if refusal is not None:
             return self.reject(envelope, self._topics.heartbeats, refusal, None, "job.message_ignored")
-        changed, usable = self.vm_beats.record_vm(hb)
+        changed, usable = self.vm_beats.record_vm(hb, created)
         return Outcome("applied" if changed else "duplicate", hb.job_id, cluster=hb.cluster if usable else None)
 
     # -- stop ----------------------------------------------------------------------------------

@@ -199,9 +199,8 @@ class RejectionRows(Protocol):
     def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
                          payload: bytes, now: datetime, key: str | None = None, principal: str | None = None,
                          named_job_id: str | None = None) -> bool:
-        """Record a refused message (and its proven sender, if any; ``named_job_id``: the job id it named, when
-        the refusal is not that job's: ``zen.jobs.rejections``); True when this wrote a new row (not a repeat of
-        ``key``, nor the same message again)."""
+        """Record a refused message (and its proven sender, if any; ``named_job_id``: the job id it named, when the
+        refusal is not that job's: ``zen.jobs.rejections``); True: a new row (not a repeat of ``key``, nor the same)."""
 
     def rejection_last_seen(self, source: str, key: str) -> datetime | None:
         """When a refusal of ``key`` was last recorded; None: never."""
@@ -213,9 +212,8 @@ class FleetRows(Protocol):
         ``since``, also those where the planner last found a stockout after then and no VM booted since."""
 
     def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime | None]]:
-        """Pool -> (the VMs a gang assembling there could still get at the planner's last pass there (its
-        memory's ``gang_room``: idle and booting VMs plus the room under the cluster's limits), when that pass
-        read the fleet and the jobs (None: unrecorded)); pools without one absent."""
+        """Pool -> (the VMs a gang assembling there could still get at the planner's last pass there (its memory's
+        ``gang_room``: idle, booting, room under limits), when it read the fleet and jobs (None: unrecorded)); or absent."""
 
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
                     now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
@@ -223,15 +221,17 @@ class FleetRows(Protocol):
         of ``inputs`` (non-empty) or ``image``; those not offered a start first, then the most recently heard from."""
 
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
-                  attempt: int | None, seq: int, sent_at: datetime, now: datetime,
+                  attempt: int | None, seq: int, sent_at: datetime, now: datetime, created: datetime | None = None,
                   jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
                   images: list[str] | None = None, heard_at: datetime | None = None) -> str | None:
-        """Record a VM heartbeat: the VM's state before ('' when new), or None when older than the last (then
-        ``heard_at``, when it was sent, still counts as hearing the VM: an agent's clock stepped back across a restart)."""
+        """Record a VM heartbeat (a RETIRED kept for the VM created at ``created``, older or not): the VM's state before
+        ('' when new), or None when older than the last (``heard_at`` still counts: a clock stepped back, restarted)."""
 
     def vm_is_draining(self, vm: str, seq: int) -> bool:
-        """Whether a scale-down marked ``vm``, its agent retired it before drawing ``seq`` (a claim's), or a pass saw it
-        leave its MIG and none listed it since; serialised with its drain."""
+        """Whether ``vm`` is drained, retired by its agent before ``seq`` (a claim's), or gone from its MIG; locked."""
+
+    def vm_retired_before(self, vm: str, created: datetime | None) -> bool:
+        """Whether ``vm``'s VM created at ``created`` said RETIRED, whatever since (``created`` None: False)."""
 
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""

@@ -8,7 +8,7 @@ Why: docs/explanations/delivery-guarantees.md, "A claim answered too late".
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from zen.core import gang
@@ -53,10 +53,12 @@ class VmBeats:
                     "reports for its own cluster")
         return None
 
-    def record_vm(self, hb: VmHeartbeat) -> tuple[bool, bool]:
+    def record_vm(self, hb: VmHeartbeat, created: datetime | None = None) -> tuple[bool, bool]:
         """Record a VM heartbeat of a known cluster and requeue what it gave back: whether it changed
         anything (not when older than the last one recorded and nothing to requeue), and whether the VM
-        became usable (IDLE, from booting or from running a job: ``Zen.on_heartbeat`` runs a pass)."""
+        became usable (IDLE, from booting or from running a job: ``Zen.on_heartbeat`` runs a pass). ``created``:
+        the VM's creation time, its token's (``zen.core.incarnation``): a RETIRED is kept for that VM
+        (``JobTx.vm_retired_before``: a claim of its is refused)."""
         with self._store.transaction() as tx:
             was = tx.upsert_vm(
                 name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
@@ -66,7 +68,7 @@ class VmBeats:
                 sent_at=min(max(hb.sent_at, now - timedelta(seconds=self._config.deadlines.vm_heartbeat_s)), now),
                 heard_at=min(hb.sent_at, now),  # an older seq sent now (a clock stepped back) still heard
                 jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
-                cached_inputs=hb.cached_inputs, images=hb.images,
+                cached_inputs=hb.cached_inputs, images=hb.images, created=created,
             )
             # Whether or not the row took it (it may be older than the last one recorded): the list is
             # judged against each job's own reports.

@@ -283,14 +283,20 @@ class PostgresJobTx:
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
                   attempt: int | None, seq: int, sent_at: datetime, now: datetime,
                   jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
-                  images: list[str] | None = None, heard_at: datetime | None = None) -> str | None:
+                  images: list[str] | None = None, heard_at: datetime | None = None,
+                  created: datetime | None = None) -> str | None:
         return repository.upsert_vm(self.session, name=name, cluster=cluster, region=region, zone=zone,
                                     state=state, job_id=job_id, attempt=attempt, seq=seq, sent_at=sent_at,
-                                    now=now, jobs=jobs, cached_inputs=cached_inputs, images=images, heard_at=heard_at)
+                                    now=now, jobs=jobs, cached_inputs=cached_inputs, images=images, heard_at=heard_at,
+                                    created=created)
 
     @hooked("vm_is_draining")
     def vm_is_draining(self, vm: str, seq: int) -> bool:
         return repository.vm_is_draining(self.session, vm, seq)
+
+    @hooked("vm_retired_before")
+    def vm_retired_before(self, vm: str, created: datetime | None) -> bool:
+        return repository.vm_retired_before(self.session, vm, created)
 
     @hooked("jobs_on_vm")
     def jobs_on_vm(self, vm: str) -> dict[str, int]:

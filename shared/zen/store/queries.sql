@@ -703,7 +703,8 @@ SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
 -- name: vm_is_draining
 -- Drained by a scale-down, or retired by its agent (a pull limit reached: it is deleted next) after the claim's
 -- :seq was drawn (agents draw seqs from one counter of epoch milliseconds, and a RETIRED agent claims no more:
--- a claim drawn after the word is a new agent's, its VM recreated by its MIG after a preemption, or restarted),
+-- a claim drawn after the word is a new agent's, its VM recreated by its MIG after a preemption, or restarted: the
+-- same VM's, by its token's creation time, is refused all the same, vm_retired_before),
 -- or gone: a scaling pass saw it leave its MIG (forget_vanished_instances, its drain mark with it) and none has
 -- listed it since, so a claim from it was sent before it went and delivered late (a new VM given a gone one's
 -- name, 4 random characters of GCE's, is refused so until a pass lists it: a tick at most, its boot takes longer).
@@ -711,6 +712,17 @@ SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
 UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last_seq > :seq
 UNION ALL SELECT 1 FROM vm_lifetimes WHERE name = :vm_name
   AND NOT EXISTS (SELECT 1 FROM mig_instances WHERE name = :vm_name);
+
+-- name: vm_retired_as
+-- The VM of the creation time :created (its token's: zen.core.incarnation) said RETIRED: kept whatever the seq (a
+-- RETIRED delivered after a later heartbeat still tells that VM retired), and through its later heartbeats of other
+-- states (an agent restarted without its retirement says IDLE again: zen.agent.retired).
+UPDATE vms SET retired_created_at = :created WHERE name = :vm_name;
+
+-- name: vm_retired_before
+-- Whether the VM of the creation time :created said RETIRED before (vm_retired_as): a claim of its is refused. NULL
+-- :created (VM proof off) matches nothing.
+SELECT 1 AS retired FROM vms WHERE name = :vm_name AND retired_created_at = CAST(:created AS timestamptz);
 
 -- name: vm_run_marks
 -- When a VM's agent was first heard, and when a scaling pass first saw its VM RUNNING (see_mig_instances): a

@@ -202,7 +202,8 @@ def latest_rejection(session: Session, job_id: str, message_id: str | None = Non
 def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
               job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime,
               jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
-              images: list[str] | None = None, heard_at: datetime | None = None) -> str | None:
+              images: list[str] | None = None, heard_at: datetime | None = None,
+              created: datetime | None = None) -> str | None:
     """Record a VM heartbeat (``jobs``: every attempt it holds, from a VM that may hold several;
     ``cached_inputs`` / ``images``: what its warm cache holds): the state the VM had before ('' for a
     VM not heard from before), or None when the heartbeat is older than what is recorded (out of order).
@@ -218,6 +219,8 @@ def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: s
     )
     if row is None and before is not None and heard_at is not None:
         session.run("vm_heard", vm_name=name, heard_at=heard_at)
+    if state == "RETIRED" and created is not None:  # which VM of the name retired, older or not (vm_retired_before)
+        session.run("vm_retired_as", vm_name=name, created=created)
     return None if row is None else (before["state"] if before else "")
 
 
@@ -238,6 +241,18 @@ def vm_is_draining(session: Session, vm: str, seq: int) -> bool:
     drain of one VM are ordered: see ``fleet.drain_unless_busy``)."""
     session.run("lock_vm", vm_name=vm)
     return session.one("vm_is_draining", vm_name=vm, seq=seq) is not None
+
+
+def vm_retired_before(session: Session, vm: str, created: datetime | None) -> bool:
+    """Whether the VM of ``vm``'s name created at ``created`` (its token's ``instance_creation_timestamp``:
+    ``zen.core.incarnation``) said RETIRED before, whatever it said since: its agent, restarted without its retirement
+    (a disk that did not keep ``zen.agent.retired``'s mark, an older agent), claims again on a VM retired for a fault.
+    A VM its MIG recreated under the name was created later: not it. False when ``created`` is None (VM proof off).
+    Read under the VM's advisory lock, as ``vm_is_draining`` is."""
+    if created is None:
+        return False
+    session.run("lock_vm", vm_name=vm)
+    return session.one("vm_retired_before", vm_name=vm, created=created) is not None
 
 
 def vm_shares(session: Session, vm: str) -> bool | None:

@@ -575,10 +575,16 @@ class InMemoryJobTx:
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
                   attempt: int | None, seq: int, sent_at: datetime, now: datetime,
                   jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
-                  images: list[str] | None = None, heard_at: datetime | None = None) -> str | None:
+                  images: list[str] | None = None, heard_at: datetime | None = None,
+                  created: datetime | None = None) -> str | None:
         if state not in VM_STATES:  # Postgres's check constraint
             raise DataRejected(f"the database refused the data (23514): VM state {state!r}")
         before = self._t.vms.get(name)
+        retired_as = (before or {}).get("retired_created_at")
+        if state == "RETIRED" and created is not None:  # kept, older or not (upsert_vm, vm_retired_as)
+            retired_as = created
+            if before is not None:
+                before["retired_created_at"] = created
         if before is not None and before["last_seq"] >= seq:
             if heard_at is not None:  # an older seq, sent now: the VM was heard (upsert_vm, vm_heard)
                 before["last_seen_at"] = max(before["last_seen_at"], heard_at)
@@ -593,13 +599,17 @@ class InMemoryJobTx:
             "name": name, "cluster": cluster, "region": region, "zone": zone, "state": state, "job_id": job_id,
             "attempt": attempt, "jobs": jobs, "last_seq": seq, "last_seen_at": now, "idle_since": idle_since,
             "first_seen_at": before["first_seen_at"] if before else now, "cached_inputs": cached_inputs,
-            "images": images}
+            "images": images, "retired_created_at": retired_as}
         return before["state"] if before else ""
 
     @hooked("vm_is_draining")
     def vm_is_draining(self, vm: str, seq: int) -> bool:
         row = self._t.vms.get(vm, {})
         return vm in self._t.drained or row.get("state") == "RETIRED" and row["last_seq"] > seq
+
+    @hooked("vm_retired_before")
+    def vm_retired_before(self, vm: str, created: datetime | None) -> bool:
+        return created is not None and self._t.vms.get(vm, {}).get("retired_created_at") == created
 
     @hooked("jobs_on_vm")
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
