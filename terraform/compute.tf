@@ -130,6 +130,8 @@ resource "google_compute_instance_template" "zen" {
       # for <location>-docker.pkg.dev): a regional repository is reached only through its region's host,
       # from VMs of any region (jsonencode: checkov's evaluator loses this map with a join or a for)
       zen-image-locations = jsonencode(distinct(var.agent_image_repositories[*].location))
+      # the agent's tunables, a JSON object of ZEN_AGENT_* name -> value (startup.sh writes them into its unit)
+      zen-agent-env = jsonencode(var.agent_env)
     },
     local.zen_config_shipped ? { zen-config = file(var.zen_config_file) } : {},
   )

@@ -382,6 +382,22 @@ variable "agent_secrets" {
   }
 }
 
+variable "agent_env" {
+  type        = map(string)
+  default     = {}
+  description = "The agents' tunables (docs/reference/agent.md, \"Tunables\"): ZEN_AGENT_* name -> value, e.g. { ZEN_AGENT_PULL_STALL_S = \"1800\" } for very large images. Given to every VM as the instance attribute zen-agent-env, which the startup script writes into the agent's unit; a change reaches the VMs created after it (the MIGs apply a new template to new VMs only). Not ZEN_AGENT_WORK_DIR, ZEN_AGENT_FENCE_FILE (the startup script's own), ZEN_AGENT_STOP_GRACE_S (the configuration's deadlines.stop_grace_s: systemd's stop timeout follows it) nor ZEN_AGENT_LOCAL (jobs would run unconfined)."
+
+  validation {
+    condition = alltrue([for name, value in var.agent_env : can(regex("^ZEN_AGENT_[A-Z0-9_]+$", name)) && !contains(
+    ["ZEN_AGENT_WORK_DIR", "ZEN_AGENT_FENCE_FILE", "ZEN_AGENT_STOP_GRACE_S", "ZEN_AGENT_LOCAL"], name)])
+    error_message = "agent_env: each name is ZEN_AGENT_* (capitals, digits, '_'), and none of ZEN_AGENT_WORK_DIR, ZEN_AGENT_FENCE_FILE, ZEN_AGENT_STOP_GRACE_S, ZEN_AGENT_LOCAL, which the startup script sets itself or refuses."
+  }
+  validation {
+    condition     = alltrue([for value in values(var.agent_env) : !can(regex("[[:cntrl:]]", value))])
+    error_message = "agent_env: each value is one line of text (no newline, tab or other control character)."
+  }
+}
+
 variable "checkpoint_retention_days" {
   type        = number
   default     = 30

@@ -28,6 +28,8 @@
 #                        a wheel, copied with `gcloud storage cp`
 #     zen-config         optional: the YAML configuration (topic and subscription names, clusters);
 #                        absent (404), the default shipped with the package is used
+#     zen-agent-env      optional: the agent's tunables, a JSON object of ZEN_AGENT_* name -> value
+#                        (terraform's agent_env), set in its unit; see AGENT_ENV below
 # - The VM's service account may pull from Artifact Registry, read the wheel's bucket, publish to
 #   zen-heartbeats, consume its subscription zen-vm-control-<vm> on zen-vm-control (the tick makes it
 #   and grants it; never deleted: it expires after a day unread), consume zen-job-start-<cluster>-<region>, and write log
@@ -283,6 +285,42 @@ print(math.ceil(load_config(sys.argv[1]).deadlines.stop_grace_s))' "$CONFIG_DIR/
   [[ "$STOP_GRACE_S" =~ ^[0-9]+$ ]] || STOP_GRACE_S=10
 fi
 
+# The agent's tunables (docs/reference/agent.md, "Tunables") from zen-agent-env: a JSON object of names ZEN_AGENT_*
+# to values, each an Environment= line of the unit. Not these, which the script sets itself (the work directory,
+# the fence file, the stop grace, which systemd's stop timeout follows) or which would run jobs unconfined
+# (ZEN_AGENT_LOCAL), nor a value with a control character (a newline would add a line to the unit): each such is
+# left out, with a message, and the agent runs without it. Unreadable or not JSON: none, with a message.
+AGENT_ENV=""
+AGENT_ENV_VALUES=()
+AGENT_ENV_PYTHON="$(python_bin || true)"
+if attribute zen-agent-env unreadable-ok && [[ -n "$VALUE" && "$VALUE" != "{}" ]]; then
+  if [[ -z "$AGENT_ENV_PYTHON" ]]; then
+    log "no python >= 3.11 to read instance attribute zen-agent-env; the agent runs without it"
+  else
+    while IFS= read -r -d '' pair; do
+      AGENT_ENV_VALUES+=("$pair")
+      quoted="${pair//\\/\\\\}"; quoted="${quoted//\"/\\\"}"; quoted="${quoted//%/%%}"  # systemd's quoting, its specifiers
+      AGENT_ENV="$AGENT_ENV"$'\n'"Environment=\"$quoted\""
+    done < <("$AGENT_ENV_PYTHON" -c '
+import json, re, sys
+OWN = {"ZEN_AGENT_WORK_DIR", "ZEN_AGENT_FENCE_FILE", "ZEN_AGENT_STOP_GRACE_S", "ZEN_AGENT_LOCAL"}
+try:
+    pairs = json.loads(sys.argv[1])
+    assert isinstance(pairs, dict)
+except (ValueError, AssertionError):
+    sys.exit("zen-startup: instance attribute zen-agent-env is not a JSON object; the agent runs without it")
+for name, value in sorted(pairs.items()):
+    if not re.fullmatch(r"ZEN_AGENT_[A-Z0-9_]+", name) or name in OWN:
+        print(f"zen-startup: zen-agent-env: {name!r} left out: not a ZEN_AGENT_* name this attribute may set",
+              file=sys.stderr)
+    elif not isinstance(value, str) or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        print(f"zen-startup: zen-agent-env: {name} left out: its value is not one line of text", file=sys.stderr)
+    else:
+        sys.stdout.write(f"{name}={value}\0")
+' "$VALUE" || true)
+  fi
+fi
+
 # The agent's user: a system user in the docker group, owning its home (and nothing else). Idempotent.
 check getent group docker || run groupadd --system docker
 if ! check id -u "$AGENT_USER"; then
@@ -421,7 +459,7 @@ ExecStart=/opt/zen/venv/bin/python -m zen.agent
 # and Zen runs the job again elsewhere once its lease lapses. After the agent's own stop it finds none.
 ExecStopPost=-/bin/sh -c '$SWEEP'
 $CONFIG_ENV
-$GRACE_ENV
+$GRACE_ENV$AGENT_ENV
 Environment=PYTHONUNBUFFERED=1
 Environment=ZEN_AGENT_WORK_DIR=$WORK_DIR
 # Its runtime folder (/run/zen-agent, emptied at each boot): the file it writes to have zen-fence.path power
@@ -479,6 +517,7 @@ else
   log "no systemd: starting the agent as $AGENT_USER, a background process (log: /var/log/zen-agent.log)"
   [[ -z "$GRACE_ENV" ]] || export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S"
   [[ -z "$CONFIG_ENV" ]] || export ZEN_CONFIG=/etc/zen/config.yaml
+  for pair in "${AGENT_ENV_VALUES[@]}"; do export "${pair?}"; done
   export ZEN_AGENT_WORK_DIR="$WORK_DIR"
   # (without the unit's hardening; and the guard has run above, as root)
   nohup runuser -u "$AGENT_USER" -- "$VENV/bin/python" -m zen.agent >> "$ROOT/var/log/zen-agent.log" 2>&1 &
