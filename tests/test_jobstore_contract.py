@@ -558,6 +558,7 @@ def test_a_vm_row_takes_only_newer_heartbeats_and_a_claim_sees_its_drain_and_its
         made = NOW - timedelta(days=1)  # the VM's creation, its token's: the RETIRED kept for it, older or not
         assert tx.upsert_vm(name="vm-a", state="RETIRED", seq=7, created=made, **beat) is None
         assert tx.upsert_vm(name="vm-a", state="IDLE", seq=9, created=made, **beat) == "RETIRED"  # restarted, forgot
+        assert tx.vm_is_draining("vm-a", 8)  # recorded RETIRED still: no idle VM to a scaling pass, deleted as retired
         assert tx.vm_retired_before("vm-a", made) and not tx.vm_retired_before("vm-a", NOW)  # NOW: its MIG's new VM
         assert not tx.vm_retired_before("vm-a", None) and not tx.vm_retired_before("vm-z", made)
         assert tx.vm_run_marks("vm-a") == (NOW, None) and tx.vm_run_marks("vm-z") == (None, None)  # its first word's

@@ -19,6 +19,10 @@ from tests.test_vm_incarnation import recreated
 from tests.test_vm_proof_functions import VM_A, proof, zen  # noqa: F401  (fixture)
 from tests.token_support import certs, issuer  # noqa: F401  (fixtures)
 from zen.adapters.message_key import MessageKey
+from zen.scaling.model import VmPhase
+from zen.scaling.port import MigInstance
+from zen.scaling.vms import classify
+from zen.store import fleet
 
 SAID_RETIRED = f"VM {VM_A} said RETIRED before (the same VM"
 
@@ -53,3 +57,19 @@ def test_a_restarted_agent_of_a_retired_vm_cannot_claim_again_but_its_recreated_
     functions.heartbeat(**successor(vm_beat("IDLE", ms(clock))))
     functions.heartbeat(**successor(heartbeat("next", "CLAIMED", ms(clock) + 1, vm=VM_A)))
     assert job(zen, "next").status.value == "ASSIGNED"
+
+
+def test_a_retired_vm_whose_restarted_agent_says_idle_is_no_idle_supply_but_deleted_as_retired(
+        functions, zen, publisher, clock, issuer, project):
+    """Its claims all refused, the VM is no idle VM to the scaling pass: taken for one, a queued job waited on it (no
+    VM added for the job), and it was kept until its idle time ran out (for ever under a cluster's min_vms)."""
+    first = proof(issuer, clock, project, VM_A)
+    functions.heartbeat(**first(vm_beat("RETIRED", ms(clock))))
+    clock.advance(30)
+    restarted = proof(issuer, clock, project, VM_A, key=MessageKey())
+    functions.heartbeat(**restarted(vm_beat("IDLE", ms(clock))))
+
+    with zen.db.transaction() as session:
+        agents = fleet.agents(session, "4xa100-40gb")
+    seen = classify(MigInstance(VM_A, "us-central1-a", "NONE", "RUNNING", None), "us-central1", clock(), {}, agents)
+    assert (seen.phase, seen.retiring) == (VmPhase.DELETING, True)

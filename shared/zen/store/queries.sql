@@ -462,8 +462,9 @@ ORDER BY id DESC LIMIT 1;
 
 -- name: lock_vm_row
 -- A VM's row, locked for its heartbeat's transaction: a heartbeat of the same VM being written
--- meanwhile is waited for, and the state read is the one it wrote (repository.upsert_vm).
-SELECT state FROM vms WHERE name = :vm_name FOR UPDATE;
+-- meanwhile is waited for, and the state read is the one it wrote (repository.upsert_vm), and which VM of the
+-- name said RETIRED (vm_retired_as): that VM's later words of other states are recorded as RETIRED.
+SELECT state, retired_created_at FROM vms WHERE name = :vm_name FOR UPDATE;
 
 -- name: upsert_vm
 -- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order. An agent's
@@ -716,7 +717,8 @@ UNION ALL SELECT 1 FROM vm_lifetimes WHERE name = :vm_name
 -- name: vm_retired_as
 -- The VM of the creation time :created (its token's: zen.core.incarnation) said RETIRED: kept whatever the seq (a
 -- RETIRED delivered after a later heartbeat still tells that VM retired), and through its later heartbeats of other
--- states (an agent restarted without its retirement says IDLE again: zen.agent.retired).
+-- states (an agent restarted without its retirement says IDLE again: zen.agent.retired; repository.upsert_vm records
+-- that VM's every later word as RETIRED, so the scaling pass deletes it as retired and never counts it idle).
 UPDATE vms SET retired_created_at = :created WHERE name = :vm_name;
 
 -- name: vm_retired_before

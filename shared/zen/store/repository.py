@@ -210,8 +210,13 @@ def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: s
     Older, its ``heard_at`` (when it was sent, no later than now) still counts as hearing the VM: an agent whose
     clock ran ahead and was stepped back across a restart draws lower seqs until its clock catches up, and its VM,
     heard every minute, looked silent and was deleted. A heartbeat delivered late was sent long ago: no later sight.
-    In a transaction, the row stays locked to its end: two heartbeats of one VM at once see each other."""
+    In a transaction, the row stays locked to its end: two heartbeats of one VM at once see each other.
+    From the VM created at ``created`` that said RETIRED (``vm_retired_as``), any state is recorded as RETIRED: its
+    agent, restarted without its retirement, says IDLE, and its every claim is refused (``vm_retired_before``); taken
+    for an idle VM, it was supply to the scaling pass (a queued job waited on it) and not deleted as retired."""
     before = session.one("lock_vm_row", vm_name=name)
+    if created is not None and before is not None and before["retired_created_at"] == created:
+        state = "RETIRED"
     row = session.one(
         "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
         attempt=attempt, jobs=_json_or_null(jobs), seq=seq, sent_at=sent_at, now=now,

@@ -581,6 +581,8 @@ class InMemoryJobTx:
             raise DataRejected(f"the database refused the data (23514): VM state {state!r}")
         before = self._t.vms.get(name)
         retired_as = (before or {}).get("retired_created_at")
+        if created is not None and retired_as == created:  # that VM's later words: RETIRED still (upsert_vm)
+            state = "RETIRED"
         if state == "RETIRED" and created is not None:  # kept, older or not (upsert_vm, vm_retired_as)
             retired_as = created
             if before is not None:
