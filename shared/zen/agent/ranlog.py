@@ -11,6 +11,7 @@ effort: a disk that cannot be written logs once and keeps the attempts in memory
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -22,10 +23,31 @@ Key = tuple[str, int]  # (job_id, attempt), as zen.agent.slots.Key
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+def vm_file(work_dir: str | os.PathLike, folder: str, vm: str) -> Path:
+    """``<work_dir>/<folder>/<VM name>`` (the name made safe for a file): the VM's agents' (the work directory is the
+    VM's disk; a VM its MIG recreates after a preemption gets a new disk, and none of what its predecessor kept)."""
+    return Path(work_dir) / folder / (_UNSAFE.sub("-", vm).strip(".") or "-")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` as ``path``, whole or not at all (a file of its own on the disk, renamed over it). Raises ``OSError``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
 def path_for(work_dir: str | os.PathLike, vm: str) -> Path:
-    """``<work_dir>/.ran/<VM name>``: the VM's agents' (the work directory is the VM's disk; a VM its MIG recreates
-    after a preemption gets a new disk, and none of its attempts)."""
-    return Path(work_dir) / ".ran" / (_UNSAFE.sub("-", vm).strip(".") or "-")
+    """``<work_dir>/.ran/<VM name>``: the attempts the VM's agents ran."""
+    return vm_file(work_dir, ".ran", vm)
 
 
 def ran_since_boot(work_dir: str | os.PathLike) -> bool:
@@ -85,11 +107,5 @@ class RanLog:
             self._failed = True
 
     def _rewrite(self, newest: list[Key]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            out.writelines(f"{attempt} {job_id}\n" for job_id, attempt in newest[-self.kept:])
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, self.path)
+        write_whole(self.path, "".join(f"{attempt} {job_id}\n" for job_id, attempt in newest[-self.kept:]))
         self._lines = min(len(newest), self.kept)

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import tempfile
 from pathlib import Path
 
 from zen.agent.journal import boot_id
+from zen.agent.ranlog import vm_file, write_whole
 
 log = logging.getLogger("zen.agent.retired")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def path_for(work_dir: str | os.PathLike[str], vm: str) -> Path:
     """``<work_dir>/.retired/<VM name>``: the VM's agents' (a VM its MIG recreates gets a new disk, and no mark)."""
-    return Path(work_dir) / ".retired" / (_UNSAFE.sub("-", vm).strip(".") or "-")
+    return vm_file(work_dir, ".retired", vm)
 
 
 class RetiredMark:
@@ -48,17 +46,8 @@ class RetiredMark:
 
     def keep(self, reason: str) -> None:
         """The VM is retired for ``reason``, for the agents of this boot."""
-        temp = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
-            with os.fdopen(fd, "w") as out:
-                out.write(f"{self.boot}\n{reason}\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, self.path)
+            write_whole(self.path, f"{self.boot}\n{reason}\n")
         except OSError as exc:
-            if temp is not None and os.path.exists(temp):
-                os.unlink(temp)
             log.error("could not keep the VM's retirement on disk: a restarted agent may take jobs again",
                       extra={"path": str(self.path), "error": str(exc)})
