@@ -15,6 +15,7 @@ import zen.agent
 from tests.agent.fakes import FakeMetadata
 
 SCRIPT = Path(zen.agent.__file__).with_name("startup.sh")
+AGENT_ENV = "instance/attributes/zen-agent-env"
 
 
 @pytest.fixture
@@ -30,8 +31,9 @@ def metadata():
 
 def boot(metadata: FakeMetadata, root: Path, agent_env: object) -> tuple[list[str], str]:
     """The agent unit's lines and the script's messages after one boot with zen-agent-env set to ``agent_env``."""
-    metadata.values["instance/attributes/zen-agent-env"] = json.dumps(agent_env)
-    env = {**os.environ, "GCE_METADATA_HOST": metadata.host, "ZEN_STARTUP_ROOT": str(root), "ZEN_STARTUP_DRY_RUN": "1"}
+    metadata.values[AGENT_ENV] = json.dumps(agent_env)
+    env = {**os.environ, "GCE_METADATA_HOST": metadata.host, "ZEN_STARTUP_ROOT": str(root), "ZEN_STARTUP_DRY_RUN": "1",
+           "ZEN_STARTUP_RETRY_S": "0"}
     result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return (root / "etc/systemd/system/zen-agent.service").read_text().splitlines(), result.stderr
@@ -65,3 +67,16 @@ def test_a_bad_name_or_value_is_left_out_with_a_message(metadata, tmp_path):
 def test_an_attribute_that_is_no_json_object_sets_nothing_and_says_so(metadata, tmp_path):
     unit, said = boot(metadata, tmp_path, ["ZEN_AGENT_POLL_S=2"])
     assert not [line for line in unit if "POLL" in line] and "zen-agent-env is not a JSON object" in said
+
+
+def test_tunables_that_cannot_be_read_on_a_reboot_keep_the_ones_written_before(metadata, tmp_path):
+    """As zen-config's file: a reboot that read them as none changed the unit, and the agent, started by the unit
+    already (and maybe running a job it claimed), was restarted, its job ended."""
+    before, _ = boot(metadata, tmp_path, {"ZEN_AGENT_PULL_STALL_S": "1800"})
+    metadata.failures = {AGENT_ENV: [503] * 10}
+
+    unit, said = boot(metadata, tmp_path, {"ZEN_AGENT_PULL_STALL_S": "1800"})
+
+    assert 'Environment="ZEN_AGENT_PULL_STALL_S=1800"' in unit
+    assert unit == before  # (the unit unchanged: no restart for it)
+    assert "cannot read instance attribute zen-agent-env; the agent keeps the tunables an earlier boot wrote" in said

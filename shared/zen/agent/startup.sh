@@ -289,11 +289,19 @@ fi
 # to values, each an Environment= line of the unit. Not these, which the script sets itself (the work directory,
 # the fence file, the stop grace, which systemd's stop timeout follows) or which would run jobs unconfined
 # (ZEN_AGENT_LOCAL), nor a value with a control character (a newline would add a line to the unit): each such is
-# left out, with a message, and the agent runs without it. Unreadable or not JSON: none, with a message.
+# left out, with a message, and the agent runs without it. Not JSON: none, with a message. Unreadable now (the
+# metadata server failing past the retries): the ones an earlier boot wrote into the unit, as zen-config's file is
+# kept (else a reboot's unit would change, and the agent be restarted, ending the job it may have claimed already).
 AGENT_ENV=""
 AGENT_ENV_VALUES=()
 AGENT_ENV_PYTHON="$(python_bin || true)"
-if attribute zen-agent-env unreadable-ok && [[ -n "$VALUE" && "$VALUE" != "{}" ]]; then
+AGENT_ENV_READ=0
+attribute zen-agent-env unreadable-ok || AGENT_ENV_READ=$?
+if ((AGENT_ENV_READ == 2)); then
+  while IFS= read -r line; do AGENT_ENV="$AGENT_ENV"$'\n'"$line"; done \
+    < <(grep -s '^Environment="ZEN_AGENT_' "$UNIT" || true)
+  log "cannot read instance attribute zen-agent-env; the agent keeps the tunables an earlier boot wrote (if any)"
+elif ((AGENT_ENV_READ == 0)) && [[ -n "$VALUE" && "$VALUE" != "{}" ]]; then
   if [[ -z "$AGENT_ENV_PYTHON" ]]; then
     log "no python >= 3.11 to read instance attribute zen-agent-env; the agent runs without it"
   else
