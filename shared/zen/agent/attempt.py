@@ -74,8 +74,7 @@ class AttemptRunner:
         self._vm_beats.beat(force=True)
         self._pulls.began(key, len(gpu_ids) if gpu_ids else None)
         settings = self._settings
-        output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output,
-                               settings.tail_bytes)
+        output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output, settings.tail_bytes)
         secrets = self._secrets(start, attempt, output)
         if secrets is None:  # the job never ran, nor staged anything
             return None
@@ -141,8 +140,7 @@ class AttemptRunner:
         except CannotRun as exc:
             self._log.error("job cannot run here", extra={**fields, "reason": str(exc)})
             output.add("zen", f"zen agent: {exc}")
-            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True,
-                      limit_s=limit, checkpoint=checkpoint)
+            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True, limit_s=limit, checkpoint=checkpoint)
             return None
         try:  # from the job's start: nothing may leave it running unsupervised (the command logged, not the argv: env
             self._log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
@@ -169,6 +167,8 @@ class AttemptRunner:
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
+        if final is None and outcome.exit_code and self._disk and (full := self._disk.failed_full(key, self._pulls.retire)):
+            final, note = AgentStatus.PREEMPTED, f"zen: {full} (requeued)"  # not its own failure (zen.agent.diskquota)
         exited = None if final else resume.base(start, attempt)  # its exit code decides: an agent restarted resumes its upload
         final, note = (final, note) if final else (AgentStatus.FAILED if outcome.exit_code else AgentStatus.SUCCEEDED, outcome.note)
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,

@@ -11,7 +11,9 @@ GCE images are ext4, so the agent measures instead.
 - ``DiskWatch``: one thread of the agent measuring every running attempt's directory and the disk's free
   space each ``ZEN_AGENT_DISK_LOOK_S``; a nearly full disk first empties the warm cache (``make_room``,
   ``zen.agent.cache.InputCache.give_way``); each attempt's thread asks it for a verdict (``verdict``) and stops
-  its job, FAILED, with that reason (``zen.agent.attempt``).
+  its job, FAILED, with that reason (``zen.agent.attempt``); a job that fails on its own while the disk is nearly full
+  and holds little of it failed by the VM's disk (``DiskWatch.failed_full``: requeued free, the VM retired when no
+  running job holds the rest).
 Why the agent and not the job's supervisor, the defaults, and the limits: docs/reference/agent.md#the-disk-quota
 """
 
@@ -304,6 +306,41 @@ class DiskWatch:
                 "entries": measured[key].entries,
                 "quota_bytes": self.share.quota_bytes, "free_bytes": free, "reason": reason})
         return found
+
+    def failed_full(self, key: Key, retire: Callable[[str], None]) -> str | None:
+        """Why the job of ``key``, which exited non-zero on its own, failed by this VM's disk rather than by itself
+        (None: its own failure): the disk is nearly full as it ends (once the warm cache gave way) and its
+        directory holds under ``CULPRIT_SHARE`` of its quota: its write failed for space it did not take. Its
+        attempt is requeued free (PREEMPTED); FAILED, it spent an attempt, charged to its user for a neighbour's
+        data, docker's images or what an earlier agent left, and its retries failed on the same full disk. When no
+        running attempt holds that much either, nothing the watch stops frees the disk: ``retire`` (the VM takes
+        no more jobs) is called too, else each job it claimed failed the same way."""
+        try:
+            total, _, free = self._disk_usage(self.work_dir)
+            if nearly_full(free, total) and self._make_room is not None and \
+                    self._make_room(2 * full_bytes(total) - free) > 0:
+                total, _, free = self._disk_usage(self.work_dir)
+        except OSError:
+            return None
+        if not nearly_full(free, total):
+            return None
+        with self._lock:
+            roots = dict(self._roots)
+        held = {k: measure(root, self._max_entries).bytes for k, root in roots.items()}
+        for k, deleted in held_deleted(roots, max_entries=self._max_entries).items():
+            held[k] += deleted
+        least = CULPRIT_SHARE * self.share.quota_bytes
+        if held.get(key, 0) >= least:  # it may have filled the disk itself: its own failure
+            return None
+        said = (f"this VM's disk was nearly full ({human_bytes(free)} free of {human_bytes(total)}) when the job "
+                f"failed, its work directory holding {human_bytes(held.get(key, 0))}")
+        if any(used >= least for k, used in held.items() if k != key):
+            return f"{said}: a job beside it filled it"  # the one the watch stops (``decide``)
+        why = f"its disk is nearly full ({human_bytes(free)} free of {human_bytes(total)}) with what no running job holds"
+        self._log.error("a job failed on a nearly full disk no job filled", extra={
+            "job_id": key[0], "attempt": key[1], "free_bytes": free, "reason": why})
+        retire(why)
+        return f"{said}, and no running job holds the rest: this VM takes no more jobs"
 
     def _run(self) -> None:
         while not self._closed:

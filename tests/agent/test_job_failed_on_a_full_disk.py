@@ -1,0 +1,117 @@
+"""A job whose write fails for a disk full of what it did not write (docker's images, what an earlier agent or job
+left on the VM): it exits non-zero, far within its share of the disk, and no running attempt holds enough for the
+disk watch to stop. It was reported FAILED by its command (an attempt spent, charged to its user, its retries run on
+the same disk) and the VM took the next job, which failed the same way. A job that fails while the disk is nearly
+full, holding under a tenth of its share, is the VM's: requeued free (PREEMPTED, saying the disk was full), and
+when no running job holds the rest the VM takes no more jobs.
+
+The job's ENOSPC is real (its write to /dev/full); the work disk's free space is the disk watch's own reading,
+given here as a nearly full disk's (``DiskWatch._disk_usage``, as the disk-quota tests do).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from tests.agent.fakes import FakeTransport, confirm_claims
+from zen.agent.agent import Agent
+from zen.agent.identity import Identity
+from zen.agent.settings import AgentSettings
+from zen.agent.slots import Capacity, Slots
+from zen.core.models import AgentStatus, Heartbeat, StartMessage
+
+VM = "vm-full"
+IDENTITY = Identity(project="p", vm=VM, cluster="8xa100-40gb", region="us-central1", zone="us-central1-a",
+                    from_environment=True)
+TOTAL = 10_000_000_000  # the work disk as the watch reads it: 100 MB free, nearly full (under 1 GB)
+FREE = 100_000_000
+# Writes its result; the disk is full: "OSError: [Errno 28] No space left on device", exit code 1.
+WRITER = "import os\nwith open('/dev/full', 'wb') as out:\n    out.write(b'x' * 65536)\n"
+
+
+def start(job_id: str, command: list[str]) -> StartMessage:
+    return StartMessage(job_id=job_id, attempt=1, cluster="8xa100-40gb", user_id="alice", regions=["us-central1"],
+                        gpus=8, command=command)
+
+
+def test_a_job_failing_on_a_disk_full_of_what_no_job_holds_is_requeued_and_the_vm_retires(tmp_path):
+    settings = AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, claim_tries=3,
+                             lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work"),
+                             disk_per_job_bytes=10_000_000, disk_look_s=0.05)
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(start("writer", [sys.executable, "-c", WRITER]))
+    transport.answer = confirm_claims(VM)
+    agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=1)))
+    agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - FREE, FREE)
+
+    def final(job_id: str) -> Heartbeat | None:
+        return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == job_id
+                     and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)), None)
+
+    def probe() -> None:
+        deadline = time.monotonic() + 30
+        while final("writer") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent.request_shutdown("test over")
+
+    threading.Thread(target=probe, daemon=True).start()
+    assert agent.run() == 0
+
+    report = final("writer")
+    assert report is not None
+    assert "No space left on device" in (report.message or "")  # its own write failed for the disk
+    assert report.status is AgentStatus.PREEMPTED, report.message  # the VM's: requeued free, not FAILED
+    assert "disk was nearly full (100.0 MB free of 10.0 GB)" in (report.message or ""), report.message
+    assert agent.pulls.blocked() is not None  # no running job holds the rest: the VM takes no more jobs
+    assert "nearly full" in (agent.pulls.blocked() or "")
+
+
+def test_a_job_failing_on_its_own_while_the_disk_has_room_stays_failed(tmp_path):
+    settings = AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, claim_tries=3,
+                             lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work"),
+                             disk_per_job_bytes=10_000_000, disk_look_s=0.05)
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(start("writer", [sys.executable, "-c", WRITER]))
+    transport.answer = confirm_claims(VM)
+    agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=1)))
+    agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - 5_000_000_000, 5_000_000_000)
+
+    def final() -> Heartbeat | None:
+        return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "writer"
+                     and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)), None)
+
+    def probe() -> None:
+        deadline = time.monotonic() + 30
+        while final() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent.request_shutdown("test over")
+
+    threading.Thread(target=probe, daemon=True).start()
+    assert agent.run() == 0
+
+    report = final()
+    assert report is not None
+    assert report.status is AgentStatus.FAILED, report.message  # its disk had room: the failure is the job's
+    assert report.exit_code == 1
+    assert agent.pulls.blocked() is None
+
+
+def test_a_job_failing_beside_the_one_that_filled_the_disk_is_requeued_and_the_vm_kept(tmp_path):
+    from zen.agent.diskquota import DiskShare, DiskWatch
+
+    failed, filler = tmp_path / "failed", tmp_path / "filler"
+    failed.mkdir()
+    filler.mkdir()
+    (filler / "big.bin").write_bytes(b"x" * 2_000_000)  # a fifth of its share: the one the watch stops
+    watch = DiskWatch(tmp_path, DiskShare(TOTAL, per_job_bytes=10_000_000), threaded=False,
+                      disk_usage=lambda path: (TOTAL, TOTAL - FREE, FREE))
+    watch.add(("failed", 1), failed)
+    watch.add(("filler", 1), filler)
+    retired: list[str] = []
+    said = watch.failed_full(("failed", 1), retired.append)
+    assert said is not None and said.endswith("a job beside it filled it"), said
+    assert retired == []  # the watch stops the filler; its directory's removal frees the disk
+    assert watch.failed_full(("filler", 1), retired.append) is None  # the one that filled it: its own failure
+    assert retired == []
