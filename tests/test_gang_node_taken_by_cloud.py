@@ -10,6 +10,8 @@ against a real Postgres."""
 
 from __future__ import annotations
 
+import json
+
 from tests.messages import heartbeat, job_request
 from tests.test_silent_vm_taken_by_cloud import CLUSTER, _pass, _zen
 from zen.store import repository
@@ -124,3 +126,36 @@ def test_a_gang_whose_nodes_flex_start_vm_left_at_its_runs_end_says_so(config, d
     assert (status, attempt, preemptions) == ("QUEUED", 2, 1), reasons
     assert any(f"VM {flex[1]} reached the end of its flex-start run (a scaling pass saw its flex-start VM left its MIG"
                in reason for reason in reasons), reasons
+
+
+def test_a_node_silent_as_its_gang_began_to_stop_whose_vm_a_pass_saw_taken_is_told_stop(config, db, publisher,
+                                                                                          clock, db_url, monkeypatch):
+    """Of three nodes, two fell silent together: the gang stopped the most silent one and the one still heard, not the
+    other silent one (silent too). A pass then saw that one's VM stopped, and the gang was rerun with its nodes taken as
+    preempted: it was told STOP then, as its silence alone would have told it (its VM seen stopped is a pass's sight,
+    not its agent's word)."""
+    zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
+    vms = (*VMS, "zen-4xa100-40gb-us-central1-ef56")
+    _pass(zen, "us-central1", list(vms), list(vms), "spot")
+    zen.clock.advance(30)
+    functions.submit(job_request("g", cluster=CLUSTER, nodes=3, max_attempts=3))
+    for n, vm in enumerate(vms):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{n + 1}"))
+    for vm in vms:
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    seq = 3
+    for n in range(12):  # the second and third nodes silent, the third's VM seen stopped; the first beats on
+        zen.clock.advance(30)
+        if n == 0:
+            _pass(zen, "us-central1", list(vms), list(vms[:2]), "spot")
+        functions.heartbeat(heartbeat("g", "RUNNING", seq, vm=vms[0]))
+        seq += 1
+        functions.tick()
+    functions.heartbeat(heartbeat("g", "STOPPED", seq, vm=vms[0], exit_code=-15))
+    for _ in range(int(config.deadlines.preempted_stop_s // 30) + 2):
+        zen.clock.advance(30)
+        functions.tick()
+    status, attempt, _, preemptions, reasons = _state(zen)
+    assert (status, attempt, preemptions) == ("QUEUED", 2, 1), reasons
+    told = [c for c in (json.loads(m.data) for m in publisher.on("zen-vm-control")) if c["vm"] == vms[2]]
+    assert [(c["action"], c["attempt"]) for c in told if c["action"] == "STOP"] == [("STOP", 1)], told

@@ -30,9 +30,10 @@ from typing import Callable
 
 from zen.core import gang
 from zen.core.config import ZenConfig
+from zen.core.gang_assembly import order
 from zen.core.gang_records import ENDED, SILENT, GangNode, most_silent
 from zen.core.lifecycle import Change, Decision, preempted_by_cloud
-from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
+from zen.core.models import AgentStatus, ControlAction, Heartbeat, Job, JobStatus
 from zen.jobs.flex_end import near_run_end
 from zen.jobs.store import JobTx
 
@@ -103,7 +104,13 @@ def _gang_taken(config: ZenConfig, tx: JobTx, job: Job, decision: Decision | Non
         return decision
     said = {(n.rank, n.vm): f"node {n.rank} ({n.vm}) gave no answer, and {taken[n.vm]}"
             for n in job.gang if n.vm in taken}
-    return _reworded(settled, said)
+    settled = _reworded(settled, said)
+    # Each taken node is told STOP, as its silence would have told it (the count and the words change, not the orders):
+    # one already silent as the gang began to stop was told nothing then, and a pass's sight of its VM is not its word.
+    told = {c.vm for c in settled.controls}
+    ended = f"the gang ended: {settled.changes[-1].reason}" if settled.changes else "the gang ended"
+    settled.controls += [order(job, vm, ControlAction.STOP, ended) for vm in taken if vm not in told]
+    return settled
 
 
 def _running_node_taken(config: ZenConfig, job: Job, decision: Decision, node: GangNode, why: str,
