@@ -36,7 +36,8 @@ def start(job_id: str, command: list[str]) -> StartMessage:
                         gpus=8, command=command)
 
 
-def test_a_job_failing_on_a_disk_full_of_what_no_job_holds_is_requeued_and_the_vm_retires(tmp_path):
+def run_writer(tmp_path, free_bytes: int) -> tuple[Heartbeat, Agent]:
+    """The writer's final report, run by an agent whose work disk has ``free_bytes`` free of ``TOTAL``."""
     settings = AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, claim_tries=3,
                              lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work"),
                              disk_per_job_bytes=10_000_000, disk_look_s=0.05)
@@ -44,39 +45,7 @@ def test_a_job_failing_on_a_disk_full_of_what_no_job_holds_is_requeued_and_the_v
     transport.add_start(start("writer", [sys.executable, "-c", WRITER]))
     transport.answer = confirm_claims(VM)
     agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=1)))
-    agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - FREE, FREE)
-
-    def final(job_id: str) -> Heartbeat | None:
-        return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == job_id
-                     and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)), None)
-
-    def probe() -> None:
-        deadline = time.monotonic() + 30
-        while final("writer") is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        agent.request_shutdown("test over")
-
-    threading.Thread(target=probe, daemon=True).start()
-    assert agent.run() == 0
-
-    report = final("writer")
-    assert report is not None
-    assert "No space left on device" in (report.message or "")  # its own write failed for the disk
-    assert report.status is AgentStatus.PREEMPTED, report.message  # the VM's: requeued free, not FAILED
-    assert "disk was nearly full (100.0 MB free of 10.0 GB)" in (report.message or ""), report.message
-    assert agent.pulls.blocked() is not None  # no running job holds the rest: the VM takes no more jobs
-    assert "nearly full" in (agent.pulls.blocked() or "")
-
-
-def test_a_job_failing_on_its_own_while_the_disk_has_room_stays_failed(tmp_path):
-    settings = AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, claim_tries=3,
-                             lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work"),
-                             disk_per_job_bytes=10_000_000, disk_look_s=0.05)
-    transport = FakeTransport(VM, virtual_time=False)
-    transport.add_start(start("writer", [sys.executable, "-c", WRITER]))
-    transport.answer = confirm_claims(VM)
-    agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=1)))
-    agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - 5_000_000_000, 5_000_000_000)
+    agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - free_bytes, free_bytes)
 
     def final() -> Heartbeat | None:
         return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "writer"
@@ -90,9 +59,24 @@ def test_a_job_failing_on_its_own_while_the_disk_has_room_stays_failed(tmp_path)
 
     threading.Thread(target=probe, daemon=True).start()
     assert agent.run() == 0
-
     report = final()
     assert report is not None
+    return report, agent
+
+
+def test_a_job_failing_on_a_disk_full_of_what_no_job_holds_is_requeued_and_the_vm_retires(tmp_path):
+    report, agent = run_writer(tmp_path, FREE)
+
+    assert "No space left on device" in (report.message or "")  # its own write failed for the disk
+    assert report.status is AgentStatus.PREEMPTED, report.message  # the VM's: requeued free, not FAILED
+    assert "disk was nearly full (100.0 MB free of 10.0 GB)" in (report.message or ""), report.message
+    assert agent.pulls.blocked() is not None  # no running job holds the rest: the VM takes no more jobs
+    assert "nearly full" in (agent.pulls.blocked() or "")
+
+
+def test_a_job_failing_on_its_own_while_the_disk_has_room_stays_failed(tmp_path):
+    report, agent = run_writer(tmp_path, 5_000_000_000)
+
     assert report.status is AgentStatus.FAILED, report.message  # its disk had room: the failure is the job's
     assert report.exit_code == 1
     assert agent.pulls.blocked() is None
@@ -110,8 +94,10 @@ def test_a_job_failing_beside_the_one_that_filled_the_disk_is_requeued_and_the_v
     watch.add(("failed", 1), failed)
     watch.add(("filler", 1), filler)
     retired: list[str] = []
-    said = watch.failed_full(("failed", 1), retired.append)
+    enospc = "OSError: [Errno 28] No space left on device"
+    assert watch.failed_full(("failed", 1), "KeyError: 'lr'", retired.append) is None  # its own bug: its own failure
+    said = watch.failed_full(("failed", 1), enospc, retired.append)
     assert said is not None and said.endswith("a job beside it filled it"), said
     assert retired == []  # the watch stops the filler; its directory's removal frees the disk
-    assert watch.failed_full(("filler", 1), retired.append) is None  # the one that filled it: its own failure
+    assert watch.failed_full(("filler", 1), enospc, retired.append) is None  # the one that filled it: its own failure
     assert retired == []

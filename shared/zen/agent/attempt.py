@@ -167,7 +167,7 @@ class AttemptRunner:
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
-        if final is None and outcome.exit_code and self._disk and (full := self._disk.failed_full(key, self._pulls.retire)):
+        if final is None and outcome.exit_code and self._disk and (full := self._disk.failed_full(key, outcome.tail, self._pulls.retire)):
             final, note = AgentStatus.PREEMPTED, f"zen: {full} (requeued)"  # not its own failure (zen.agent.diskquota)
         exited = None if final else resume.base(start, attempt)  # its exit code decides: an agent restarted resumes its upload
         final, note = (final, note) if final else (AgentStatus.FAILED if outcome.exit_code else AgentStatus.SUCCEEDED, outcome.note)

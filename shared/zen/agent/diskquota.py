@@ -38,6 +38,8 @@ FULL_SHARE = 0.02  # the disk is nearly full below this share of it free ...
 FULL_MIN_BYTES = 1_000_000_000  # ... or below this many bytes free
 CULPRIT_SHARE = 0.1  # on a nearly full disk, an attempt holding less than this share of its quota is not stopped
 MAX_ENTRIES = 1_000_000  # files and folders a walk counts at most; past it the attempt is stopped
+# ENOSPC's and EDQUOT's words as C, Python, Go, Java and shells print them, lowercased (a job's output tail):
+NO_SPACE = ("no space left on device", "disk quota exceeded", "enospc")
 LOOK_S = 5.0  # between two rounds of measurements, at least
 COST_SHARE = 0.1  # of one CPU, at most, the walks take: a round waits at least its own time / this
 
@@ -307,14 +309,18 @@ class DiskWatch:
                 "quota_bytes": self.share.quota_bytes, "free_bytes": free, "reason": reason})
         return found
 
-    def failed_full(self, key: Key, retire: Callable[[str], None]) -> str | None:
+    def failed_full(self, key: Key, tail: str, retire: Callable[[str], None]) -> str | None:
         """Why the job of ``key``, which exited non-zero on its own, failed by this VM's disk rather than by itself
-        (None: its own failure): the disk is nearly full as it ends (once the warm cache gave way) and its
-        directory holds under ``CULPRIT_SHARE`` of its quota: its write failed for space it did not take. Its
+        (None: its own failure): its output's ``tail`` names the disk full (``ENOSPC``'s words: a failure for another
+        reason, or on a developer's nearly full disk, stays the job's), the disk is nearly full as it ends (once the
+        warm cache gave way) and its directory holds under ``CULPRIT_SHARE`` of its quota: its write failed for
+        space it did not take. Its
         attempt is requeued free (PREEMPTED); FAILED, it spent an attempt, charged to its user for a neighbour's
         data, docker's images or what an earlier agent left, and its retries failed on the same full disk. When no
         running attempt holds that much either, nothing the watch stops frees the disk: ``retire`` (the VM takes
         no more jobs) is called too, else each job it claimed failed the same way."""
+        if not any(words in tail.lower() for words in NO_SPACE):
+            return None
         try:
             total, _, free = self._disk_usage(self.work_dir)
             if nearly_full(free, total) and self._make_room is not None and \
