@@ -3,7 +3,7 @@ left on the VM): it exits non-zero, far within its share of the disk, and no run
 disk watch to stop. It was reported FAILED by its command (an attempt spent, charged to its user, its retries run on
 the same disk) and the VM took the next job, which failed the same way. A job that fails while the disk is nearly
 full, holding under a tenth of its share, is the VM's: requeued free (PREEMPTED, saying the disk was full), and
-when no running job holds the rest the VM takes no more jobs.
+when no job on the VM holds the rest the VM takes no more jobs.
 
 The job's ENOSPC is real (its write to /dev/full); the work disk's free space is the disk watch's own reading,
 given here as a nearly full disk's (``DiskWatch._disk_usage``, as the disk-quota tests do).
@@ -70,7 +70,7 @@ def test_a_job_failing_on_a_disk_full_of_what_no_job_holds_is_requeued_and_the_v
     assert "No space left on device" in (report.message or "")  # its own write failed for the disk
     assert report.status is AgentStatus.PREEMPTED, report.message  # the VM's: requeued free, not FAILED
     assert "disk was nearly full (100.0 MB free of 10.0 GB)" in (report.message or ""), report.message
-    assert agent.pulls.blocked() is not None  # no running job holds the rest: the VM takes no more jobs
+    assert agent.pulls.blocked() is not None  # no job on it holds the rest: the VM takes no more jobs
     assert "nearly full" in (agent.pulls.blocked() or "")
 
 
@@ -101,3 +101,29 @@ def test_a_job_failing_beside_the_one_that_filled_the_disk_is_requeued_and_the_v
     assert retired == []  # the watch stops the filler; its directory's removal frees the disk
     assert watch.failed_full(("filler", 1), enospc, retired.append) is None  # the one that filled it: its own failure
     assert retired == []
+
+
+def test_a_job_failing_beside_one_uploading_its_outputs_that_fill_the_disk_keeps_the_vm(tmp_path):
+    """The neighbour's job ended and its outputs are being uploaded (``DiskWatch.ended``: no longer measured), its
+    directory holding most of the disk until its removal: the job failing for that space is requeued free, and the VM,
+    whose disk its removal frees, was retired as if nothing on it held the rest."""
+    import os
+
+    from zen.agent.diskquota import DiskShare, DiskWatch
+
+    failed, uploading = tmp_path / "failed", tmp_path / "uploading"
+    failed.mkdir()
+    uploading.mkdir()
+    (uploading / "out.bin").write_bytes(os.urandom(2_000_000))  # a fifth of its share (random: no disk compresses it)
+    watch = DiskWatch(tmp_path, DiskShare(TOTAL, per_job_bytes=10_000_000), threaded=False,
+                      disk_usage=lambda path: (TOTAL, TOTAL - FREE, FREE))
+    watch.add(("failed", 1), failed)
+    watch.add(("uploading", 1), uploading)
+    watch.ended(("uploading", 1))
+    retired: list[str] = []
+    said = watch.failed_full(("failed", 1), "OSError: [Errno 28] No space left on device", retired.append)
+    assert said is not None and said.endswith("a job beside it filled it"), said  # the VM's disk: requeued free
+    assert retired == []  # the upload's end frees the disk: the VM takes jobs on
+    watch.remove(("uploading", 1))
+    said = watch.failed_full(("failed", 1), "OSError: [Errno 28] No space left on device", retired.append)
+    assert said is not None and said.endswith("this VM takes no more jobs") and retired, said  # gone: nothing holds it

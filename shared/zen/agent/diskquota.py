@@ -241,6 +241,7 @@ class DiskWatch:
         self._disk_usage = disk_usage  # (total, used, free) of the work disk; tests give another disk
         self._log = log
         self._roots: dict[Key, str] = {}
+        self._ending: dict[Key, str] = {}  # ended, outputs uploading: unmeasured, space back at ``remove``
         self._verdicts: dict[Key, str] = {}
         self._lock = threading.Lock()  # attempts' threads add, remove and ask while the watch measures
         self._wake = threading.Event()
@@ -251,6 +252,7 @@ class DiskWatch:
         """Watch ``root``, the attempt's directory, from now until ``remove``; starts the thread at the first."""
         with self._lock:
             self._roots[key] = os.fspath(root)
+            self._ending.pop(key, None)
             self._verdicts.pop(key, None)
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name="zen-disk-watch", daemon=True)
@@ -261,14 +263,17 @@ class DiskWatch:
         """Its directory is gone (or going): no more measured, and on a full disk the next may be stopped."""
         with self._lock:
             self._roots.pop(key, None)
+            self._ending.pop(key, None)
             self._verdicts.pop(key, None)
 
     def ended(self, key: Key) -> None:
         """The attempt's job ended and its directory is only read from now on (its outputs' upload, the last
         save): no more measured, so never the one a nearly full disk stops (it writes nothing more; its space
-        comes back at ``remove``): picked, nothing acted on the verdict while the neighbour writing ran on."""
+        comes back at ``remove``): picked, nothing acted on the verdict while the neighbour writing ran on. Its
+        directory still counts for ``failed_full``: what it holds is on the disk until then."""
         with self._lock:
-            self._roots.pop(key, None)
+            if (root := self._roots.pop(key, None)) is not None:
+                self._ending[key] = root
 
     def verdict(self, key: Key) -> str | None:
         """Why the attempt must be stopped (the note of its FAILED report), or None."""
@@ -317,8 +322,9 @@ class DiskWatch:
         space it did not take. Its
         attempt is requeued free (PREEMPTED); FAILED, it spent an attempt, charged to its user for a neighbour's
         data, docker's images or what an earlier agent left, and its retries failed on the same full disk. When no
-        running attempt holds that much either, nothing the watch stops frees the disk: ``retire`` (the VM takes
-        no more jobs) is called too, else each job it claimed failed the same way."""
+        running attempt holds that much either, nor one whose job ended and whose outputs are uploading (``ended``:
+        its directory's removal frees the disk), nothing frees it: ``retire`` (the VM takes no more jobs) is called
+        too, else each job it claimed failed the same way."""
         if not any(words in tail.lower() for words in NO_SPACE):
             return None
         try:
@@ -331,7 +337,7 @@ class DiskWatch:
         if not nearly_full(free, total):
             return None
         with self._lock:
-            roots = dict(self._roots)
+            roots = {**self._ending, **self._roots}
         held = {k: measure(root, self._max_entries).bytes for k, root in roots.items()}
         for k, deleted in held_deleted(roots, max_entries=self._max_entries).items():
             held[k] += deleted
@@ -341,12 +347,12 @@ class DiskWatch:
         said = (f"this VM's disk was nearly full ({human_bytes(free)} free of {human_bytes(total)}) when the job "
                 f"failed, its work directory holding {human_bytes(held.get(key, 0))}")
         if any(used >= least for k, used in held.items() if k != key):
-            return f"{said}: a job beside it filled it"  # the one the watch stops (``decide``)
-        why = f"its disk is nearly full ({human_bytes(free)} free of {human_bytes(total)}) with what no running job holds"
+            return f"{said}: a job beside it filled it"  # the one the watch stops (``decide``), or whose upload ends
+        why = f"its disk is nearly full ({human_bytes(free)} free of {human_bytes(total)}) with what no job on it holds"
         self._log.error("a job failed on a nearly full disk no job filled", extra={
             "job_id": key[0], "attempt": key[1], "free_bytes": free, "reason": why})
         retire(why)
-        return f"{said}, and no running job holds the rest: this VM takes no more jobs"
+        return f"{said}, and no job on it holds the rest: this VM takes no more jobs"
 
     def _run(self) -> None:
         while not self._closed:
