@@ -61,18 +61,18 @@ class AttemptRunner:
         self._base_env, self._read_secret = base_env, read_secret  # (a secret version's payload: adapters.secret_manager)
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
         self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus).at_start()  # after a job's failure
-        self.jobs_run = 0
-        self._lock = threading.Lock()  # jobs_run, from every attempt's thread
+        self.jobs_run, self._lock = 0, threading.Lock()  # (the lock: jobs_run, from every attempt's thread)
 
     def run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> bool | None:
         """Returns whether the job's container is known gone (``RunningJob.container_gone``; None when
         no run got that far, or removal was not tried): ``Agent._hold`` checks again only then."""
         fields, key = {"job_id": start.job_id, "attempt": start.attempt}, (start.job_id, start.attempt)
-        if attempt.accepted_at is None:  # confirmed without a claim (the Claimer sets it from the CLAIMED heard)
-            attempt.accepted_at = self._clock()
+        attempt.accepted_at = self._clock() if attempt.accepted_at is None else attempt.accepted_at  # (else the Claimer's)
         self._slots.running(key)
         self._vm_beats.beat(force=True)
         self._pulls.began(key, len(gpu_ids) if gpu_ids else None)
+        if self._disk is not None:  # its disk before it wrote or pulled anything (``DiskWatch.failed_full``)
+            self._disk.began(key)
         settings = self._settings
         output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output, settings.tail_bytes)
         secrets = self._secrets(start, attempt, output)

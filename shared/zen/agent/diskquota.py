@@ -242,6 +242,7 @@ class DiskWatch:
         self._log = log
         self._roots: dict[Key, str] = {}
         self._ending: dict[Key, str] = {}  # ended, outputs uploading: unmeasured, space back at ``remove``
+        self._full_before: set[Key] = set()  # attempts that began (``began``) on a nearly full disk
         self._verdicts: dict[Key, str] = {}
         self._lock = threading.Lock()  # attempts' threads add, remove and ask while the watch measures
         self._wake = threading.Event()
@@ -259,11 +260,23 @@ class DiskWatch:
                 self._thread.start()
         self._wake.set()  # measure it at once: a job may have been given a full directory
 
+    def began(self, key: Key) -> None:
+        """The attempt of ``key`` begins, before it wrote or pulled anything: whether the disk is nearly full now
+        (``failed_full``), kept until ``remove``."""
+        try:
+            total, _, free = self._disk_usage(self.work_dir)
+        except OSError:
+            return
+        if nearly_full(free, total):
+            with self._lock:
+                self._full_before.add(key)
+
     def remove(self, key: Key) -> None:
         """Its directory is gone (or going): no more measured, and on a full disk the next may be stopped."""
         with self._lock:
             self._roots.pop(key, None)
             self._ending.pop(key, None)
+            self._full_before.discard(key)
             self._verdicts.pop(key, None)
 
     def ended(self, key: Key) -> None:
@@ -319,12 +332,15 @@ class DiskWatch:
         (None: its own failure): its output's ``tail`` names the disk full (``ENOSPC``'s words: a failure for another
         reason, or on a developer's nearly full disk, stays the job's), the disk is nearly full as it ends (once the
         warm cache gave way) and its directory holds under ``CULPRIT_SHARE`` of its quota: its write failed for
-        space it did not take. Its
-        attempt is requeued free (PREEMPTED); FAILED, it spent an attempt, charged to its user for a neighbour's
-        data, docker's images or what an earlier agent left, and its retries failed on the same full disk. When no
+        space it did not take. Its attempt is requeued free (PREEMPTED); FAILED, it spent an attempt, charged to
+        its user for a neighbour's data, docker's images or what an earlier agent left, and its retries failed on
+        the same full disk. When no
         running attempt holds that much either, nor one whose job ended and whose outputs are uploading (``ended``:
         its directory's removal frees the disk), nothing frees it: ``retire`` (the VM takes no more jobs) is called
-        too, else each job it claimed failed the same way."""
+        too, else each job it claimed failed the same way; unless the disk had room as the attempt began (``began``):
+        then what filled it as the job ran and is in no job's directory is the job's own as like as not (its image,
+        its container's layer or volumes, which docker may not have freed yet): its own failure, else such a job,
+        requeued free, retired VM after VM."""
         if not any(words in tail.lower() for words in NO_SPACE):
             return None
         try:
@@ -348,6 +364,10 @@ class DiskWatch:
                 f"failed, its work directory holding {human_bytes(held.get(key, 0))}")
         if any(used >= least for k, used in held.items() if k != key):
             return f"{said}: a job beside it filled it"  # the one the watch stops (``decide``), or whose upload ends
+        with self._lock:
+            before = key in self._full_before
+        if not before:  # it filled as the job ran, with what no job's directory holds: the job's own image, its
+            return None  # container's layer or volumes as like as not (removed with it, maybe not freed yet): its own
         why = f"its disk is nearly full ({human_bytes(free)} free of {human_bytes(total)}) with what no job on it holds"
         self._log.error("a job failed on a nearly full disk no job filled", extra={
             "job_id": key[0], "attempt": key[1], "free_bytes": free, "reason": why})
