@@ -1,6 +1,6 @@
 """Configuration changes under jobs that wait or run: what the job then says (zen.jobs.claims, zen.jobs.sweeps,
-zen.jobs.late_final, zen.jobs.flex_end), through the functions against a real Postgres, the configuration changed
-between steps."""
+zen.jobs.late_final, zen.jobs.flex_end) and what a scaling pass asks for it (zen.scaling.flexrun), through the functions
+and the cluster's scaling pass against a real Postgres, the configuration changed between steps."""
 
 from __future__ import annotations
 
@@ -120,3 +120,61 @@ def test_a_flex_start_vm_whose_run_ended_after_the_models_were_reordered_is_not_
     with zen.db.transaction() as session:
         [lost] = [r["reason"] for r in repository.all_job_events(session) if r["to_status"] == "LOST"]
     assert lost.startswith(f"VM {vm} reached the end of its flex-start run (flex_start_run_s 3600"), lost
+
+
+def test_a_flex_start_vm_near_its_run_end_takes_no_job_after_flex_start_left_its_cluster(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """[flex-start, standard] -> [standard]: the primary MIG's VMs booted as flex-start stay so until GCE deletes each
+    at the end of its run. With flex-start no longer listed, a claim by such a VM 5 minutes from its run's end was
+    not checked for what is left of its run when the job named no max_runtime_s: the job was started for GCE to cut
+    it minutes later (its attempt lost, the VM's last minutes billed for nothing). The model a scaling pass recorded
+    for the VM says flex-start, as it does with flex-start still listed."""
+    from zen.store import fleet
+
+    vm = "zen-4xa100-40gb-us-central1-ab12"  # booted by the primary MIG while flex-start was the primary
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    before, _ = _flex_zen(config, db, publisher, clock, ["flex-start", "standard"])
+    with before.db.transaction() as session:  # a scaling pass lists the flex-start pool's VM, RUNNING, as the tick does
+        fleet.see_instances(session, "4xa100-40gb", "us-central1", [vm], clock(), model="flex-start")
+    zen, functions = _flex_zen(config, db, publisher, clock, ["standard"])  # flex-start removed from the cluster
+    clock.advance(3600 - 300)  # its run's end (flex_start_run_s 3600) 5 minutes away, within flex_end_margin_s
+    functions.submit(job_request("no-runtime-named", cluster="4xa100-40gb"))
+    functions.heartbeat(heartbeat("no-runtime-named", "CLAIMED", 1, vm=vm))
+    job = job_of(zen, "no-runtime-named")
+    assert (job.status.value, job.vm) == ("QUEUED", None), f"{job.status.value} on {job.vm}, 5 min from its run's end"
+    with zen.db.transaction() as session:
+        [refused] = [r["reason"] for r in repository.list_rejections(session)]
+    assert refused.startswith(f"VM {vm} is a flex-start VM with about"), refused
+
+
+def test_a_flex_start_vm_near_its_run_end_is_no_supply_after_flex_start_left_its_cluster(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """[flex-start, standard] -> [standard]: an idle VM the primary MIG booted as flex-start, 5 minutes from its run's
+    end, refuses a job that names no max_runtime_s (above). The scaling pass took it for its pool's model as
+    configured now (standard, no run's end) and counted it as that job's VM: no VM was asked for the job, which waited
+    for GCE to end the VM's run (up to ``flex_start_run_s``, 7 days by default, for a job that outlasts what is left),
+    the VM kept idle, billed. The model a pass recorded for the VM says flex-start, as the claim reads it."""
+    from tests.scaling.fakes import RecordingMig
+    from tests.scaling.test_scaling_integration import vm_beat
+    from zen.scaling.manager import ClusterOrchestrator
+    from zen.scaling.port import MigInstance
+    from zen.store import fleet
+
+    cluster, vm = "4xa100-40gb", "zen-4xa100-40gb-us-central1-ab12"  # booted while flex-start was the primary
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    before, _ = _flex_zen(config, db, publisher, clock, ["flex-start", "standard"])
+    with before.db.transaction() as session:  # a scaling pass lists the flex-start pool's VM, RUNNING, as the tick does
+        fleet.see_instances(session, cluster, "us-central1", [vm], clock(), model="flex-start")
+    zen, functions = _flex_zen(config, db, publisher, clock, ["standard"])  # flex-start removed from the cluster
+    functions.heartbeat(vm_beat(vm, "us-central1", "IDLE", 1, sent_at=clock().isoformat()))
+    clock.advance(3600 - 300)  # its run's end (flex_start_run_s 3600) 5 minutes away, within flex_end_margin_s
+    functions.heartbeat(vm_beat(vm, "us-central1", "IDLE", 2, sent_at=clock().isoformat()))
+    functions.submit(job_request("no-runtime-named", cluster=cluster, regions=["us-central1"]))
+    primary = zen.config.cluster(cluster).mig_name("us-central1")
+
+    def mig(project, region, name, model):
+        listed = [MigInstance(vm, "us-central1-a", "NONE", "RUNNING", None)] if name == primary else []
+        return RecordingMig(region, [], target=len(listed), instances=listed)
+
+    report = ClusterOrchestrator(zen.config, db, clock, mig).scale(cluster)
+    assert report.added == {"us-central1": 1}, (report.added, [d.reason for d in report.decisions])

@@ -244,10 +244,9 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
     another VM: the planner counts no VM for it whose run ends first (``zen.scaling.flexrun``), so it asks for one,
     and the refusing VM is scaled down once idle and needed by no other job, as any idle VM is. The VM's model is the
     one a scaling pass recorded for it, as ``_unaccepted_model`` reads it: a flex-start VM of a primary MIG whose
-    cluster's models were reordered since is still one."""
+    cluster's models were reordered, or narrowed to ones without flex-start, since is still one."""
     named = job.request.get("max_runtime_s")
-    if named is None and "flex-start" not in cluster.provisioning:  # (no read for most claims: most name none)
-        return None
+    # Read for a cluster that lists flex-start no more too: its primary MIG's VMs booted as flex-start stay so.
     if (tx.vm_model(vm) or cluster.model_of(vm, region)) != "flex-start":  # (_unaccepted_model's)
         return None
     if named is not None and outlasts_flex(named, cluster.flex_start_run_s):  # no flex-start VM lives that long, a fresh one neither

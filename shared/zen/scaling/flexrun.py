@@ -41,9 +41,12 @@ def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: 
 
 def ends_before(vm: Vm, longest_s: float | None, cluster: ClusterLimits, timing: Timing, now: datetime) -> bool:
     """Whether ``vm`` is a flex-start VM of ``cluster`` whose run ends before a job of ``longest_s`` would
-    (None: a job that named no bound, held to the margin alone, as its claim is: ``zen.jobs.claims.flex_run_left``)."""
+    (None: a job that named no bound, held to the margin alone, as its claim is: ``zen.jobs.claims.flex_run_left``).
+    Its model is the one a scaling pass recorded for it, else its pool's, as the claim reads it: a primary MIG keeps
+    its name when the cluster's models are reordered or flex-start leaves them, and its VMs booted as flex-start stay
+    so until their runs end (taken for its pool's model, one was the supply of a job whose claim it refused)."""
     return (cluster.flex_run_s is not None and cluster.pools is not None
-            and cluster.pool(vm.region).model == "flex-start"
+            and (vm.model or cluster.pool(vm.region).model) == "flex-start"
             and run_ends_first(vm, longest_s or 0, cluster.flex_run_s, timing, now))
 
 
@@ -57,11 +60,12 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
            timing: Timing, now: datetime) -> AbstractContextManager[None]:
     """Within the block, ``counts`` (idle VMs left per pool) without the idle flex-start VMs of ``group``'s
     pools whose run ends before its longest job would (a group with no ``longest_s``: within the margin of its
-    end); given back after. Nothing for a cluster without flex-start pools or run length (the simulator's): then no
-    generator is made to give nothing back (a pass makes one or two per demand group)."""
+    end); given back after. Nothing where none of those idle VMs is a flex-start one (``ends_before``), or for a
+    cluster without run length (the simulator's): then no generator is made to give nothing back (a pass makes one or
+    two per demand group)."""
     hide: dict[str, int] = {}
     for pool in group.regions if cluster.flex_run_s is not None else ():  # else nothing to hide
-        if counts.get(pool) and cluster.pool(pool).model == "flex-start" and (ending := sum(
+        if counts.get(pool) and (ending := sum(  # (a VM's recorded model, not its pool's: ends_before)
                 ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
             hide[pool] = take = min(ending, counts[pool])
             counts[pool] -= take

@@ -3,8 +3,7 @@
 Nothing here does I/O. ``ClusterManager`` builds a ``ClusterSnapshot`` from Postgres and the MIGs; the simulator
 builds the same from its simulated world. Every policy (Zen's planner and the baselines) is a ``Policy``:
 ``plan(snapshot) -> Plan``. The planner's memory between ticks (which regions stocked out, since when, when to probe
-again) lives in ``RegionMemory`` values that a plan returns and the next snapshot carries, so the planner stays pure.
-"""
+again) lives in ``RegionMemory`` values that a plan returns and the next snapshot carries, so the planner stays pure."""
 
 from __future__ import annotations
 
@@ -48,6 +47,7 @@ class Vm:
     retiring: bool = False  # DELETING because Zen retires it (a pull limit, a drain), not because GCE took it
     first_heard_at: datetime | None = None  # its agent's first word (a flex-start VM's run: zen.scaling.flexrun)
     running_at: datetime | None = None  # a scaling pass first saw its VM RUNNING (GCE counts a flex-start run from it)
+    model: str | None = None  # the provisioning model a scaling pass recorded for it; None: its pool's (zen.scaling.flexrun)
 
     def silent_s(self, now: datetime) -> float:
         """Seconds its agent has not been heard at ``now``; 0 when it never was."""

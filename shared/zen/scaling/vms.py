@@ -83,7 +83,7 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
               heard_at=heard, running=booting and instance.status == "RUNNING",
               retiring=phase is VmPhase.DELETING and (drained or retired),
               first_heard_at=agent.get("first_seen_at") if agent else None,
-              running_at=agent.get("running_at") if agent else None)
+              running_at=agent.get("running_at") if agent else None, model=agent.get("model") if agent else None)
 
 
 def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], planned: set[str],

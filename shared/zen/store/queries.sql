@@ -624,12 +624,15 @@ SELECT vm, job_id FROM vm_holders(:left_running) WHERE cluster = :cluster;
 -- job_ended_at: when Zen recorded the end of the job its agent says it runs, if it ended (a VM that never heard its
 -- STOPs: vms.leftovers): its row's last change, not its finished_at, which a final report read late puts earlier
 -- (its publish time: zen.core.report_end), while the VM's next heartbeat, saying it is idle, may not be read yet;
--- running_at: when a scaling pass first saw its VM RUNNING (a flex-start VM's run counts from it: zen.scaling.flexrun)
-SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at, jobs IS NOT NULL AS shares,
+-- running_at: when a scaling pass first saw its VM RUNNING (a flex-start VM's run counts from it: zen.scaling.flexrun);
+-- model: the one a scaling pass recorded for it, as vm_model reads it (a flex-start VM of a primary MIG whose
+-- cluster's models were reordered, or lost flex-start, since is still one: zen.scaling.flexrun)
+SELECT vms.name, vms.state, vms.job_id, vms.idle_since, vms.last_seen_at, vms.first_seen_at,
+       vms.jobs IS NOT NULL AS shares,
        (SELECT j.updated_at FROM jobs j WHERE j.job_id = vms.job_id AND j.finished_at IS NOT NULL) AS job_ended_at,
-       (SELECT m.running_at FROM mig_instances m WHERE m.name = vms.name) AS running_at
-FROM vms
-WHERE cluster = :cluster;
+       m.running_at, CASE WHEN m.running_at IS NULL AND m.billed_before IS NOT NULL THEN NULL ELSE m.model END AS model
+FROM vms LEFT JOIN mig_instances m ON m.name = vms.name
+WHERE vms.cluster = :cluster;
 
 -- name: read_tick_clock
 -- The scale tick's clock as the last tick left it (record_tick): a scaling pass's judge of agents' silence.
