@@ -181,8 +181,8 @@ def test_an_output_named_in_bytes_that_are_not_utf8_fails_the_attempt_with_a_fin
 
     final = reports[-1]
     assert final.status.value == "FAILED" and final.exit_code == 0
-    assert ("zen: upload of caf\\udce9.txt failed after 1 of 2 files: its name is not UTF-8, as Cloud Storage's "
-            "must be") in final.message
+    assert ("zen: Cloud Storage cannot name caf\\udce9.txt (its name is not UTF-8, as Cloud Storage's "
+            "must be): not uploaded") in final.message
     assert objects(client, "out-bkt") == {"r/nu-1/attempt-1/a.txt": b"a"}
     # the attempt's directories are removed (the journal of final reports, emptied, stays)
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [".cache", ".reports"]

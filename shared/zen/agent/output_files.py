@@ -1,6 +1,7 @@
 """An output file's upload (``zen.agent.staging.AttemptData.upload``): opened as the regular file listed alone, never
 through a link (the agent is root: a link to a host file, another job's input or a cache entry would upload that file),
-and sent, through an outage of Cloud Storage too (``send``). Docs: docs/reference/messages.md (inputs, outputs).
+and sent, through an outage of Cloud Storage too (``send``), unless Cloud Storage could not name its object
+(``unnamable``). Docs: docs/reference/messages.md (inputs, outputs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import time
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Protocol
+
+from zen.core.gcs import MAX_OBJECT_BYTES
+from zen.core.text import unstorable_problem
 
 RESEND_S = (1.0, 30.0)  # an output file an outage failed is sent again after the first, doubling, at most the second
 CLIENT_RETRY_S = 120.0  # the client's own retries of one request (its default), before ``send`` sends the file again
@@ -30,6 +34,19 @@ class Skipped(Exception):
 
 def not_regular(mode: int) -> str:
     return "a symbolic link, not followed" if stat.S_ISLNK(mode) else "not a regular file"
+
+
+def unnamable(relative: str, prefix: str) -> str | None:
+    """Why Cloud Storage refuses to name an object ``prefix + relative`` (its names are UTF-8, without a carriage return
+    or line feed, of at most 1,024 bytes), or None. Such a file is left out and the rest uploaded (``upload``): sent, it
+    was refused (400), and the upload ended there, every file after it in name order lost with the work directory."""
+    if unstorable_problem(relative):  # os.walk gives a name that is not UTF-8 as lone surrogates
+        return "its name is not UTF-8, as Cloud Storage's must be"
+    if "\r" in relative or "\n" in relative:
+        return "its name holds a line break, which Cloud Storage's may not"
+    if (size := len((prefix + relative).encode())) > MAX_OBJECT_BYTES:
+        return f"its object's name would be {size:,} bytes, past Cloud Storage's {MAX_OBJECT_BYTES:,}"
+    return None
 
 
 def open_listed(path: Path, listed: os.stat_result) -> BinaryIO:

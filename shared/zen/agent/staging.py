@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
-from zen.agent.output_files import Skipped, not_regular, open_listed, send
+from zen.agent.output_files import Skipped, not_regular, open_listed, send, unnamable
 from zen.agent.runner import attempt_name
 from zen.agent.workdir import lock_unheld
 from zen.core.gcs import input_name, output_destination, split_uri
 from zen.core.models import InputSpec
-from zen.core.text import escape_unstorable, human_bytes, unstorable_problem
+from zen.core.text import escape_unstorable, human_bytes
 
 SKIPPED_NAMED = 5  # outputs not uploaded (not regular files) named in the final report, at most
 
@@ -325,7 +325,8 @@ class AttemptData:
     def upload(self) -> None:
         """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``. Each file
         is opened without following a link, and only the regular file listed is sent (from the file opened):
-        a file or folder the job swaps for a link after the listing is skipped too."""
+        a file or folder the job swaps for a link after the listing is skipped too. A file it cannot read, or whose name
+        Cloud Storage cannot hold (``unnamable``), fails the upload once the rest went up."""
         self.uploaded.started = time.monotonic()
         try:
             destination = self.destination()
@@ -334,12 +335,13 @@ class AttemptData:
                 return
             bucket_name, prefix = split_uri(destination)
             bucket = self.client().bucket(bucket_name)
+            unnamed: list[str] = []  # files Cloud Storage cannot name: left out, the rest uploaded (then it fails)
             for relative, path, listed in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
-                if unstorable_problem(relative):  # a name that is not UTF-8 (os.walk: lone surrogates)
-                    raise TransferError(f"upload of {escape_unstorable(relative)} failed after {self.uploaded.files} "
-                                        f"of {len(files)} files: its name is not UTF-8, as Cloud Storage's must be")
+                if (why := unnamable(relative, prefix)) is not None:
+                    unnamed.append(f"{escape_unstorable(relative)} ({why})")
+                    continue
                 try:
                     file = open_listed(path, listed)
                 except Skipped as skipped:
@@ -358,8 +360,12 @@ class AttemptData:
                                             f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
                 self.uploaded.files += 1
                 self.uploaded.bytes += size
-            if self.unlisted:  # after the rest went up: the outputs are not all there (a job that exited 0 fails)
-                raise TransferError(f"could not read {', '.join(self.unlisted[:SKIPPED_NAMED])}: not uploaded")
+            missing = [f"could not read {', '.join(self.unlisted[:SKIPPED_NAMED])}"] if self.unlisted else []
+            if unnamed:
+                more = f" and {len(unnamed) - SKIPPED_NAMED} more" if len(unnamed) > SKIPPED_NAMED else ""
+                missing.append(f"Cloud Storage cannot name {', '.join(unnamed[:SKIPPED_NAMED])}{more}")
+            if missing:  # after the rest went up: the outputs are not all there (a job that exited 0 fails)
+                raise TransferError(f"{'; '.join(missing)}: not uploaded")
         finally:
             self.uploaded.ended = time.monotonic()
 

@@ -165,8 +165,8 @@ class StorageState:
     def put(self, bucket: str, name: str, data: bytes, content_type: str = "application/octet-stream",
             if_generation_match: str | None = None) -> StoredObject:
         """Store ``name``; with ``if_generation_match`` only if that is its live generation (0: none), else 412."""
-        if not name:
-            raise ApiError(400, "Object name is required.")
+        if not name or len(name.encode()) > 1024 or "\r" in name or "\n" in name:  # as Cloud Storage refuses them
+            raise ApiError(400, "Object name is required." if not name else f"Invalid object name: {name[:64]!r}")
         with self._lock:
             if if_generation_match is not None:
                 live = self.objects(bucket).get(name)
