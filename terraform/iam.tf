@@ -322,14 +322,17 @@ resource "google_storage_bucket_iam_member" "function_locates_inputs" {
 # create or consume subscriptions. Pub/Sub honours no IAM condition on a subscription's name (the IAM
 # Conditions resource attributes list pubsublite.googleapis.com, not pubsub.googleapis.com, and
 # Pub/Sub refuses conditional role bindings on its resources), so the tick's role below is
-# project-wide: create, read, and set the IAM policy of any subscription; it holds no consume and no
-# delete. Its holder is the tick's account, a trusted part of the control plane; an agent has none of it.
+# project-wide: create, read, delete, and set the IAM policy of any subscription; it holds no consume. The
+# tick deletes only the zen-vm-control-<vm> of a VM its MIG no longer lists: left to expire a day unread, the
+# subscriptions of VMs made and deleted by the thousand a day filled the topic's 10,000 (Pub/Sub's limit of
+# attached subscriptions per topic) and new VMs got none. Its holder is the tick's account, a trusted part of
+# the control plane; an agent has none of it.
 resource "google_project_iam_custom_role" "control_subscriptions" {
   role_id     = "${replace(var.name_prefix, "-", "_")}ControlSubscriptions"
   title       = "Zen control subscription maker"
   description = "Make each VM's zen-vm-control-<vm> subscription and grant it to the VM's cluster's agents."
-  permissions = ["pubsub.subscriptions.create", "pubsub.subscriptions.get", "pubsub.subscriptions.getIamPolicy",
-  "pubsub.subscriptions.setIamPolicy"]
+  permissions = ["pubsub.subscriptions.create", "pubsub.subscriptions.delete", "pubsub.subscriptions.get",
+  "pubsub.subscriptions.getIamPolicy", "pubsub.subscriptions.setIamPolicy"]
 
   depends_on = [google_project_service.apis]
 }

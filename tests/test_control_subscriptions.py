@@ -127,3 +127,28 @@ def test_a_subscription_gone_is_made_again_when_its_instance_is_looked_at_again(
     now[0] += RECHECK_S
     assert zen.on_scale_tick().controls == 3
     assert made.get_subscription(subscription=path(config, "zen-a-1")).filter == 'attributes.vm = "zen-a-1"'
+
+
+def test_the_subscription_of_an_instance_gone_from_its_mig_is_deleted_leaving_room_for_new_ones(
+        config, zen, made, pubsub_clients, monkeypatch):
+    """Left to expire a day after its VM went, each removed VM's subscription stayed attached to zen-vm-control:
+    VMs made and removed by the thousand a day filled the topic's 10,000 (the Pub/Sub stand-in refuses a create
+    past the limit, as Pub/Sub does), and each new VM got none: its agent waited for it, exited, and its VM was
+    deleted and replaced, while queued jobs waited and no VM could be stopped by message."""
+    from zen_dev.local.pubsub import resources
+
+    topic = pubsub_clients[0].topic_path(config.project, config.topics.vm_control)
+    attached = len(list(pubsub_clients[0].list_topic_subscriptions(topic=topic)))
+    monkeypatch.setattr(resources, "MAX_SUBSCRIPTIONS_PER_TOPIC", attached + 3)  # the topic's room: 3 (the fleet)
+    assert zen.on_scale_tick().controls == 3
+    with zen.db.transaction() as session:  # zen-a-1 and zen-a-2 were deleted; zen-a-4 and zen-a-5 came
+        fleet.see_instances(session, "4xa100-40gb", "us-central1", ["zen-a-4", "zen-a-5"], zen.clock())
+
+    assert zen.on_scale_tick().controls == 2
+
+    for vm in ("zen-a-4", "zen-a-5"):
+        assert made.get_subscription(subscription=path(config, vm)).filter == f'attributes.vm = "{vm}"'
+    for vm in ("zen-a-1", "zen-a-2"):
+        with pytest.raises(NotFound):
+            made.get_subscription(subscription=path(config, vm))
+    assert made.get_subscription(subscription=path(config, "zen-a-3")).filter == 'attributes.vm = "zen-a-3"'

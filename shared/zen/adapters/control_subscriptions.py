@@ -1,6 +1,7 @@
 """Zen makes each GPU VM's control subscription (``zen-vm-control-<vm>``, filtered on the VM's name), and
 lets only the agent service account that VM runs as (its cluster's, for its region's tags) read it: the
-Pub/Sub adapter behind the scale tick, for every instance its MIGs list, within a time budget per tick.
+Pub/Sub adapter behind the scale tick, for every instance its MIGs list, within a time budget per tick; and deletes
+it once the VM's MIG no longer lists it (``zen-vm-control`` holds 10,000 subscriptions at most).
 
 Why, and what it grants: docs/explanations/security.md, "A VM reads its own cluster's messages only".
 """
@@ -25,6 +26,8 @@ SUBSCRIBER_ROLE = "roles/pubsub.subscriber"
 CONTROL_TTL = timedelta(days=1)  # as zen.agent.transport's (the agent package is not imported here)
 CONTROL_RETENTION = timedelta(hours=1)
 CONTROL_ACK_DEADLINE_S = 30
+# A VM's subscription is deleted once its MIG no longer lists the VM (ControlSubscriptions._delete_gone), by the
+# function instance that made it; one made by another (a tick's instance replaced) expires after CONTROL_TTL unread.
 # A subscription made is looked at again this long after (once a tick's budget allows): one gone meanwhile (its
 # TTL passed unread: an instance whose agent could not run for a day, kept under its name) is made again. Never
 # looked at again, its VM got no order from then on, a STOP included, for the life of the function instance.
@@ -73,8 +76,11 @@ class ControlSubscriptions:
 
     def ensure(self, instances: Iterable[tuple[str, str, str]]) -> int:
         """Make and grant the control subscription of each (vm, cluster, pool) not done yet, or done ``RECHECK_S``
-        ago (made again if gone); how many were made, or looked at again, now."""
+        ago (made again if gone); how many were made, or looked at again, now. First deletes those this function
+        instance made whose VM left its MIG (``_delete_gone``)."""
+        instances = list(instances)
         deadline = self._clock() + self._budget_s
+        self._delete_gone({vm for vm, _, _ in instances}, deadline)
         done = 0
         for vm, cluster, region in instances:
             made = self._made.get((vm, cluster, region))
@@ -91,6 +97,29 @@ class ControlSubscriptions:
                 log.warning("control subscription not made yet", extra={
                     "vm": vm, "cluster": cluster, "error": f"{type(exc).__name__}: {exc}"})
         return done
+
+    def _delete_gone(self, listed: set[str], deadline: float) -> None:
+        """Delete the control subscription of each VM made here that the MIGs no longer list (deleted: a MIG never
+        lists a name again once it is gone). Left to expire a day unread, they stayed attached to zen-vm-control:
+        VMs made and deleted by the thousand a day filled the topic's 10,000 subscriptions (Pub/Sub's limit), and
+        every new VM got none (refused), its agent never started, and its VM was replaced, over and over. A pool
+        the configuration dropped is not listed any more, but its VMs run on until terraform destroys its MIG: theirs
+        are kept (to expire)."""
+        pools = {cluster.name: cluster.pools() for cluster in self._config.clusters}
+        for key in [key for key in self._made if key[0] not in listed and key[2] in pools.get(key[1], ())]:
+            if self._clock() >= deadline:
+                break
+            path = f"projects/{self._project}/subscriptions/{self._config.vm_control_subscription(key[0])}"
+            try:
+                self._subscriber.delete_subscription(subscription=path)
+                log.info("control subscription of a VM gone deleted", extra={"vm": key[0], "cluster": key[1]})
+            except gexc.NotFound:
+                pass
+            except (gexc.GoogleAPICallError, gexc.RetryError) as exc:  # tried again next tick
+                log.warning("control subscription of a VM gone not deleted yet", extra={
+                    "vm": key[0], "cluster": key[1], "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            del self._made[key]
 
     def account_of(self, cluster: str, region: str) -> str | None:
         """The email of the agent service account the VMs of ``cluster`` in ``region`` run as, if known. ``region``

@@ -311,8 +311,9 @@ class PubSubTransport:
         """Stop the control stream and the clients; never raises, and takes at most ``STREAM_CLOSE_S``
         besides the clients' own close.
 
-        The control subscription is left: it expires after a day unread (``CONTROL_TTL``), and a VM
-        recreated under the same name (a preempted spot VM, a restarted agent) reuses it. Deleting it
+        The control subscription is left: it expires after a day unread (``CONTROL_TTL``), or is deleted by the
+        scale tick once the VM's MIG no longer lists it, and a VM recreated under the same name (a preempted spot
+        VM, a restarted agent) reuses it. Deleting it
         at shutdown needed ``pubsub.subscriptions.delete``, which the agent's role no longer grants:
         every delete would fail, and a failing one was retried for up to 10 s of the few seconds a
         preempted VM has. Orders left in it (kept an hour at most, ``CONTROL_RETENTION``) are about

@@ -31,6 +31,9 @@ MAX_ATTRIBUTE_KEY_BYTES = 256
 MAX_ATTRIBUTE_VALUE_BYTES = 1024
 MAX_ORDERING_KEY_BYTES = 1024
 MAX_PUBLISH_BYTES = 10 * 1024 * 1024
+# Pub/Sub's resource limit "Attached subscriptions per topic": 10,000 (https://cloud.google.com/pubsub/quotas,
+# Resource limits); a create past it is refused.
+MAX_SUBSCRIPTIONS_PER_TOPIC = 10_000
 DELETED_TOPIC = "_deleted-topic_"
 
 _ID_RE = re.compile(r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
@@ -58,6 +61,14 @@ def already_exists(name: str) -> PubSubError:
 
 def invalid(message: str) -> PubSubError:
     return PubSubError("INVALID_ARGUMENT", message)
+
+
+def check_room_on_topic(topic: str, attached: int) -> None:
+    """A new subscription on ``topic``, which has ``attached`` subscriptions already, is refused past the limit."""
+    if attached >= MAX_SUBSCRIPTIONS_PER_TOPIC:
+        raise PubSubError("RESOURCE_EXHAUSTED", f"Your project has exceeded a limit: topic {short_id(topic)} has "
+                                                f"{attached} attached subscriptions, the maximum is "
+                                                f"{MAX_SUBSCRIPTIONS_PER_TOPIC}.")
 
 
 def unimplemented(what: str) -> PubSubError:

@@ -320,7 +320,7 @@ class PubSubState:
             now = self.tick()
             if request.name in self._subs:
                 raise R.already_exists(request.name)
-            topic = self._topic(request.topic)
+            R.check_room_on_topic(request.topic, len((topic := self._topic(request.topic)).subscriptions))
             resource = _clone(request)
             config = self._configure(resource)
             queue = SubscriptionQueue(
