@@ -152,3 +152,20 @@ def test_the_subscription_of_an_instance_gone_from_its_mig_is_deleted_leaving_ro
         with pytest.raises(NotFound):
             made.get_subscription(subscription=path(config, vm))
     assert made.get_subscription(subscription=path(config, "zen-a-3")).filter == 'attributes.vm = "zen-a-3"'
+
+
+def test_the_next_function_instance_deletes_the_subscriptions_of_vms_gone_that_one_before_it_made(config, zen, made):
+    """A tick's function instance replaced (a deploy, a scale-in) forgets what it made: the subscriptions of the VMs
+    that left their MIGs since stayed attached to the topic a day; the next instance's first tick reads the VMs that
+    left in the last day and deletes theirs."""
+    assert zen.on_scale_tick().controls == 3
+    zen.controls = ControlSubscriptions(config, config.project, ACCOUNTS, made)  # a new function instance
+    with zen.db.transaction() as session:  # zen-a-1 and zen-a-2 were deleted
+        fleet.see_instances(session, "4xa100-40gb", "us-central1", [], zen.clock())
+
+    zen.on_scale_tick()
+
+    for vm in ("zen-a-1", "zen-a-2"):
+        with pytest.raises(NotFound):
+            made.get_subscription(subscription=path(config, vm))
+    assert made.get_subscription(subscription=path(config, "zen-a-3")).filter == 'attributes.vm = "zen-a-3"'

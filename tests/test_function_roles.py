@@ -59,7 +59,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "scaling_memory": _grants((ALL, "SELECT"), (SCALING, "INSERT, UPDATE (memory, updated_at)"), ((TICK,), "DELETE")),
     "vm_drains": _grants((ALL, "SELECT"), (SCALING, "INSERT, DELETE")),
     "mig_instances": _grants((SCALING, "SELECT, INSERT, UPDATE (last_seen_at, running_at, billed_before, model, usd_per_hour), DELETE")),
-    "vm_lifetimes": _grants((SCALING, "INSERT, SELECT (name, first_seen_at)"), ((BEAT, TICK), "SELECT (model, billed_before, running_at, usd_per_hour, left_at)")),
+    "vm_lifetimes": _grants((SCALING, "INSERT, SELECT (name, first_seen_at)"), ((BEAT, TICK), "SELECT (model, billed_before, running_at, usd_per_hour, left_at)"),
+                             ((TICK,), "SELECT (cluster, region, last_seen_at)")),
     "scaling_decisions": _grants((SCALING, "INSERT")),
     "scaling_decisions_id_seq": _grants((SCALING, "USAGE")),
     "scaling_pass_asks": _grants((SCALING, "SELECT, INSERT, UPDATE (asks)")),
@@ -144,8 +145,9 @@ class _Controls:
     def __init__(self):
         self.seen: list = []
 
-    def ensure(self, instances) -> int:
+    def ensure(self, instances, gone=None) -> int:
         self.seen.append(list(instances))
+        self.gone = list(gone()) if gone is not None else None  # (read under the tick's role)
         return 0
 
 
@@ -242,7 +244,7 @@ def test_each_function_runs_as_its_own_role(per_function, db, clock, monkeypatch
         "zen-heartbeats", "zen-job-stop", "zen-job-submitted"]
     assert any("the stop is kept" in r["reason"] for r in refused)  # the early stop, noted
     assert unsent == 0 and [p["usd_per_hour"] for p in prices] == [14.0]
-    assert lifetimes >= 2 and controls.seen
+    assert lifetimes >= 2 and controls.seen and controls.gone is not None  # (the VMs gone: read as the tick)
     assert denied == [] and not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Protocol
 
 from zen import telemetry
+from zen.adapters.control_subscriptions import CONTROL_TTL
 from zen.adapters.pubsub import PubSubPublisher
 from zen.core.clock import Clock, utc_now
 from zen.core.config import ZenConfig, load_config
@@ -51,7 +52,7 @@ class Scaler(Protocol):
 class ControlMaker(Protocol):
     """Makes the VMs' control subscriptions (``zen.adapters.control_subscriptions.ControlSubscriptions``)."""
 
-    def ensure(self, instances) -> int: ...  # (vm, cluster) pairs; how many were made now
+    def ensure(self, instances, gone=None) -> int: ...  # (vm, cluster, pool)s; gone: those left; how many made now
 
 
 @dataclass
@@ -292,7 +293,8 @@ class Zen:
     def _ensure_controls(self, controls: ControlMaker) -> int:
         """The control subscriptions of the instances the scaling passes listed, made where not yet."""
         with self.db.transaction() as instances:
-            return controls.ensure(fleet.mig_instance_names(instances))
+            return controls.ensure(fleet.mig_instance_names(instances),
+                                   lambda: fleet.vms_gone_since(instances, self.clock() - CONTROL_TTL))
 
     def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:
         """The catalog's prices, fetched again when older than a day (an hour while a configured cluster's

@@ -27,7 +27,7 @@ CONTROL_TTL = timedelta(days=1)  # as zen.agent.transport's (the agent package i
 CONTROL_RETENTION = timedelta(hours=1)
 CONTROL_ACK_DEADLINE_S = 30
 # A VM's subscription is deleted once its MIG no longer lists the VM (ControlSubscriptions._delete_gone), by the
-# function instance that made it; one made by another (a tick's instance replaced) expires after CONTROL_TTL unread.
+# function instance that made it, or by the next instance's first tick (the VMs gone in the last CONTROL_TTL).
 # A subscription made is looked at again this long after (once a tick's budget allows): one gone meanwhile (its
 # TTL passed unread: an instance whose agent could not run for a day, kept under its name) is made again. Never
 # looked at again, its VM got no order from then on, a STOP included, for the life of the function instance.
@@ -73,14 +73,22 @@ class ControlSubscriptions:
         self._budget_s = budget_s
         self._clock = clock
         self._made: dict[tuple[str, str, str], float] = {}  # (vm, cluster, pool) done by this function instance: when
+        self._inherited = False  # the VMs gone in the last day read (``ensure``'s ``gone``)
 
-    def ensure(self, instances: Iterable[tuple[str, str, str]]) -> int:
+    def ensure(self, instances: Iterable[tuple[str, str, str]],
+               gone: Callable[[], Iterable[tuple[str, str, str]]] | None = None) -> int:
         """Make and grant the control subscription of each (vm, cluster, pool) not done yet, or done ``RECHECK_S``
-        ago (made again if gone); how many were made, or looked at again, now. First deletes those this function
-        instance made whose VM left its MIG (``_delete_gone``)."""
+        ago (made again if gone); how many were made, or looked at again, now. First, within half the budget,
+        deletes those whose VM left its MIG (``_delete_gone``): those this function instance made, and, read at its
+        first tick, those of the VMs ``gone`` gives (seen in a MIG in the last ``CONTROL_TTL``, listed no more: an
+        instance of the tick before this one made theirs, and they stayed attached to the topic a day)."""
         instances = list(instances)
+        if not self._inherited and gone is not None:
+            self._inherited = True
+            for key in gone():
+                self._made.setdefault(key, self._clock())
         deadline = self._clock() + self._budget_s
-        self._delete_gone({vm for vm, _, _ in instances}, deadline)
+        self._delete_gone({vm for vm, _, _ in instances}, self._clock() + self._budget_s / 2)
         done = 0
         for vm, cluster, region in instances:
             made = self._made.get((vm, cluster, region))

@@ -212,6 +212,11 @@ def mig_instance_names(session: Session) -> list[tuple[str, str, str]]:
     return [(r["name"], r["cluster"], r["region"]) for r in session.run("mig_instance_names")]
 
 
+def vms_gone_since(session: Session, since: datetime) -> list[tuple[str, str, str]]:
+    """(name, cluster, region) of every instance a pass saw in its MIG after ``since`` that no MIG lists now."""
+    return [(r["name"], r["cluster"], r["region"]) for r in session.run("control_vms_gone", since=since)]
+
+
 def drain_unless_busy(session: Session, vm: str, cluster: str, region: str, now: datetime) -> bool:
     """Mark ``vm`` as going away unless it holds a job, under the VM's advisory lock (which a claim
     by that VM also takes: see ``repository.vm_is_draining``). True when drained."""

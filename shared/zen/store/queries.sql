@@ -614,6 +614,12 @@ RETURNING name, first_seen_at;
 -- subscriptions Zen makes (zen.adapters.control_subscriptions), each granted to the account of its region.
 SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 
+-- name: control_vms_gone
+-- VMs a pass saw in a MIG since :since and no MIG lists now (left: zen.adapters.control_subscriptions deletes their
+-- control subscriptions, which an instance of the tick before the current one made). By the last_seen_at index.
+SELECT DISTINCT l.name, l.cluster, l.region FROM vm_lifetimes l
+WHERE l.last_seen_at > :since AND NOT EXISTS (SELECT 1 FROM mig_instances m WHERE m.name = l.name);
+
 -- name: held_vms_of_cluster
 -- VMs that hold a job (vm_holders, migration 0045: a gang's nodes, and not a RETIRED VM whose stopping job says its
 -- container may still run, :left_running): never removed.
