@@ -171,6 +171,22 @@ def test_a_container_started_by_the_runner_gets_the_options(tmp_path):
     assert option(run, "--pids-limit") == str(slot_limits(BIG, (3,)).tasks)
 
 
+def test_a_container_keeps_no_copy_of_its_output_on_the_vms_disk(tmp_path):
+    """Docker's default log (json-file, never rotated) kept every byte a job printed under /var/lib/docker, on the
+    disk its neighbours share and outside its measured share: a job printing 100 MB/s filled the VM's disk within the
+    hour. The agent reads the output from ``docker run`` itself; docker keeps none (any cluster's policy)."""
+    docker = FakeDocker(tmp_path / "docker")
+    docker.leaves()
+    opted_out = Sandbox(shape=BIG, run_as="image", read_only_root=False)
+    for sandbox in (Sandbox(shape=BIG), opted_out):
+        job = RunningJob.start(spec((3,), sandbox=sandbox), local=False, docker=docker.path)
+        assert job.outcome().exit_code == 0
+    runs = [call for call in docker.calls() if call[0] == "run"]
+    assert len(runs) == 2
+    for run in runs:
+        assert option(run, "--log-driver") == "none"
+
+
 def test_host_processes_only_when_told():
     """Before, an identity in the environment (three variables) made the agent run jobs as root host
     processes; now only ``ZEN_AGENT_LOCAL=1`` does."""

@@ -35,7 +35,8 @@ def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
                                                                                       "NOTE": "a b=c"})
     assert docker_argv(spec) == [
         "docker", "run", "--gpus", "all", "--name", container_name("train-42", 2),
-        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--oom-score-adj", "500",
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none", "--read-only",
+        "--oom-score-adj", "500",
         "--tmpfs", "/tmp:rw,exec,nosuid,nodev,mode=1777", "--user", "65534:65534", "-e", "HOME=/tmp",
         "--network", "zen-net", "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
         "--", "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",

@@ -141,7 +141,11 @@ def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> lis
     directories' mounts included (``ZEN_INPUT_DIR`` read-only, ``ZEN_OUTPUT_DIR`` writable, each at the
     same path inside); ``sandbox`` None: the defaults, with no resource limits."""
     sandbox = sandbox or Sandbox()
-    options = ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    # No copy of the output in docker's own log: its default (json-file, never rotated) kept every byte a job
+    # printed under /var/lib/docker, on the disk the jobs share, outside any share the disk quota measures (a
+    # job printing 100 MB/s filled a 200 GiB disk within the hour). The agent reads the output as it comes
+    # (``docker run`` attached), and ships it within its limits (zen.agent.output).
+    options = ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none"]
     if sandbox.read_only_root:
         options.append("--read-only")
     limits = slot_limits(sandbox.shape, spec.gpu_ids) if sandbox.shape is not None else None

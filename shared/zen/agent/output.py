@@ -157,7 +157,10 @@ class AttemptOutput:
                 return
         self._window.append((stream, text, at, size))
         self._window_bytes += size
-        while self._window_bytes > limits.tail_bytes and len(self._window) > 1:
+        # Its bytes, and its lines: a line costs the agent some 200 bytes of memory whatever its length, and is one
+        # entry to send. Empty lines filled a window of 1 MiB with a million of them (some 200 MB held, and as many
+        # entries queued at once when it went, too many to send before the final report: the tail was lost).
+        while (self._window_bytes > limits.tail_bytes or len(self._window) > limits.max_queued) and len(self._window) > 1:
             *_, dropped = self._window.popleft()
             self._window_bytes -= dropped
             self._dropped[0] += 1
