@@ -74,24 +74,43 @@ def install(monkeypatch) -> list[str]:
     """Every Zen's entry points run their SQL as their functions' roles (``ZEN_TEST_AS_ROLES=1``). Returns
     the statements refused to a role (``note_refusals``)."""
     from zen.app import Zen
+    from zen.core.errors import TransientError
     from zen.store.db import Database, Session
 
     for method, role in ROLES.items():
         monkeypatch.setattr(Zen, method, _as_role(getattr(Zen, method), role))
-    acquire = Database._acquire
+    acquire, open_ = Database._acquire, Database._open
+
+    def as_role(conn):
+        role = getattr(_acting, "role", None)
+        # through a Session: a driver error classified as Zen's own statements' are (a timeout: TransientError)
+        Session(conn, {}).execute(f"SET ROLE {role}" if role else "RESET ROLE")
 
     def acquire_as_role(self):
-        conn = acquire(self)
-        role = getattr(_acting, "role", None)
+        conn, pooled = acquire(self)
         try:
-            # through a Session: a driver error classified as Zen's own statements' are (a timeout: TransientError)
-            Session(conn, {}).execute(f"SET ROLE {role}" if role else "RESET ROLE")
+            as_role(conn)
+        except TransientError:
+            if not pooled:
+                self._release(conn, broken=True)
+                raise
+            # dead while pooled: left for its first statement to find, as without roles (Database._begun)
         except BaseException:
             self._release(conn, broken=True)
+            raise
+        return conn, pooled
+
+    def open_as_role(self):  # a pooled connection found dead at its BEGIN is replaced by one (Database._begun)
+        conn = open_(self)
+        try:
+            as_role(conn)
+        except BaseException:
+            conn.close()
             raise
         return conn
 
     monkeypatch.setattr(Database, "_acquire", acquire_as_role)
+    monkeypatch.setattr(Database, "_open", open_as_role)
     return note_refusals(monkeypatch, lambda: getattr(_acting, "role", None))
 
 

@@ -149,3 +149,23 @@ def test_without_a_database_variable_from_env_names_both_and_starts_nothing(no_d
     with pytest.raises(ConfigError, match="ZEN_CLOUDSQL_INSTANCE.*ZEN_DATABASE_URL"):
         Database.from_env()
     assert not (no_database / ".zen").exists()
+
+
+def test_a_pooled_connection_postgres_ended_meanwhile_is_replaced_at_its_begin(db_target, admin):
+    """Postgres restarted (or failed over, or the link dropped) while a connection stood idle in the pool: the next
+    transaction's BEGIN on it fails, and the transaction begins on a new connection instead, in the same slot (one
+    open at most), rather than failing its request (``Database._begun``)."""
+    db = Database.from_target(db_target, max_open=1)
+    try:
+        with db.transaction() as session:
+            pid = session.sql("SELECT pg_backend_pid() AS pid")[0]["pid"]
+        with admin.session() as session:
+            session.sql("SELECT pg_terminate_backend(:pid)", pid=pid)
+            while session.sql("SELECT 1 AS x FROM pg_stat_activity WHERE pid = :pid", pid=pid):
+                pass  # gone
+        with db.transaction() as session:
+            assert session.sql("SELECT pg_backend_pid() AS pid")[0]["pid"] != pid
+        with db.session() as session:  # the new one went back to the pool, sound
+            session.sql("SELECT 1")
+    finally:
+        db.close()

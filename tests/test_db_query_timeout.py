@@ -24,8 +24,8 @@ def test_a_query_to_a_postgres_that_stopped_answering_gives_its_slot_back(db_tar
         os.kill(pid, signal.SIGSTOP)
         try:
             began = time.monotonic()
-            with pytest.raises(TransientError):
-                with db.transaction() as session:
+            with pytest.raises(TransientError):  # (a transaction's BEGIN on it would be given up on, and the
+                with db.session() as session:  # transaction begun on a new connection: Database._begun)
                     session.sql("SELECT 1")
             assert time.monotonic() - began < 10
             with db.transaction() as session:  # the slot is back: a new connection, another backend

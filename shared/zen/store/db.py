@@ -234,22 +234,26 @@ class Database:
         return cls.from_target(parse_database_url(url), max_open=max_open, query_timeout_s=query_timeout_s,
                                lock_hold_s=lock_hold_s)
 
-    def _acquire(self) -> pg8000.native.Connection:
+    def _acquire(self) -> tuple[pg8000.native.Connection, bool]:
+        """A connection, its slot taken, and whether it stood idle in the pool (where it may have died)."""
         if self._slots is not None and not self._slots.acquire(timeout=self.open_wait_s):
             raise TransientError(f"all {self.max_open} database connections of this process (ZEN_DB_MAX_OPEN) "
                                  f"stayed in use for {self.open_wait_s:g} s")
         try:
             with self._lock:
                 if self._idle:
-                    return self._idle.pop()
-            try:
-                return bounded(self._connect(), self.query_timeout_s, self.lock_hold_s)
-            except Exception as exc:  # noqa: BLE001 - translated below
-                if isinstance(_classified(exc)[0], TransientError):
-                    raise TransientError(f"cannot connect to Postgres: {exc}") from exc
-                raise
+                    return self._idle.pop(), True
+            return self._open(), False
         except BaseException:
             self._give_back_slot()
+            raise
+
+    def _open(self) -> pg8000.native.Connection:
+        try:
+            return bounded(self._connect(), self.query_timeout_s, self.lock_hold_s)
+        except Exception as exc:  # noqa: BLE001 - translated below
+            if isinstance(_classified(exc)[0], TransientError):
+                raise TransientError(f"cannot connect to Postgres: {exc}") from exc
             raise
 
     def _give_back_slot(self) -> None:
@@ -271,11 +275,9 @@ class Database:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
         """BEGIN ... COMMIT, or ROLLBACK on any error; errors classified as the module docstring says."""
-        conn = self._acquire()
-        session = Session(conn, self.queries)
+        conn, session = self._begun()
         clean = False  # True once the transaction ended with COMMIT or ROLLBACK on a sound connection
         try:
-            session.execute("BEGIN")
             yield session
             session.execute("COMMIT")
             clean = True
@@ -292,10 +294,36 @@ class Database:
             # hand such a connection to the next caller.
             self._release(conn, broken=not clean)
 
+    def _begun(self) -> tuple[pg8000.native.Connection, Session]:
+        """A connection with its transaction begun. One that stood idle in the pool and fails its BEGIN (Postgres
+        restarted or failed over, or the link to it dropped, since it was last used: nothing of the transaction was
+        sent) is closed and a new one opened in its place, once: the caller's work failed for it, and a notifier
+        that had POSTed a notice then failed to record its answer, and the event's redelivery POSTed it again."""
+        conn, pooled = self._acquire()
+        while True:
+            session = Session(conn, self.queries)
+            try:
+                session.execute("BEGIN")
+                return conn, session
+            except TransientError:
+                if not pooled:
+                    self._release(conn, broken=True)
+                    raise
+            except BaseException:
+                self._release(conn, broken=True)
+                raise
+            with contextlib.suppress(Exception):
+                conn.close()
+            try:
+                conn, pooled = self._open(), False
+            except BaseException:
+                self._give_back_slot()
+                raise
+
     @contextlib.contextmanager
     def session(self) -> Iterator[Session]:
         """A connection in autocommit mode (advisory locks held across transactions)."""
-        conn = self._acquire()
+        conn, _ = self._acquire()
         session = Session(conn, self.queries)
         broken = True  # unless the block ends, normally or by an exception of its own
         try:
