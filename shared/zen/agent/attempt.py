@@ -247,8 +247,8 @@ class AttemptRunner:
                 self._log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                                   **data.heartbeat_fields()})
                 data.cleanup()
-                if self._disk is not None:
-                    self._disk.remove((attempt.job_id, attempt.attempt))
+            if self._disk is not None:  # its directory, if any, and its mark as begun (``DiskWatch.began``)
+                self._disk.remove((attempt.job_id, attempt.attempt))
             self._ended((attempt.job_id, attempt.attempt))
 
     def finish(self, attempt: AttemptReport, ended: resume.Ended, data: AttemptData | None) -> None:

@@ -243,6 +243,7 @@ class DiskWatch:
         self._roots: dict[Key, str] = {}
         self._ending: dict[Key, str] = {}  # ended, outputs uploading: unmeasured, space back at ``remove``
         self._full_before: set[Key] = set()  # attempts that began (``began``) on a nearly full disk
+        self._beside: dict[Key, bool] = {}  # each attempt begun (``began``): whether another ran beside it since
         self._verdicts: dict[Key, str] = {}
         self._lock = threading.Lock()  # attempts' threads add, remove and ask while the watch measures
         self._wake = threading.Event()
@@ -261,15 +262,19 @@ class DiskWatch:
         self._wake.set()  # measure it at once: a job may have been given a full directory
 
     def began(self, key: Key) -> None:
-        """The attempt of ``key`` begins, before it wrote or pulled anything: whether the disk is nearly full now
-        (``failed_full``), kept until ``remove``."""
+        """The attempt of ``key`` begins, before it wrote or pulled anything: whether the disk is nearly full now,
+        and whether another attempt runs beside it from now (``failed_full``), kept until ``remove``."""
         try:
             total, _, free = self._disk_usage(self.work_dir)
+            full = nearly_full(free, total)
         except OSError:
-            return
-        if nearly_full(free, total):
-            with self._lock:
+            full = False
+        with self._lock:
+            if full:
                 self._full_before.add(key)
+            others = (self._beside.keys() | self._roots.keys() | self._ending.keys()) - {key}
+            self._beside.update(dict.fromkeys(others & self._beside.keys(), True))
+            self._beside[key] = bool(others)
 
     def remove(self, key: Key) -> None:
         """Its directory is gone (or going): no more measured, and on a full disk the next may be stopped."""
@@ -277,6 +282,7 @@ class DiskWatch:
             self._roots.pop(key, None)
             self._ending.pop(key, None)
             self._full_before.discard(key)
+            self._beside.pop(key, None)
             self._verdicts.pop(key, None)
 
     def ended(self, key: Key) -> None:
@@ -337,10 +343,12 @@ class DiskWatch:
         the same full disk. When no
         running attempt holds that much either, nor one whose job ended and whose outputs are uploading (``ended``:
         its directory's removal frees the disk), nothing frees it: ``retire`` (the VM takes no more jobs) is called
-        too, else each job it claimed failed the same way; unless the disk had room as the attempt began (``began``):
-        then what filled it as the job ran and is in no job's directory is the job's own as like as not (its image,
-        its container's layer or volumes, which docker may not have freed yet): its own failure, else such a job,
-        requeued free, retired VM after VM."""
+        too, else each job it claimed failed the same way; unless the disk had room as the attempt began (``began``)
+        and no other attempt ran beside it since: then what filled it as the job ran and is in no job's directory is
+        the job's own as like as not (its image, its container's layer or volumes, which docker may not have freed
+        yet): its own failure, else such a job, requeued free, retired VM after VM. Beside another attempt, it may as
+        well be that one's (the image it pulled, its container's layer or volumes): taken for the job's own, the job
+        spent an attempt (failed for good with one) for a neighbour's image."""
         if not any(words in tail.lower() for words in NO_SPACE):
             return None
         try:
@@ -365,9 +373,9 @@ class DiskWatch:
         if any(used >= least for k, used in held.items() if k != key):
             return f"{said}: a job beside it filled it"  # the one the watch stops (``decide``), or whose upload ends
         with self._lock:
-            before = key in self._full_before
-        if not before:  # it filled as the job ran, with what no job's directory holds: the job's own image, its
-            return None  # container's layer or volumes as like as not (removed with it, maybe not freed yet): its own
+            before, beside = key in self._full_before, self._beside.get(key, False)
+        if not before and not beside:  # it filled as the job ran alone, with what no job's directory holds: its own
+            return None  # image, its container's layer or volumes as like as not (maybe not freed yet): its own
         why = f"its disk is nearly full ({human_bytes(free)} free of {human_bytes(total)}) with what no job on it holds"
         self._log.error("a job failed on a nearly full disk no job filled", extra={
             "job_id": key[0], "attempt": key[1], "free_bytes": free, "reason": why})
