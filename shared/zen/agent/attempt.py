@@ -262,7 +262,7 @@ class AttemptRunner:
 
     def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | None:
         """The job's secrets, read before anything of it runs, and hidden in its output from the first line;
-        None when one cannot be read: the attempt has ended, reported with the reason (``zen.agent.secrets``)."""
+        None when one cannot be read: the attempt has ended, reported (``zen.agent.secrets``; STOPPED if one came)."""
         if not start.secrets:
             return {}
         try:
@@ -271,7 +271,8 @@ class AttemptRunner:
             self._log.error("job secrets not read", extra={"job_id": start.job_id, "attempt": start.attempt,
                                                            "status": failed.status.value, "reason": failed.note})
             output.add("zen", failed.note)
-            self._end(attempt, output, None, failed.status, failed.note, data=None)
+            status, note = failed.stopped(self._controls.stop_waiting((start.job_id, start.attempt)))  # a STOP meanwhile
+            self._end(attempt, output, None, status, note, data=None)
             return None
         output.hide(list(values.values()))
         return values
@@ -323,8 +324,7 @@ class AttemptRunner:
                          within_s=max(0.0, self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S)))
                 return AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} shut down ({self._shutdown.reason})"
             if job.over_time():
-                self._log.warning("stopping the job: max_runtime_s exceeded", extra={
-                    **fields, "max_runtime_s": job.spec.max_runtime_s})
+                self._log.warning("stopping the job: max_runtime_s exceeded", extra={**fields, "max_runtime_s": job.spec.max_runtime_s})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.FAILED, over
             if (fenced := fence.fenced(attempt, settings, self._clock())) is not None:

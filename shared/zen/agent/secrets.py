@@ -8,7 +8,8 @@ unavailable service is tried again with backoff for ``BUDGET_S`` at most, all th
 and no reference is read once that budget is spent (slow answers add up as failures do): the attempt's
 heartbeats wait meanwhile, so it stays well inside the fence (``BUDGET_S`` and one read's timeout at most).
 Then the attempt is reported PREEMPTED, as a staging the service failed is (``zen.agent.transfer``), so Zen
-runs it again without spending an attempt. Why: docs/explanations/security.md#secrets
+runs it again without spending an attempt. A STOP that came meanwhile makes either STOPPED, the failure named beside
+it (``zen.agent.attempt``): the job's user stopped it before it started. Why: docs/explanations/security.md#secrets
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ class SecretsFailed(Exception):
         super().__init__(note)
         self.status = status
         self.note = note
+
+    def stopped(self, stop: str | None) -> tuple[AgentStatus, str]:
+        """The attempt's end: this failure's, or STOPPED where a STOP came while the secrets were read (``stop``, its
+        reason; None: none came): the job never ran and its user had stopped it (reported FAILED, Zen took it for
+        the stopped job's own end), the failure still named."""
+        if stop is None:
+            return self.status, self.note
+        return AgentStatus.STOPPED, f"{self.note}\nzen: stopped before it started ({stop})"
 
 
 def resolve(references: dict[str, str], read: Callable[[str], bytes], *, clock: Callable[[], float] = time.monotonic,
