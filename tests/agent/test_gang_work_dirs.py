@@ -45,5 +45,6 @@ def test_the_nodes_of_a_gang_on_one_machine_keep_their_outputs_apart(scheduler, 
     job = scheduler.wait_status("pair", "SUCCEEDED", "FAILED", "LOST", timeout_s=90)
 
     uploaded = sorted(blob.name for blob in bucket.list_blobs(prefix="runs/pair/"))
-    assert uploaded == ["runs/pair/attempt-1/node-0/rank-0.txt", "runs/pair/attempt-1/node-1/rank-1.txt"], (
+    assert uploaded == ["runs/pair/attempt-1/node-0/_ZEN_OUTPUTS.json", "runs/pair/attempt-1/node-0/rank-0.txt",
+                        "runs/pair/attempt-1/node-1/_ZEN_OUTPUTS.json", "runs/pair/attempt-1/node-1/rank-1.txt"], (
         job.status, job.message, uploaded)

@@ -73,7 +73,10 @@ def test_each_gang_node_keeps_its_own_outputs(client, tmp_path):
     run_gang_node(tmp_path, "vm-rank1", 1)
 
     stored = objects(client, "out-bkt")
-    assert sorted(stored.values()) == [b"rank 0", b"rank 1"], stored  # rank 0's output is gone
+    assert sorted(name for name in stored if name.endswith("/_ZEN_OUTPUTS.json")) == [  # each node's own manifest
+        "runs/gang-1/attempt-1/node-0/_ZEN_OUTPUTS.json", "runs/gang-1/attempt-1/node-1/_ZEN_OUTPUTS.json"]
+    files = [data for name, data in stored.items() if not name.endswith("/_ZEN_OUTPUTS.json")]
+    assert sorted(files) == [b"rank 0", b"rank 1"], stored  # rank 0's output is gone
 
 
 # -- 2. a neighbour's staging filled the disk and the running job was stopped for it ---------------------

@@ -16,6 +16,7 @@ from tests.agent.test_slots import IDENTITY as IDENTITY_SHARED, VM as VM_SHARED
 from zen.agent.agent import Agent
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import Capacity, Slots
+from zen.agent.output_manifest import MANIFEST
 from zen.agent.staging import AttemptData, Cancelled, TransferError
 from zen.core.models import Heartbeat, InputSpec
 
@@ -41,8 +42,11 @@ def attempt_data(tmp_path, inputs=(), outputs=None, job_id="j1", attempt=1) -> A
     return data
 
 
-def objects(client, bucket, prefix="") -> dict[str, bytes]:
-    return {blob.name: blob.download_as_bytes() for blob in client.list_blobs(bucket, prefix=prefix)}
+def objects(client, bucket, prefix="", manifests=False) -> dict[str, bytes]:
+    """The bucket's objects; without each attempt's manifest of its outputs unless ``manifests``
+    (``zen.agent.output_manifest``: tests/agent/test_output_manifest.py)."""
+    return {blob.name: blob.download_as_bytes() for blob in client.list_blobs(bucket, prefix=prefix)
+            if manifests or not blob.name.endswith("/" + MANIFEST)}
 
 
 def test_an_object_and_a_prefix_are_staged_under_their_last_names_with_bytes_counted(client, tmp_path):

@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
+from zen.agent import output_manifest as manifest
+from zen.agent.progress import Progress  # (also imported from here)
 from zen.agent.output_files import Skipped, not_regular, open_listed, send, unnamable
 from zen.agent.runner import attempt_name
 from zen.agent.workdir import lock_unheld
-from zen.core.gcs import input_name, output_destination, split_uri
+from zen.core.gcs import NOT_WHOLE, WHOLE, input_name, output_destination, split_uri
 from zen.core.models import InputSpec
 from zen.core.text import escape_unstorable, human_bytes
 
@@ -66,31 +68,6 @@ def _not_the_jobs(exc: BaseException) -> bool:
     from google.auth.exceptions import GoogleAuthError  # the VM's credentials
     from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
     return isinstance(exc, (RetryError, GoogleAuthError, DataCorruption, InvalidResponse, HTTPException))
-
-
-@dataclass
-class Progress:
-    files: int = 0
-    bytes: int = 0  # downloaded (or uploaded)
-    started: float | None = None
-    ended: float | None = None
-    cached_bytes: int = 0  # staged from the agent's cache instead (zen.agent.cache)
-    unavailable: tuple[float, str] | None = None  # (since, why): the Cloud Storage outage an upload waits out
-
-    def seconds(self) -> float:
-        return 0.0 if self.started is None else round((self.ended or time.monotonic()) - self.started, 3)
-
-    def restart(self) -> None:
-        """Counted afresh from now, in place: whoever reports this progress (a transfer's heartbeats) sees the new one."""
-        self.files, self.bytes, self.started, self.ended = 0, 0, time.monotonic(), None
-        self.cached_bytes, self.unavailable = 0, None
-
-    def describe(self) -> str:
-        cached = f" (and {human_bytes(self.cached_bytes)} from the cache)" if self.cached_bytes else ""
-        down = "" if self.unavailable is None else \
-            f", Cloud Storage unavailable for {time.monotonic() - self.unavailable[0]:.0f} s ({self.unavailable[1]})"
-        return (f"{self.files} file{'s' if self.files != 1 else ''}, {human_bytes(self.bytes)}{cached} "
-                f"in {self.seconds():g} s{down}")
 
 
 def _reason(exc: BaseException) -> str:
@@ -139,6 +116,7 @@ class AttemptData:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
     unlisted: list[str] = field(default_factory=list)  # outputs that could not be read (path and why)
     disk_fault: str | None = None  # why staging failed by this VM's disk (zen.agent.limits.DailyPulls.staged)
+    written: bool = False  # the outputs' manifest is stored: every file went up (zen.agent.output_manifest)
     _needed: int = 0  # bytes of the objects staged so far, against the disk's size
     _held: int | None = None  # the attempt's directory, open and locked while in use (zen.agent.agent sweeps)
     _client: Any = None
@@ -325,17 +303,24 @@ class AttemptData:
     def upload(self) -> None:
         """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``. Each file
         is opened without following a link, and only the regular file listed is sent (from the file opened):
-        a file or folder the job swaps for a link after the listing is skipped too. A file it cannot read, or whose name
-        Cloud Storage cannot hold (``unnamable``), fails the upload once the rest went up."""
+        a file or folder the job swaps for a link after the listing is skipped too. A file it cannot read, whose name
+        Cloud Storage cannot hold (``unnamable``) or is the manifest's (``set_apart``), fails the upload once the rest went
+        up; else the manifest is written last (``zen.agent.output_manifest``), never once the upload is cut."""
         self.uploaded.started = time.monotonic()
         try:
             destination = self.destination()
             files = self.output_files() if destination is not None else []
-            if destination is None or not files and not self.unlisted:
+            if destination is None:
                 return
             bucket_name, prefix = split_uri(destination)
             bucket = self.client().bucket(bucket_name)
+
+            def transient(exc: Exception) -> bool:  # the service's: sent again (not the job's, nor this VM's disk)
+                return _not_the_jobs(exc) and getattr(exc, "errno", None) not in DISK_ERRNOS
+
+            files, clashed = manifest.set_apart(files)  # the job's own _ZEN_OUTPUTS.json: left out (then it fails)
             unnamed: list[str] = []  # files Cloud Storage cannot name: left out, the rest uploaded (then it fails)
+            stored: list[dict[str, Any]] = []  # each file as Cloud Storage answered: the manifest's
             for relative, path, listed in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
@@ -353,19 +338,25 @@ class AttemptData:
                 with file:
                     size = os.fstat(file.fileno()).st_size
                     try:
-                        send(bucket.blob(prefix + relative), file, size, mimetypes.guess_type(relative)[0], self.uploaded,
-                             self.cancel, lambda exc: _not_the_jobs(exc) and getattr(exc, "errno", None) not in DISK_ERRNOS)
+                        blob = bucket.blob(prefix + relative)
+                        send(blob, file, size, mimetypes.guess_type(relative)[0], self.uploaded, self.cancel, transient)
                     except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
                         raise TransferError(f"upload of {relative} to {destination}{relative} failed after "
                                             f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
+                stored.append(manifest.entry(relative, blob, size))
                 self.uploaded.files += 1
                 self.uploaded.bytes += size
-            missing = [f"could not read {', '.join(self.unlisted[:SKIPPED_NAMED])}"] if self.unlisted else []
-            if unnamed:
-                more = f" and {len(unnamed) - SKIPPED_NAMED} more" if len(unnamed) > SKIPPED_NAMED else ""
-                missing.append(f"Cloud Storage cannot name {', '.join(unnamed[:SKIPPED_NAMED])}{more}")
-            if missing:  # after the rest went up: the outputs are not all there (a job that exited 0 fails)
-                raise TransferError(f"{'; '.join(missing)}: not uploaded")
+            if (missing := manifest.missing(self.unlisted, unnamed, clashed, SKIPPED_NAMED)) is not None:
+                raise TransferError(missing)  # after the rest went up: not all there (a job that exited 0 fails)
+            if self.cancel.is_set():  # cut as the last file went up: not said whole
+                raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
+            try:
+                manifest.write(bucket, prefix, manifest.body(self.job_id, self.attempt, self.node, destination, stored),
+                               self.uploaded, self.cancel, transient)
+            except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+                raise TransferError(f"upload of {manifest.MANIFEST} to {destination} failed after all "
+                                    f"{self.uploaded.files} files: {_reason(exc)}") from None
+            self.written = True
         finally:
             self.uploaded.ended = time.monotonic()
 
@@ -384,7 +375,7 @@ class AttemptData:
         if self.inputs:
             parts.append(f"staged {self.staged.describe()}")
         if self.outputs and self.uploaded.started is not None:
-            parts.append(f"uploaded {self.uploaded.describe()} to {self.destination()}")
+            parts.append(f"uploaded {self.uploaded.describe()} to {self.destination()} {WHOLE if self.written else NOT_WHOLE}")
         if self.skipped:
             named = ", ".join(f"{escape_unstorable(name)} ({why})" for name, why in self.skipped[:SKIPPED_NAMED])
             more = f" and {len(self.skipped) - SKIPPED_NAMED} more" if len(self.skipped) > SKIPPED_NAMED else ""

@@ -9,6 +9,7 @@ import shlex
 import sys
 
 from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, no_job, print_table, row_id
+from zen.core.gcs import outputs_whereabouts
 from zen.core.models import JobStatus
 
 
@@ -96,7 +97,7 @@ def cmd_jobs_get(args, ctx: Context) -> int:
         job = repository.get_job(session, args.job_id)
         if job is None:
             return fail(no_job(session, args.job_id, "`zen jobs list` lists them"), 1)
-    view = {**job.public_view(), **_what_it_runs(job), **_gang_view(job, args.json)}
+    view = {**job.public_view(), **_what_it_runs(job), **_gang_view(job, args.json), **_outputs_view(job)}
     if args.json:
         print(json.dumps(view, indent=2))
         return 0
@@ -127,6 +128,15 @@ def _what_it_runs(job) -> dict:
             "command": " ".join(shlex.quote(str(part)) for part in command) if command else None,
             "labels": request.get("labels") or None, "env_keys": sorted(request.get("env") or {}) or None,
             "secrets": sorted(request.get("secrets") or {}) or None, "requires_tags": request.get("requires_tags")}
+
+
+def _outputs_view(job) -> dict:
+    """Where the attempt's outputs are in Cloud Storage and whether whole (``zen.core.gcs.outputs_whereabouts``):
+    the final report says so before the output's tail, which `zen jobs get` shows."""
+    outputs = job.request.get("outputs")
+    if not outputs or not job.attempt:
+        return {}
+    return {"outputs": outputs_whereabouts(outputs, job.job_id, job.attempt, job.nodes, job.status.terminal, job.message)}
 
 
 def _gang_view(job, as_json: bool) -> dict:

@@ -7,12 +7,15 @@ The rules: docs/reference/messages.md (``inputs`` and ``outputs``).
 
 from __future__ import annotations
 
+import itertools
 import re
 
 SCHEME = "gs://"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]\Z")  # \Z: "$" allows a final "\n"
 _IP_ADDRESS = re.compile(r"^\d{1,3}(\.\d{1,3}){3}\Z")
 MAX_OBJECT_BYTES = 1024
+OUTPUTS_MANIFEST = "_ZEN_OUTPUTS.json"  # written last under an attempt's outputs once all are stored (zen.agent.output_manifest)
+WHOLE, NOT_WHOLE = f"({OUTPUTS_MANIFEST} written last: whole)", f"(no {OUTPUTS_MANIFEST}: not whole)"  # the final report's
 OUTPUT_NAME_ROOM = 128  # bytes an outputs prefix must leave for the path of a file under ZEN_OUTPUT_DIR
 # Attempt numbers are Postgres integers: a preemption starts an attempt without spending the budget,
 # so they are not bounded by max_attempts.
@@ -90,3 +93,17 @@ def output_room_problem(outputs: str, job_id: str, nodes: int = 1) -> str | None
             f"an object name of at most {MAX_OBJECT_BYTES} bytes, so it leaves {max(room, 0)} bytes for a file's "
             f"path ({OUTPUT_NAME_ROOM} needed): give a prefix of at most {length - (OUTPUT_NAME_ROOM - room)} "
             f"bytes, or a shorter job_id")
+
+
+def outputs_whereabouts(outputs: str, job_id: str, attempt: int, nodes: int, ended: bool, message: str | None) -> str:
+    """Where an attempt's outputs go and whether they are whole, for ``zen jobs get``: an ended job's from its final
+    report's Zen lines before the output's tail (``zen: ... uploaded ... to <prefix> (...: whole)``), else what says
+    so in the bucket."""
+    where = output_destination(outputs, job_id, attempt) + ("node-<rank>/ (each node's)" if nodes > 1 else "")
+    if ended and nodes == 1:
+        said = list(itertools.takewhile(lambda line: line.startswith("zen"), (message or "").splitlines()))
+        if any(f" to {where} {WHOLE}" in line for line in said):
+            return f"{where} (whole: {OUTPUTS_MANIFEST} written last)"
+        if any(f" to {where} {NOT_WHOLE}" in line for line in said):
+            return f"{where} (NOT whole: the upload failed or was cut; no {OUTPUTS_MANIFEST})"
+    return f"{where} (whole once it holds {OUTPUTS_MANIFEST}, written last)"
