@@ -9,6 +9,7 @@ Why: docs/reference/agent.md#a-jobs-container
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import math
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from zen.agent.argsize import too_large
 from zen.agent.container import Sandbox, container_options, exit_note, host_network_problem, oom_killed, slot_limits
 from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 from zen.agent.removal import remove_container
@@ -263,7 +265,9 @@ class RunningJob:
         except (OSError, ValueError) as exc:  # ValueError: a NUL in the command, an env name with '='
             if ours is not None:
                 ours.close()
-            raise CannotRun(f"cannot start the job: {exc}") from None
+            big = isinstance(exc, OSError) and exc.errno == errno.E2BIG  # in the job's terms, never a value
+            raise CannotRun(too_large(argv, env, command=spec.command, job_env=spec.env, secrets=spec.secret_env)
+                            if big else f"cannot start the job: {exc}") from None
         finally:
             if theirs is not None:
                 theirs.close()
