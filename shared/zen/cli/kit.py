@@ -2,7 +2,8 @@
 and plain text tables (no local-only package: the CLI runs from the deployable wheel alone).
 
 Exit codes: 0 done, 1 a failure (the database or Pub/Sub unreachable, no such job, a refused
-request), 2 a usage error (bad flags or arguments, an invalid job file).
+request), 2 a usage error (bad flags or arguments, an invalid job file), 130 Ctrl-C (a publish it interrupted is
+said: ``zen.cli.publish.Interrupted``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """What ``zen submit`` and ``zen stop`` publish, and how a failure to is said: one line, with the local stack's advice
-only where a local stack is what the command talks to (``zen.cli.kit.deployed``)."""
+only where a local stack is what the command talks to (``zen.cli.kit.deployed``). Ctrl-C while a publish is on its
+way is such a failure (``Interrupted``, exit 130): the message may have gone out, so the caller says what to do."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ def publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None 
     topic = submitted.topic(topic_field)
     try:
         return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
+    except KeyboardInterrupt:  # the request may be out: not the silent exit 130 (a job run with nobody told its id)
+        raise Interrupted(f"publishing to {topic} was interrupted (Ctrl-C)", 130) from None
     except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
         if type(exc).__name__ == "DefaultCredentialsError":
             raise
@@ -30,6 +33,10 @@ REFUSED = ("NotFound", "PermissionDenied", "InvalidArgument", "Unauthenticated")
 class NotPublished(CliError):
     """A publish Pub/Sub refused outright (no such topic, no permission): nothing went out, unlike a timeout or an
     answer lost, after which the message may have been published all the same."""
+
+
+class Interrupted(CliError):
+    """Ctrl-C while a publish was on its way: like a timeout, the message may have been published all the same."""
 
 
 def _checked_credentials() -> Any:
