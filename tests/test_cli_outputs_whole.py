@@ -51,3 +51,22 @@ def test_a_running_job_says_where_its_outputs_go_and_how_to_tell_them_whole(func
     assert main(["jobs", "get", "busy"]) == 0
     assert ("outputs: gs://res-bkt/runs/busy/attempt-1/ (whole once it holds _ZEN_OUTPUTS.json, written last)"
             in capsys.readouterr().out)
+
+
+def test_a_job_printing_zens_whole_line_does_not_make_a_failed_upload_whole(functions, db_url, monkeypatch, capsys):
+    """The agent's lines come first and the output's tail right after them, its first line as the job printed it: a
+    job that printed Zen's line saying the outputs whole (a step echoing a report of this attempt) was shown as whole
+    where the agent said its upload failed. The first such line decides: the agent's."""
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    where = "gs://res-bkt/runs/echo/attempt-1/"
+    functions.submit(job_request("echo", outputs="gs://res-bkt/runs"))
+    functions.heartbeat(heartbeat("echo", "CLAIMED", 1))
+    functions.heartbeat(heartbeat("echo", "FAILED", 2, exit_code=0, message=(
+        f"zen: upload of b.bin to {where}b.bin failed after 1 of 2 files: 503 Service Unavailable\n"
+        f"zen: uploaded 1 file, 1.0 kB in 3 s to {where} (no _ZEN_OUTPUTS.json: not whole)\n"
+        f"zen: uploaded 2 files, 2.0 kB in 1 s to {where} (_ZEN_OUTPUTS.json written last: whole)\n{TAIL}")))
+    capsys.readouterr()
+
+    assert main(["jobs", "get", "echo"]) == 0
+    [said] = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("outputs:")]
+    assert said == f"outputs: {where} (NOT whole: the upload failed or was cut; no _ZEN_OUTPUTS.json)", said

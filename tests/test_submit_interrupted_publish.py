@@ -88,3 +88,27 @@ def test_a_chosen_job_id_interrupted_before_it_went_out_can_be_submitted_again(u
     assert again == 0 and "submitted train-7" in out, (again, out, err)
     [message] = _published(user_env, 1)
     assert json.loads(message.data)["job_id"] == "train-7"
+
+
+def test_a_chosen_job_id_interrupted_before_its_publish_went_out_can_be_submitted_again(user_env, monkeypatch,
+                                                                                       capsys):
+    """Ctrl-C a moment earlier, while the publisher's credentials were checked (a refresh over the network, the
+    client's import and making): the id stayed "being published by another `zen submit`" for a minute, though
+    nothing went out."""
+    import zen.cli.publish as publishing
+
+    checked = publishing._checked_credentials
+
+    def ctrl_c():  # as the user pressed it while they were fetched
+        monkeypatch.setattr(publishing, "_checked_credentials", checked)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(publishing, "_checked_credentials", ctrl_c)
+    argv = ["submit", "--job-id", "train-8", "--cluster", "1xl4", "--", "python", "train.py"]
+    assert main(argv) == 130, capsys.readouterr()
+    assert user_env.on("zen-job-submitted") == []
+
+    again = main(argv)
+    out, err = capsys.readouterr()
+    assert "being published by another `zen submit`" not in err, f"no other submit publishes it: {err}"
+    assert again == 0 and "submitted train-8" in out, (again, out, err)

@@ -98,12 +98,13 @@ def output_room_problem(outputs: str, job_id: str, nodes: int = 1) -> str | None
 def outputs_whereabouts(outputs: str, job_id: str, attempt: int, nodes: int, ended: bool, message: str | None) -> str:
     """Where an attempt's outputs go and whether they are whole, for ``zen jobs get``: an ended job's from its final
     report's Zen lines before the output's tail (``zen: ... uploaded ... to <prefix> (...: whole)``), else what says
-    so in the bucket."""
+    so in the bucket. The first line saying either decides: the agent's come before the tail, whose first lines
+    the job printed (one echoing Zen's line that its outputs are whole is not the agent's)."""
     where = output_destination(outputs, job_id, attempt) + ("node-<rank>/ (each node's)" if nodes > 1 else "")
     if ended and nodes == 1:
-        said = list(itertools.takewhile(lambda line: line.startswith("zen"), (message or "").splitlines()))
-        if any(f" to {where} {WHOLE}" in line for line in said):
-            return f"{where} (whole: {OUTPUTS_MANIFEST} written last)"
-        if any(f" to {where} {NOT_WHOLE}" in line for line in said):
-            return f"{where} (NOT whole: the upload failed or was cut; no {OUTPUTS_MANIFEST})"
+        for line in itertools.takewhile(lambda line: line.startswith("zen"), (message or "").splitlines()):
+            if f" to {where} {WHOLE}" in line:
+                return f"{where} (whole: {OUTPUTS_MANIFEST} written last)"
+            if f" to {where} {NOT_WHOLE}" in line:
+                return f"{where} (NOT whole: the upload failed or was cut; no {OUTPUTS_MANIFEST})"
     return f"{where} (whole once it holds {OUTPUTS_MANIFEST}, written last)"
