@@ -38,6 +38,18 @@ def test_a_whole_upload_ends_with_the_manifest_listing_every_file_as_stored(clie
         assert (item["crc32c"], item["md5"], item["generation"]) == (blob.crc32c, blob.md5_hash, blob.generation)
     assert manifest_blob.generation > max(blob.generation for blob in stored.values())  # written last
     assert f"to gs://out-bkt/r/whole/attempt-1/ ({MANIFEST} written last: whole)" in final.message
+    assert (manifest["status"], manifest["exit_code"], manifest["skipped"]) == ("SUCCEEDED", 0, [])
+
+
+def test_a_failed_jobs_whole_outputs_say_it_failed(client, tmp_path):  # noqa: F811
+    """Its outputs (its logs, a partial model) are uploaded whole all the same: a manifest of whole outputs alone read
+    as a job that succeeded (as a ``_SUCCESS``), and a pipeline took a failed attempt's partial model."""
+    program = [sys.executable, "-c", WRITES + "; raise SystemExit(3)"]
+    reports = run_one(tmp_path, start_message("failed", command=program, outputs="gs://out-bkt/r"))
+
+    assert (reports[-1].status.value, reports[-1].exit_code) == ("FAILED", 3)
+    manifest = json.loads(objects(client, "out-bkt", manifests=True)[f"r/failed/attempt-1/{MANIFEST}"])
+    assert (manifest["status"], manifest["exit_code"], manifest["total_files"]) == ("FAILED", 3, 2)
 
 
 def test_a_gang_nodes_manifest_is_its_own_under_its_node_prefix(client, tmp_path):  # noqa: F811

@@ -221,7 +221,7 @@ class AttemptRunner:
                                resume.ended(exited, final, exit_code, note, tail, data, limit_s, attempt, self._clock(),
                                             output.numbered()))
             if data is not None and upload:
-                cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
+                cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, lambda: data.upload(final, exit_code),
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                                      over=f"zen: uploading outputs exceeded its budget, max_runtime_s={limit_s}")
                 if cut is not None and final is AgentStatus.SUCCEEDED:

@@ -3,7 +3,7 @@ object written LAST under the attempt's prefix (a gang's node: under its ``node-
 stored, naming each with its size, CRC32C, MD5 and generation as Cloud Storage answered its upload, and the total. An
 upload that failed, left a file out (unreadable, a name Cloud Storage cannot hold, a file of the manifest's own name) or
 was cut (the VM's shutdown, the fence, a stop's deadline, its budget) writes none: a prefix without it is not whole
-(as Hadoop's and Spark's ``_SUCCESS``). Docs: docs/reference/messages.md (inputs, outputs).
+(as Hadoop's and Spark's ``_SUCCESS``, but for how the job ended: its ``status``). Docs: docs/reference/messages.md (inputs, outputs).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any, Callable, TypeVar
 
 from zen.agent.output_files import Progress, send
 from zen.core.gcs import OUTPUTS_MANIFEST
+from zen.core.models import AgentStatus
+from zen.core.text import escape_unstorable
 
 MANIFEST = OUTPUTS_MANIFEST  # "_ZEN_OUTPUTS.json": its leading "_" kept apart by Hadoop's and Spark's readers of a prefix
 VERSION = 1
@@ -47,12 +49,19 @@ def entry(relative: str, blob: Any, size: int) -> dict[str, Any]:
             "md5": blob.md5_hash, "generation": blob.generation}
 
 
-def body(job_id: str, attempt: int, node: int | None, destination: str, files: list[dict[str, Any]]) -> bytes:
+def body(job_id: str, attempt: int, node: int | None, destination: str, files: list[dict[str, Any]],
+         ended: AgentStatus | None = None, exit_code: int | None = None,
+         skipped: list[tuple[str, str]] | None = None) -> bytes:
+    """The manifest: the attempt, how its job ended (``status``, ``exit_code``: whole outputs are not a job that
+    succeeded, as Hadoop's ``_SUCCESS`` is; a pipeline takes a SUCCEEDED attempt's), each file stored, and what was
+    not sent by design (``skipped``: links and other files that are not regular ones, each with why)."""
     manifest: dict[str, Any] = {"version": VERSION, "job_id": job_id, "attempt": attempt}
     if node is not None:
         manifest["node"] = node
-    manifest.update(prefix=destination, files=sorted(files, key=lambda item: item["name"]), total_files=len(files),
-                    total_bytes=sum(int(item["size"]) for item in files))
+    manifest.update(status=ended.value if ended is not None else None, exit_code=exit_code, prefix=destination,
+                    files=sorted(files, key=lambda item: item["name"]), total_files=len(files),
+                    total_bytes=sum(int(item["size"]) for item in files),
+                    skipped=[{"name": escape_unstorable(name), "why": why} for name, why in skipped or []])
     return json.dumps(manifest, indent=1).encode()
 
 

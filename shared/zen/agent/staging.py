@@ -29,7 +29,7 @@ from zen.agent.output_files import Skipped, not_regular, open_listed, send, unna
 from zen.agent.runner import attempt_name
 from zen.agent.workdir import lock_unheld
 from zen.core.gcs import NOT_WHOLE, WHOLE, input_name, output_destination, split_uri
-from zen.core.models import InputSpec
+from zen.core.models import AgentStatus, InputSpec
 from zen.core.text import escape_unstorable, human_bytes
 
 SKIPPED_NAMED = 5  # outputs not uploaded (not regular files) named in the final report, at most
@@ -300,12 +300,13 @@ class AttemptData:
                     self.skipped.append((relative, not_regular(listed.st_mode)))
         return files
 
-    def upload(self) -> None:
+    def upload(self, ended: AgentStatus | None = None, exit_code: int | None = None) -> None:
         """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``. Each file
         is opened without following a link, and only the regular file listed is sent (from the file opened):
         a file or folder the job swaps for a link after the listing is skipped too. A file it cannot read, whose name
         Cloud Storage cannot hold (``unnamable``) or is the manifest's (``set_apart``), fails the upload once the rest went
-        up; else the manifest is written last (``zen.agent.output_manifest``), never once the upload is cut."""
+        up; else the manifest is written last (``zen.agent.output_manifest``), never once the upload is cut, saying how
+        the job ended (``ended``, ``exit_code``: its outputs may be whole and the job failed all the same)."""
         self.uploaded.started = time.monotonic()
         try:
             destination = self.destination()
@@ -351,7 +352,8 @@ class AttemptData:
             if self.cancel.is_set():  # cut as the last file went up: not said whole
                 raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
             try:
-                manifest.write(bucket, prefix, manifest.body(self.job_id, self.attempt, self.node, destination, stored),
+                manifest.write(bucket, prefix, manifest.body(self.job_id, self.attempt, self.node, destination, stored,
+                                                           ended, exit_code, self.skipped),
                                self.uploaded, self.cancel, transient)
             except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
                 raise TransferError(f"upload of {manifest.MANIFEST} to {destination} failed after all "
