@@ -18,6 +18,8 @@ as a real one does.
   image is held); ``pull`` (and ``run``, pulling first) prints a progress line every ``every_s`` (on a terminal, in
   docker's cursor moves), then ends, or with ``stalls`` goes silent for an hour (a registry that stops sending without
   closing).
+- ``pull_fails(line)``: ``pull``, and a ``run`` that pulls (its image absent, or ``--pull always``), fail with docker's
+  ``line`` (the registry's answer), ``run`` exiting 125.
 - ``image_declares_volume()``: every container run from now on gets an anonymous volume (an image's ``VOLUME``;
   ``volumes/<name>``, as ``add(..., volume=True)`` gives an earlier agent's); ``rm`` removes it only with ``-v``
   (``--volumes``), as docker does: without it the volume, and what the job wrote there, stays on the VM.
@@ -52,6 +54,10 @@ if (root / ("hang-" + args[0])).exists():
     time.sleep(3600)
 pulls = json.loads((root / "pulls").read_text()) if (root / "pulls").exists() else None
 absent = pulls is not None and not (root / "pulled").exists()
+repull = args[0] == "run" and "--pull" in args[:args.index("--")] and args[args.index("--pull") + 1] == "always"
+if (root / "pull-fails").exists() and (args[0] == "pull" or args[0] == "run" and (absent or repull)):
+    print(("docker: " if args[0] == "run" else "") + (root / "pull-fails").read_text(), file=sys.stderr)
+    sys.exit(125 if args[0] == "run" else 1)
 if args[:2] == ["image", "inspect"]:
     if absent:
         print("Error response from daemon: No such image: " + args[-1], file=sys.stderr)
@@ -225,6 +231,10 @@ class FakeDocker:
         store: its daemon resends each download's count every 100 ms, moved or not)."""
         (self.root / "pulls").write_text(json.dumps({"lines": lines, "every_s": every_s, "stalls": stalls,
                                                      "redraws": redraws}))
+
+    def pull_fails(self, line: str) -> None:
+        """Every pull from now on (``pull``, a ``run``'s own) fails with docker's ``line``: the registry's answer."""
+        (self.root / "pull-fails").write_text(line)
 
     def image_declares_volume(self) -> None:
         """Every container run from now on gets an anonymous volume, as an image with a ``VOLUME`` gives it."""

@@ -1,4 +1,16 @@
-"""A job's image pulled before its ``docker run``, when the VM does not hold it (``pull``), under a progress bound:
+"""A job's image pulled before its ``docker run`` (``pull``), under a progress bound: when the VM does not hold it, and
+before every attempt when it is named by the tag ``latest`` or by no tag (docker reads ``latest`` then) and no digest
+(``mutable``), as Kubernetes' default ``imagePullPolicy`` does. Such a tag is one a user pushes again under the same
+name: a copy held by a VM that ran it before may be older than the registry's, and a job would run old code on a warm
+VM and new code on a fresh one (silently wrong results, reruns of one job running different code). Other tags and
+digests (``@sha256:``) are pulled only when absent. A re-pull that fails leaves the job's ``docker run`` to pull once
+more (``--pull always``, ``JobSpec.pull_always``), never to run the copy held: as on a VM that holds none, an image
+docker could not get says why (``zen.agent.container.docker_fault``, ``exit_note``): a registry unreachable or its 5xx
+requeues the attempt unspent and the VM retires, an image not found or denied is the job's FAILED. Why not run the
+copy held, with a word in the attempt's note: which code a job ran would then depend on which VM it landed on and on
+the registry's minute, and a note is read, if at all, after the results are used; a registry's outage costs a requeue
+instead, which a fresh VM (holding no copy) pays anyway.
+A pull
 a pull whose docker shows no progress for ``AgentSettings.pull_stall_s`` (a registry or a network that stops sending
 without closing: docker would wait for hours, the attempt RUNNING, the VM billed) is killed, and the attempt is
 requeued unspent as for a pull the network cut short (``zen.agent.container.PULL_CUT``): the VM's or passing, it
@@ -49,6 +61,14 @@ class PullCut:
     note: str
     over_limit: OverLimit | None = None
     retire: str | None = None
+
+
+def mutable(image: str) -> bool:
+    """Whether ``image`` is named by the tag ``latest`` or by none, and no digest: pulled before every attempt."""
+    if "@" in image:
+        return False
+    name = image.rsplit("/", 1)[-1]  # a registry's port (``host:5000/train``) is no tag
+    return ":" not in name or name.endswith(":latest")
 
 
 def held(image: str, docker: str) -> bool:
@@ -129,21 +149,22 @@ class Pull:
 def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], float], *, listen: Listen,
          stopping: Callable[[], bool], fenced: Callable[[], str | None], max_runtime_s: float | None = None,
          spent: Sequence[str] = ()) -> JobSpec | PullCut | None:
-    """Pull ``spec``'s image unless the VM holds it (or it has none), heartbeating the attempt through ``listen``.
-    ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or failed: the job's
-    ``docker run`` then says why); None: nothing pulled. Else how the attempt ends: its pull stalled (PREEMPTED, the
+    """Pull ``spec``'s image unless the VM holds it and it is not ``mutable`` (or it has none), heartbeating the attempt
+    through ``listen``. ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or
+    failed: the job's ``docker run`` then says why, pulling a ``mutable`` image again, ``pull_always``); None: nothing
+    pulled. Else how the attempt ends: its pull stalled (PREEMPTED, the
     VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s`` (FAILED).
     ``spec.max_runtime_s`` is what is left of the job's ``max_runtime_s`` (the one its note names; staging may have
     taken some: ``spent`` says so, in the same note)."""
     image, limit_s = spec.image, spec.max_runtime_s
     named = max_runtime_s if max_runtime_s is not None else limit_s
-    if not image or held(image, settings.docker):
+    if not image or (not (always := mutable(image)) and held(image, settings.docker)):
         return None
     try:
         pulling = Pull(image, settings.docker)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         log.warning("could not start docker pull", extra={"image": image, "error": str(exc)})
-        return None
+        return replace(spec, pull_always=always)
     next_beat, limit_at = clock(), pulling.began + (limit_s if limit_s is not None else math.inf)
     try:
         while pulling.process.poll() is None:
@@ -160,11 +181,11 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
             next_beat, order = listen(next_beat, message=f"zen: {WHAT} {image}: {pulling.describe()}")
             if order is not None and order.action is ControlAction.STOP:
                 return PullCut(AgentStatus.STOPPED, f"zen: stopped while {WHAT} ({order.reason or 'stop requested'})")
-        if limit_s is None:
-            return spec
+        if failed := always and pulling.process.returncode != 0:  # not the copy held: docker run pulls, or says why
+            log.warning("docker pull failed", extra={"image": image, "error": pulling.last[-LAST_CHARS:]})
         if (left := limit_at - time.monotonic()) <= 0:  # done just past it, between two looks
             return PullCut(AgentStatus.FAILED, over(named, spent, pulling), "max_runtime_s")
-        return replace(spec, max_runtime_s=left)
+        return replace(spec, max_runtime_s=left if limit_s is not None else None, pull_always=failed)
     finally:
         pulling.stop()
 

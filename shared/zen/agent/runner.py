@@ -2,8 +2,7 @@
 CMD``, confined by ``zen.agent.container``), starts it through its supervisor (``launch.py``) in a
 process group of its own, hands its stdout and stderr to ``zen.agent.output``, stops it (SIGTERM, a
 grace, ``docker kill``, SIGKILL), reports its exit code (``128 + N`` for signal N) and, for a container job, what
-the kernel or docker made of it (``zen.agent.container.exit_note``), and has its container removed after it
-(``zen.agent.removal``).
+the kernel or docker made of it (``zen.agent.container.exit_note``), and has its container removed (``zen.agent.removal``).
 Why: docs/reference/agent.md#a-jobs-container
 """
 
@@ -61,6 +60,7 @@ class JobSpec:
     # Its secrets' values (zen.agent.secrets): in its environment, never in an argv or a repr.
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
     gang_node: bool = False  # a node of a gang (Zen's CONFIRM said so): its container shares the VM's network
+    pull_always: bool = False  # ``docker run --pull always``: its image's re-pull failed (zen.agent.imagepull.pull)
 
     def job_env(self, *, container: bool = False) -> dict[str, str]:
         """What the job sees besides its own ``env``: which job and attempt it is, how long it has
@@ -128,7 +128,7 @@ def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
     gpus = "all" if spec.gpu_ids is None else '"device=%s"' % ",".join(str(index) for index in spec.gpu_ids)
     # No --rm: the agent removes the container (zen.agent.removal), once docker said whether it ran out of memory.
     argv = [docker, "run", "--gpus", gpus, "--name", container_name(spec.job_id, spec.attempt)]
-    argv += container_options(spec, spec.sandbox)  # user, capabilities, limits, network, mounts
+    argv += (["--pull", "always"] if spec.pull_always else []) + container_options(spec, spec.sandbox)  # user, limits...
     for key, value in spec.job_env(container=True).items():
         argv += ["-e", f"{key}={value}"]
     for key in spec.container_secrets():
