@@ -16,7 +16,7 @@ from typing import Callable, Iterator, TextIO
 
 from zen.adapters.cloud_logging import reader_from_env
 from zen.adapters.joblogs import OutputEntry, Reader, SinkError
-from zen.cli.kit import CliError, Context, credentials_problem, fail, positive
+from zen.cli.kit import CliError, Context, credentials_problem, fail, positive, shown
 from zen.core.errors import TransientError, ZenError
 from zen.core.models import Job, JobStatus
 
@@ -97,7 +97,7 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
             if job is None:
                 reason = status.rejection(job_id, message_id)
                 if reason:
-                    print(f"zen: job {job_id} was refused: {reason}", file=err)
+                    print(f"zen: job {job_id} was refused: {shown(reason)}", file=err)
                     return 1
                 waited = clock() - started
                 if message_id is None and waited > appear_timeout_s:

@@ -69,9 +69,23 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+# What a terminal acts on rather than shows: C0 and C1 controls and DEL (ESC starts the sequences that move the
+# cursor, clear the screen or set the window's title; CSI is ESC [ in one character), and the marks that reorder
+# what follows them on screen (bidirectional embeddings, overrides and isolates).
+_UNSHOWN = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: object, keep: str = "") -> str:
+    """``text`` as a terminal shows it and does nothing else: control characters written as escapes (``\\x1b``,
+    ``\\n``), but those of ``keep``. A job's words (its command, labels, a stop's reason, its output's tail, an id a
+    refused message named) are its submitter's, and other people read them in their terminals."""
+    return _UNSHOWN.sub(lambda m: m.group() if m.group() in keep else m.group().encode("unicode_escape").decode(),
+                        str(text))
+
+
 def fail(message: str, code: int = 1) -> int:
     """Print ``message``'s first line as an error line (``PREFIX``) on stderr; returns ``code``."""
-    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    first = shown(message.strip().splitlines()[0]) if message.strip() else "failed"
     print(f"{PREFIX}{first}", file=sys.stderr, flush=True)
     return code
 
@@ -303,7 +317,7 @@ _fail = fail
 
 def print_table(rows: list[dict[str, Any]], columns: Sequence[str], out=None) -> None:
     out = out or sys.stdout
-    text = [[("" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
+    text = [[("" if row.get(c) is None else shown(row.get(c))) for c in columns] for row in rows]  # one line a row
     widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)
     for row in text:

@@ -15,7 +15,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from zen.cli.kit import CliError, Context, fail, no_job, print_table
+from zen.cli.kit import CliError, Context, fail, no_job, print_table, shown
 from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.gang import losing_node
@@ -98,15 +98,15 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
     if as_json:
         print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
     else:
-        print(f"{job.job_id}: {job.status.value} - {why}")
+        print(f"{job.job_id}: {job.status.value} - {shown(why)}")
     return 0
 
 
 def _clock(moment: datetime, zone: timezone | None, now: datetime | None) -> str:
     """``moment`` as a time of day in ``zone`` (None: this machine's), with its date unless it is ``now``'s day
     there: a decision of yesterday read as a time of today."""
-    shown, today = moment.astimezone(zone), (now or datetime.now(timezone.utc)).astimezone(zone)
-    return f"{shown:%H:%M:%S}" if shown.date() == today.date() else f"{shown:%Y-%m-%d %H:%M:%S}"
+    here, today = moment.astimezone(zone), (now or datetime.now(timezone.utc)).astimezone(zone)
+    return f"{here:%H:%M:%S}" if here.date() == today.date() else f"{here:%Y-%m-%d %H:%M:%S}"
 
 
 def local_time(moment: datetime, now: datetime | None = None) -> str:

@@ -8,7 +8,7 @@ import json
 import shlex
 import sys
 
-from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, no_job, print_table, row_id
+from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, no_job, print_table, row_id, shown
 from zen.core.gcs import outputs_whereabouts
 from zen.core.models import JobStatus
 
@@ -104,15 +104,15 @@ def cmd_jobs_get(args, ctx: Context) -> int:
     message = view.pop("message") or ""
     for key, value in view.items():
         if value not in (None, [], {}) and not (key == "retries" and value == 0):
-            print(f"{key:>16}: {value}")
-    lines = message.rstrip("\n").splitlines()
+            print(f"{key:>16}: {shown(value)}")
+    lines = [shown(line, keep="\t") for line in message.rstrip("\n").splitlines()]
     if lines:  # its final report: Zen's word first, then the output's tail (the whole output: zen logs)
-        shown = lines[-MESSAGE_LINES:]
-        print(f"{'message':>16}: {shown[0]}")
-        for line in shown[1:]:
+        tail = lines[-MESSAGE_LINES:]
+        print(f"{'message':>16}: {tail[0]}")
+        for line in tail[1:]:
             print(f"{'':>16}  {line}")
-        if len(lines) > len(shown):
-            print(f"{'':>16}  ({len(lines) - len(shown)} earlier line(s); the whole output: zen logs {job.job_id})")
+        if len(lines) > len(tail):
+            print(f"{'':>16}  ({len(lines) - len(tail)} earlier line(s); the whole output: zen logs {job.job_id})")
     return 0
 
 
