@@ -124,3 +124,17 @@ def test_an_upload_the_shutdown_cut_as_its_last_file_went_up_writes_no_manifest(
     assert (final.status, final.exit_code) == (AgentStatus.PREEMPTED, 0), final.message
     assert "shut down while uploading outputs" in final.message
     assert sorted(objects(client, "out-bkt", manifests=True)) == ["r/cut/attempt-1/metrics/loss.json", "r/cut/attempt-1/model.bin"]
+
+
+def test_a_gang_nodes_manifest_gives_its_nodes_end_not_the_jobs(client, tmp_path):  # noqa: F811
+    """A gang's job ends as its nodes together do (``docs/how-to/multi-node.md``, "One fate"): node 0 exiting 0 and
+    uploading its outputs, then node 1 failing, made the job FAILED, yet node 0's manifest said ``status``
+    ``SUCCEEDED``, and a pipeline taking the outputs of an attempt whose status is ``SUCCEEDED`` took a failed gang's.
+    A node knows its own end only: it says that (``node_status``, ``node_exit_code``), the job's status none."""
+    from tests.agent.test_node_data import run_gang_node
+
+    run_gang_node(tmp_path, "vm-rank0", 0)  # exits 0: its node's end, SUCCEEDED
+
+    manifest = json.loads(objects(client, "out-bkt", manifests=True)[f"runs/gang-1/attempt-1/node-0/{MANIFEST}"])
+    assert (manifest["status"], manifest["exit_code"]) == (None, None), manifest
+    assert (manifest["node"], manifest["node_status"], manifest["node_exit_code"]) == (0, "SUCCEEDED", 0), manifest

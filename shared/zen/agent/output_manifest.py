@@ -54,11 +54,15 @@ def body(job_id: str, attempt: int, node: int | None, destination: str, files: l
          skipped: list[tuple[str, str]] | None = None) -> bytes:
     """The manifest: the attempt, how its job ended (``status``, ``exit_code``: whole outputs are not a job that
     succeeded, as Hadoop's ``_SUCCESS`` is; a pipeline takes a SUCCEEDED attempt's), each file stored, and what was
-    not sent by design (``skipped``: links and other files that are not regular ones, each with why)."""
+    not sent by design (``skipped``: links and other files that are not regular ones, each with why). A gang's node
+    knows its own end only (``node_status``, ``node_exit_code``): the job's is its nodes' together, decided by Zen
+    (a node that exited 0 is in a FAILED job when another fails after it), so its ``status`` is none."""
     manifest: dict[str, Any] = {"version": VERSION, "job_id": job_id, "attempt": attempt}
+    status = ended.value if ended is not None else None
     if node is not None:
-        manifest["node"] = node
-    manifest.update(status=ended.value if ended is not None else None, exit_code=exit_code, prefix=destination,
+        manifest.update(node=node, node_status=status, node_exit_code=exit_code)
+        status, exit_code = None, None
+    manifest.update(status=status, exit_code=exit_code, prefix=destination,
                     files=sorted(files, key=lambda item: item["name"]), total_files=len(files),
                     total_bytes=sum(int(item["size"]) for item in files),
                     skipped=[{"name": escape_unstorable(name), "why": why} for name, why in skipped or []])
