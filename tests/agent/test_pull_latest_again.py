@@ -54,3 +54,21 @@ def test_a_failed_repull_does_not_run_the_copy_held(scheduler, agents, tmp_path)
     (f"{REPO}@sha256:{'a' * 64}", False), (f"{REPO}:latest@sha256:{'a' * 64}", False)])
 def test_which_images_are_pulled_before_every_attempt(image, again):
     assert mutable(image) is again
+
+
+def test_a_repull_a_registry_refuses_for_its_rate_limit_runs_the_copy_held_saying_so(scheduler, agents, tmp_path):
+    """Docker Hub counts each pull per address, every VM behind the same NAT sharing it for hours: requeued, each
+    attempt of a ``latest`` image the limit refused retired VM after VM, each refused the same way."""
+    line = "Error response from daemon: toomanyrequests: You have reached your unauthenticated pull rate limit."
+    docker = FakeDocker(tmp_path / "docker")  # the VM holds the image
+    docker.pull_fails(line)
+    docker.ends(0)
+    agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
+    scheduler.submit("train-1", ["python", "train.py"], image=f"{REPO}:latest", max_attempts=1)
+
+    job = wait_for(lambda: (job := scheduler.job("train-1")) and (job.attempt == 2 or job.status.value in (
+        "SUCCEEDED", "FAILED")) and job, 60, what="train-1 ended or requeued")
+    assert (job.status.value, job.attempt, job.exit_code) == ("SUCCEEDED", 1, 0), (job.status.value, job.message)
+    assert "refused to pull" in (job.message or "") and "the job runs the copy this VM holds" in job.message, job.message
+    [run] = [call for call in docker.calls() if call[0] == "run"]
+    assert "--pull" not in run

@@ -121,7 +121,7 @@ class AttemptRunner:
             spec, settings, self._identity.vm, self._clock, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
             stopping=lambda: self._shutdown.stopping,
             fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT),
-            max_runtime_s=limit, spent=counted)
+            max_runtime_s=limit, spent=counted, said=lambda line: output.add("zen", line))
         if isinstance(pulled, imagepull.PullCut):  # its image's pull ended the attempt (zen.agent.imagepull)
             if pulled.retire is not None:  # it stalled: as for a pull the network cut short (zen.agent.container.PULL_CUT)
                 self._pulls.retire(pulled.retire)

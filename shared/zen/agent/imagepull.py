@@ -9,9 +9,11 @@ docker could not get says why (``zen.agent.container.docker_fault``, ``exit_note
 requeues the attempt unspent and the VM retires, an image not found or denied is the job's FAILED. Why not run the
 copy held, with a word in the attempt's note: which code a job ran would then depend on which VM it landed on and on
 the registry's minute, and a note is read, if at all, after the results are used; a registry's outage costs a requeue
-instead, which a fresh VM (holding no copy) pays anyway.
-A pull
-a pull whose docker shows no progress for ``AgentSettings.pull_stall_s`` (a registry or a network that stops sending
+instead, which a fresh VM (holding no copy) pays anyway. The exception: a registry that refuses the re-pull for its
+rate limit (Docker Hub's 429, ``toomanyrequests``, counted per address: every VM behind the same NAT shares it for
+hours), where the VM holds a copy: it runs, the job's output saying so (``RATE_LIMITED``): requeued, every attempt of
+such an image would retire VM after VM, each refused the same way, for as long as the limit holds.
+A pull whose docker shows no progress for ``AgentSettings.pull_stall_s`` (a registry or a network that stops sending
 without closing: docker would wait for hours, the attempt RUNNING, the VM billed) is killed, and the attempt is
 requeued unspent as for a pull the network cut short (``zen.agent.container.PULL_CUT``): the VM's or passing, it
 retires. The attempt heartbeats RUNNING meanwhile, saying it pulls; a STOP, the VM's shutdown, the fence and
@@ -49,6 +51,7 @@ log = logging.getLogger("zen.agent.attempt")  # the attempt's logger: its lines 
 INSPECT_TIMEOUT_S = 30.0  # ``docker image inspect``: past it, the job's ``docker run`` pulls as it would
 LAST_CHARS = 120  # of docker's last line, in the RUNNING heartbeat's message
 WHAT = "pulling the job's image"
+RATE_LIMITED = re.compile(r"toomanyrequests|429 Too Many Requests|rate limit", re.IGNORECASE)  # a registry's refusal
 # What a terminal reads as cursor moves, line clearing and colours (ECMA-48 CSI sequences, and two-byte escapes).
 TERMINAL_CODES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
@@ -148,14 +151,14 @@ class Pull:
 
 def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], float], *, listen: Listen,
          stopping: Callable[[], bool], fenced: Callable[[], str | None], max_runtime_s: float | None = None,
-         spent: Sequence[str] = ()) -> JobSpec | PullCut | None:
+         spent: Sequence[str] = (), said: Callable[[str], None] = lambda line: None) -> JobSpec | PullCut | None:
     """Pull ``spec``'s image unless the VM holds it and it is not ``mutable`` (or it has none), heartbeating the attempt
     through ``listen``. ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or
     failed: the job's ``docker run`` then says why, pulling a ``mutable`` image again, ``pull_always``); None: nothing
     pulled. Else how the attempt ends: its pull stalled (PREEMPTED, the
     VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s`` (FAILED).
     ``spec.max_runtime_s`` is what is left of the job's ``max_runtime_s`` (the one its note names; staging may have
-    taken some: ``spent`` says so, in the same note)."""
+    taken some: ``spent`` says so, in the same note). ``said``: a line of the job's output (the copy held run)."""
     image, limit_s = spec.image, spec.max_runtime_s
     named = max_runtime_s if max_runtime_s is not None else limit_s
     if not image or (not (always := mutable(image)) and held(image, settings.docker)):
@@ -183,6 +186,10 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
                 return PullCut(AgentStatus.STOPPED, f"zen: stopped while {WHAT} ({order.reason or 'stop requested'})")
         if failed := always and pulling.process.returncode != 0:  # not the copy held: docker run pulls, or says why
             log.warning("docker pull failed", extra={"image": image, "error": pulling.last[-LAST_CHARS:]})
+            if RATE_LIMITED.search(pulling.last) and held(image, settings.docker):  # but for a registry's rate limit
+                failed = False
+                said(f"zen: the registry refused to pull {image} again for its rate limit ({pulling.last[-LAST_CHARS:]}):"
+                     f" the job runs the copy this VM holds, which may be older than the registry's")
         if (left := limit_at - time.monotonic()) <= 0:  # done just past it, between two looks
             return PullCut(AgentStatus.FAILED, over(named, spent, pulling), "max_runtime_s")
         return replace(spec, max_runtime_s=left if limit_s is not None else None, pull_always=failed)
