@@ -190,11 +190,24 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
                 failed = False
                 said(f"zen: the registry refused to pull {image} again for its rate limit ({pulling.last[-LAST_CHARS:]}):"
                      f" the job runs the copy this VM holds, which may be older than the registry's")
+        if always and not failed and pulling.process.returncode == 0:
+            prune(settings.docker)
         if (left := limit_at - time.monotonic()) <= 0:  # done just past it, between two looks
             return PullCut(AgentStatus.FAILED, over(named, spent, pulling), "max_runtime_s")
         return replace(spec, max_runtime_s=left if limit_s is not None else None, pull_always=failed)
     finally:
         pulling.stop()
+
+
+def prune(docker: str) -> None:
+    """The images no tag names any more removed (``docker image prune``: never one a container uses): each re-pull
+    of a ``mutable`` image a user pushed again leaves the one before it unnamed, which no eviction by name reaches
+    (``zen.agent.cache``), warm VMs filling their disks push after push."""
+    try:
+        subprocess.run([docker, "image", "prune", "--force"], stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=INSPECT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("docker image prune failed", extra={"error": str(exc)})
 
 
 def over(max_runtime_s: float | None, spent: Sequence[str], pulling: Pull) -> str:
