@@ -371,13 +371,17 @@ class AttemptData:
             fields.update(uploaded_bytes=self.uploaded.bytes, uploaded_s=self.uploaded.seconds())
         return fields
 
-    def summary(self) -> str:
-        """One line for the final report: ``zen: staged 2 files, 1.2 MB in 0.3 s; uploaded ...``."""
+    def summary(self, unsent: bool = False) -> str:
+        """One line for the final report: ``zen: staged 2 files, 1.2 MB in 0.3 s; uploaded ...``. ``unsent``: the
+        outputs are not uploaded at all (a job stopped over its disk share), said as not whole too: else the job's
+        output right after the note could say them whole (``zen.core.gcs.outputs_whereabouts``)."""
         parts = []
         if self.inputs:
             parts.append(f"staged {self.staged.describe()}")
         if self.outputs and self.uploaded.started is not None:
             parts.append(f"uploaded {self.uploaded.describe()} to {self.destination()} {WHOLE if self.written else NOT_WHOLE}")
+        elif self.outputs and unsent:
+            parts.append(f"nothing uploaded to {self.destination()} {NOT_WHOLE}")
         if self.skipped:
             named = ", ".join(f"{escape_unstorable(name)} ({why})" for name, why in self.skipped[:SKIPPED_NAMED])
             more = f" and {len(self.skipped) - SKIPPED_NAMED} more" if len(self.skipped) > SKIPPED_NAMED else ""
