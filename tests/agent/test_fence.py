@@ -135,7 +135,7 @@ def test_a_partition_shorter_than_the_fence_stops_nothing_and_the_fence_counts_f
 def test_a_staging_or_an_upload_whose_heartbeats_stop_reaching_zen_is_cut(tmp_path, monkeypatch, what):
     """They heartbeat as the job does: the fence cuts them (Zen runs the job elsewhere), PREEMPTED.
     A staging cut: the job never ran. An upload cut (the job exited 0): PREEMPTED, not SUCCEEDED."""
-    def blocks(self):  # until the agent cancels it
+    def blocks(self, *_):  # until the agent cancels it (an upload is given how the job ended)
         if not self.cancel.wait(6):
             return
         raise Cancelled("cancelled")

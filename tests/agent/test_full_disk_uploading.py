@@ -42,14 +42,14 @@ def test_a_nearly_full_disk_frees_space_promptly_when_the_largest_attempt_only_u
     uploading_since: list[float] = []
     upload = staging.AttemptData.upload
 
-    def slow_upload(self) -> None:  # a large output's upload: it takes a while (and honours its cancel)
+    def slow_upload(self, *ended) -> None:  # a large output's upload: it takes a while (and honours its cancel)
         if self.job_id == "uploader":
             uploading_since.append(time.monotonic())
             full.set()
             deadline = time.monotonic() + UPLOAD_S
             while time.monotonic() < deadline and not self.cancel.is_set():
                 time.sleep(0.05)
-        return upload(self)
+        return upload(self, *ended)
 
     monkeypatch.setattr(staging.AttemptData, "upload", slow_upload)
 
