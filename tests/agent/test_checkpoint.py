@@ -198,12 +198,14 @@ def test_an_unreadable_manifest_is_the_jobs_failure_and_an_unreachable_service_i
 
 
 def test_an_earlier_attempt_never_writes_over_a_later_attempts_checkpoint(tmp_path, client):
-    """A lost attempt runs on until its fence falls while its rerun starts elsewhere: both save."""
+    """A lost attempt runs on until its fence falls while its rerun starts elsewhere: both save (the lost one's saves
+    are dropped once the rerun restored, even none)."""
     lost, rerun = attempt(tmp_path, client, 1), attempt(tmp_path, client, 2)
     (lost.directory / "step").write_text("5")
     lost.restore(Progress(), threading.Event())
     rerun.restore(Progress(), threading.Event())
-    assert lost.save("every 600 s") is True  # after the rerun restored: the rerun writes over it
+    with pytest.raises(TransferError, match=r"attempt 2 of the job has started since, finding no checkpoint, whose"):
+        lost.save("every 600 s")  # after the rerun restored (none): dropped
     (rerun.directory / "step").write_text("7")
     assert rerun.save("every 600 s") is True
     assert manifest(client)["attempt"] == 2
@@ -301,8 +303,8 @@ def test_a_rerun_restores_the_save_that_landed_while_it_read_the_one_before(tmp_
     assert manifest(client)["attempt"] == 2 and manifest(client)["saved_by"] == 1
 
     (lost.directory / "model.pt").write_text("epoch 3")
-    with pytest.raises(TransferError, match=r"attempt 2 of the job saved its checkpoint since"):
-        lost.save("the attempt ended")
+    with pytest.raises(TransferError, match=r"attempt 2 of the job restored this attempt's checkpoint since, which"):
+        lost.save("the attempt ended")  # (the save it restored, this attempt's: attempt 2 saved none)
     third = attempt(tmp_path, client, 3)
     third.restore(Progress(), threading.Event())
     assert (third.directory / "model.pt").read_text() == "epoch 2"

@@ -87,7 +87,7 @@ def test_a_retry_refused_after_a_later_attempt_took_the_save_over_keeps_its_file
         rerun.restore(Progress(), threading.Event())
         upload(*args, **kwargs)  # the retry, under the same precondition
     undo = manifest_write_wrapped(client, taken_over_then_retried)
-    with pytest.raises(TransferError, match="attempt 2 of the job saved its checkpoint since"):
+    with pytest.raises(TransferError, match="attempt 2 of the job restored this attempt's checkpoint since"):
         lost.save("every 600 s")
     undo()
 

@@ -93,7 +93,7 @@ def test_a_last_save_cut_while_its_manifest_is_written_is_reported_as_the_latest
     the moment the attempt waits for it before its report. The report must say what the rerun restores: this
     save (it said "the previous checkpoint is kept", and there was none), and the transfer's progress the
     save's own files (it showed the previous save's counts)."""
-    held = storage.state.hold("LATEST.json", "store")
+    held = storage.state.hold("LATEST.json", "store", after=1)  # (after the restore's, naming none)
     cut = threading.Event()
 
     class OnCut(logging.Handler):  # the attempt logs the cut once the transfer gave up waiting for the save
@@ -130,7 +130,7 @@ def test_a_periodic_save_that_lands_after_the_last_save_was_cut_is_not_reported_
     for it, and it lands just after. The last save (epoch 2) is then cut by the job's max_runtime_s: the
     report said "the save completed as it was cut, and is the latest", since a save had landed meanwhile,
     while the rerun restores epoch 1."""
-    slow_manifest = storage.state.hold("LATEST.json", "store")
+    slow_manifest = storage.state.hold("LATEST.json", "store", after=1)  # (the first: the restore's)
     slow_last = storage.state.hold("save-2/model.pt", "store")
     stop_periodic = Checkpoint.stop_periodic
 
@@ -316,7 +316,7 @@ def test_a_cut_first_save_does_not_claim_a_previous_checkpoint_is_kept(bucket, s
     finally:
         held.release.set()
     final = finals(transport)["ck"]
-    assert bucket.get_blob(PREFIX + "LATEST.json") is None  # no checkpoint exists: the rerun starts afresh
+    assert "generation" not in json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())  # no save: afresh
     assert "saving the checkpoint exceeded its budget" in final.message, final.message
     assert "the previous checkpoint is kept" not in final.message, final.message
     assert "no checkpoint was saved: the next attempt starts afresh" in final.message, final.message
@@ -332,7 +332,7 @@ def test_a_first_save_over_the_limit_does_not_claim_a_previous_checkpoint_is_kep
                                       checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=100)))
     make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
     message = finals(transport)["ck"].message or ""
-    assert bucket.get_blob(PREFIX + "LATEST.json") is None
+    assert "generation" not in json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())  # no save named
     assert "above the limit of 100 B; no checkpoint was saved: the next attempt starts afresh" in message, message
     assert "kept" not in message, message
 
@@ -406,3 +406,4 @@ def test_the_staged_figure_counts_the_inputs_alone_not_the_restored_checkpoint(b
     assert "zen: staged 1 file, 11 B in" in final.message, final.message
     assert final.staged_bytes == 11
     assert "zen: checkpoint restored: 2 files, 1.0 kB saved by attempt 1" in final.message, final.message
+

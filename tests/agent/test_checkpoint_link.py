@@ -110,7 +110,8 @@ def test_the_notice_time_write_is_saved_when_the_rest_was_saved_by_a_periodic_sa
     manifest = bucket.blob(PREFIX + "LATEST.json")
 
     def preempted() -> None:  # once the periodic save holding the weights and step 1 has landed
-        wait_for(manifest.exists, timeout_s=120, what="the periodic save of the weights")
+        wait_for(lambda: (now := bucket.get_blob(manifest.name)) and "generation" in json.loads(now.download_as_bytes()),
+                 timeout_s=120, what="the periodic save of the weights")  # (not the restore's, naming none)
         time.sleep(1.0)
         agent.request_shutdown("preempted")
 

@@ -81,7 +81,8 @@ def test_the_preemption_notice_saves_the_checkpoint_in_time_and_the_rerun_restor
 
     manifest = bucket.blob("checkpoints/4xa100-40gb/spot-1/LATEST.json")
     try:
-        wait_for(manifest.exists, timeout_s=NOTICE_BOUND_S, what="the checkpoint saved after the notice")
+        wait_for(lambda: (now := bucket.get_blob(manifest.name)) and "generation" in json.loads(now.download_as_bytes()),
+                 timeout_s=NOTICE_BOUND_S, what="the checkpoint saved after the notice")  # (not the restore's, naming none)
     except AssertionError as missing:
         said = [line["message"] for line in agent.logs()][-15:]
         raise AssertionError(f"{missing}; the job's history: {scheduler.history('spot-1')}; the agent's last "

@@ -11,11 +11,12 @@ manifest is written. The manifest is written only over the one this attempt last
 (``ifGenerationMatch``): when another attempt wrote one since, an earlier attempt's save (a lost attempt's, still
 running until its fence falls) is dropped, a later one's written over it; so a rerun never finds an older attempt's
 checkpoint over a newer one's. Restoring reads the manifest, then its files, then writes the manifest again as this
-attempt's (over the one it read): from then on an earlier attempt's save is dropped, and one that landed meanwhile
-(its files replacing those being read) is restored instead. No listing, so the agents' accounts need object rights on
-their cluster's prefix alone (terraform/iam.tf). Once the attempt has ended (``close``) no save writes the manifest: a
-save cut or still waiting then is dropped, so what the final report says (saved, or the previous one kept) stays true
-while Zen runs the job again. Limits and what happens past them: docs/how-to/checkpoints.md"""
+attempt's (over the one it read; none: a ``claim``, naming no save): from then on an earlier attempt's save is dropped,
+and one that landed meanwhile (its files replacing those being read) is restored instead. A failed save says what stays
+the latest: the save before, none, or a later attempt's (``checkpoint_objects.later``). No listing: the agents' accounts
+need object rights on their cluster's prefix alone (terraform/iam.tf). Once the attempt has ended (``close``) no save
+writes the manifest: one cut or still waiting then is dropped, so what the final report says stays true while Zen runs
+the job again. Limits and what happens past them: docs/how-to/checkpoints.md"""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from typing import Any, Callable
 
 from zen.agent import checkpoint_files, checkpoint_objects
 from zen.agent.checkpoint_files import Files, Listing
+from zen.agent.checkpoint_objects import CLAIMED, SUPERSEDED
 from zen.agent.staging import Cancelled, CountingWriter, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
@@ -40,7 +42,7 @@ REFUSED_FOR_S, REFUSED_WAIT_S = 120.0, 10.0  # a restore refused (401, 403) is a
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
 AFRESH = "no checkpoint was saved: the next attempt starts afresh"  # a save not made, where none was before
-SUPERSEDED = "which stays the latest"  # ends the note of a save refused for a later attempt's, the one left (not this attempt's before)
+LATER = (SUPERSEDED, CLAIMED)  # end the note of a save refused for a later attempt's (not "kept" nor AFRESH: checkpoint_objects.later)
 
 
 class Changed(TransferError):
@@ -74,7 +76,13 @@ class Checkpoint:
         self._left_out = set[str]()  # files whose names no object may have, said once
 
     kept = property(lambda self: self._last is not None, doc="A checkpoint the next attempt restores: one this attempt restored or saved")
-    after = property(lambda self: "the previous one is kept" if self.kept else AFRESH, doc="What a save not made leaves")
+    after = property(lambda self: self.left(), doc="What a save not made leaves")
+
+    def left(self, kept: str = "the previous one is kept") -> str:
+        """What a save not made leaves: a later attempt's manifest, which stays (a lost attempt's save failed as its
+        rerun saved: "kept" was false), else this attempt's save before (``kept``) or none (``AFRESH``)."""
+        return checkpoint_objects.latest_words(self._bucket, self._prefix + MANIFEST, self.attempt) or (
+            kept if self.kept else AFRESH)
 
     def env(self) -> dict[str, str]:
         return {"ZEN_CHECKPOINT_DIR": str(self.directory), "ZEN_PREEMPTION_NOTICE": str(self.notice_path)}
@@ -111,7 +119,9 @@ class Checkpoint:
             gone: tuple[int | None, str] | None = None  # (the manifest's generation, a file of it not found)
             for _ in range(RESTORE_TRIES):
                 manifest = self._manifest()
-                if manifest is None:
+                if manifest is None or "generation" not in manifest:  # none, or a claim: no save (its own, or a lost one's)
+                    if not self._take_over(manifest or checkpoint_objects.claim()):
+                        continue  # a save landed since none was read: restored instead
                     self._say("zen: no checkpoint saved yet: the job starts afresh")
                     return
                 if gone is not None and gone[0] == self._generation:  # the same manifest: the file is gone for good
@@ -126,13 +136,12 @@ class Checkpoint:
                 progress.files = progress.bytes = 0
             else:
                 raise Unavailable(f"the checkpoint changed {RESTORE_TRIES} times while it was restored")
-            files = manifest["files"]
+            files, saved_by = manifest["files"], manifest.get("saved_by", manifest.get("attempt"))
             for folder, _, _ in os.walk(self.directory):
                 os.chmod(folder, 0o777)
             self._current = checkpoint_objects.objects_of(self._prefix, manifest)
             self._last = self.files()
             self._held = checkpoint_objects.held_by(manifest, self._last.files)
-            saved_by = manifest.get("saved_by", manifest.get("attempt"))
             self._say(f"zen: checkpoint restored: {len(files)} files, {human_bytes(sum(int(i['size']) for i in files))}"
                       f" saved by attempt {saved_by} ({manifest.get('reason', 'saved')})")
         except TransferError:
@@ -185,8 +194,8 @@ class Checkpoint:
         owner = manifest.get("attempt")
         if isinstance(owner, int) and owner >= self.attempt:
             if owner > self.attempt:  # this attempt is an earlier one, still running until its fence falls
-                self._closed = True
-                self._say(f"zen: attempt {owner} of the job saved its checkpoint since: this attempt saves none")
+                self._closed, done = True, "saved its checkpoint" if "generation" in manifest else "started"
+                self._say(f"zen: attempt {owner} of the job {done} since: this attempt saves none")
             return True
         mine = {**manifest, "attempt": self.attempt, "saved_by": manifest.get("saved_by", manifest.get("attempt"))}
         blob = self._bucket().blob(self._prefix + MANIFEST)
@@ -207,16 +216,7 @@ class Checkpoint:
         self._generation = int(blob.generation) if blob is not None else 0
         if blob is None:
             return None
-        manifest = json.loads(blob.download_as_bytes())
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
-            raise ValueError("not a manifest")
-        for item in manifest["files"]:
-            checkpoint_files.parts(item["path"])
-        if not isinstance(manifest.get("folders") or [], list):
-            raise ValueError("folders is not a list")
-        for folder in manifest.get("folders") or []:
-            checkpoint_files.parts(folder)
-        return manifest
+        return checkpoint_objects.checked(json.loads(blob.download_as_bytes()))
 
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Listing:
@@ -275,7 +275,7 @@ class Checkpoint:
                 if not (cancel.is_set() or self._closed or given_up) and latest is not None:
                     checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in latest])
                 if isinstance(exc, TransferError):  # (refused for a later attempt's save: that one is what is left)
-                    raise type(exc)(f"checkpoint not saved ({why}): {exc}" + ("" if SUPERSEDED in str(exc) else f"; {self.after}")) from None
+                    raise type(exc)(f"checkpoint not saved ({why}): {exc}" + ("" if str(exc).endswith(LATER) else f"; {self.after}")) from None
                 if isinstance(exc, Exception):
                     raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.after}") from None
                 raise
@@ -339,8 +339,8 @@ class Checkpoint:
                     # This very save: a retried upload whose first try landed (its answer lost).
                     self._generation = int(found.generation)
                     return overwritten
-                if isinstance(other, dict) and isinstance(other.get("attempt"), int) and other["attempt"] > self.attempt:
-                    raise TransferError(f"attempt {other['attempt']} of the job saved its checkpoint since, {SUPERSEDED}") from None
+                if (words := checkpoint_objects.later(other, self.attempt)) is not None:
+                    raise TransferError(words) from None
                 self._generation = int(found.generation) if found is not None else 0
                 try:  # its objects, deleted once this save lands (a manifest no save wrote: none)
                     overwritten = checkpoint_objects.objects_of(self._prefix, other)

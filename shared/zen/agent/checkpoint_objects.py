@@ -19,6 +19,8 @@ from typing import Any, Callable
 from zen.agent import checkpoint_files
 from zen.agent.checkpoint_files import Files
 
+SUPERSEDED = "which stays the latest"  # ends the words of a later attempt's manifest (``later``) but a claim's
+CLAIMED = "whose saves alone are restored from now on"  # ends those of a claim: a rerun's that found no checkpoint
 REUSE_WITHIN_S = 12 * 3600.0  # half the least checkpoint_retention_days (1 day): never an object the lifecycle deleted
 AGING_SLACK_S = 1.0  # a periodic save due as an object turns REUSE_WITHIN_S old comes this much after it
 AGING_RETRY_S = 3600.0  # such a save that failed is tried again this soon (every: up to a week), its failure told each time
@@ -96,6 +98,49 @@ def named(bucket: Callable[[], Any], prefix: str, manifest: str) -> set[str] | N
         latest = json.loads(found.download_as_bytes()) if found is not None else {"files": []}
         return set(objects_of(prefix, latest))
     except Exception:  # noqa: BLE001 - kept, all of them
+        return None
+
+
+def checked(manifest: Any) -> dict[str, Any]:
+    """A manifest read, whose paths stay under the checkpoint's folder; ``ValueError`` (or ``KeyError``) if not one."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        raise ValueError("not a manifest")
+    if not isinstance(manifest.get("folders") or [], list):
+        raise ValueError("folders is not a list")
+    for relative in [item["path"] for item in manifest["files"]] + list(manifest.get("folders") or []):
+        checkpoint_files.parts(relative)
+    return manifest
+
+
+def claim() -> dict[str, Any]:
+    """A manifest of no save (no ``generation``), written as its own by a rerun that found none (with its ``attempt``):
+    an earlier attempt's save (one Zen took for lost, running until its fence falls) is refused from then on."""
+    return {"files": [], "folders": []}
+
+
+def later(manifest: Any, attempt: int, refused: bool = True) -> str | None:
+    """What stays the latest checkpoint when ``manifest`` is a later attempt's than ``attempt`` (None: it is not):
+    its own save, another it restored, or none (a ``claim``). ``refused``: a save of ``attempt`` refused for it;
+    else a save that failed otherwise, which says nothing here when the latest is ``attempt``'s own, restored since."""
+    owner = manifest.get("attempt") if isinstance(manifest, dict) else None
+    if not isinstance(owner, int) or isinstance(owner, bool) or owner <= attempt:
+        return None
+    if "generation" not in manifest:
+        return f"attempt {owner} of the job has started since, finding no checkpoint, {CLAIMED}"
+    by = manifest.get("saved_by", owner)
+    if by == owner:
+        return f"attempt {owner} of the job saved its checkpoint since, {SUPERSEDED}"
+    if by == attempt and not refused:
+        return None
+    return f"attempt {owner} of the job restored {'this attempt' if by == attempt else f'attempt {by}'}'s checkpoint since, {SUPERSEDED}"
+
+
+def latest_words(bucket: Callable[[], Any], name: str, attempt: int) -> str | None:
+    """``later`` of the manifest ``name`` as it is now (best effort: unread, None); asked once a save failed."""
+    try:
+        found = bucket().get_blob(name, timeout=10, retry=None)
+        return later(json.loads(found.download_as_bytes(timeout=10, retry=None)), attempt, refused=False) if found else None
+    except Exception:  # noqa: BLE001 - the words of a failure, said without it
         return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from zen.agent.checkpoint import AFRESH, SUPERSEDED, Checkpoint
+from zen.agent.checkpoint import AFRESH, LATER, Checkpoint
 from zen.agent.staging import AttemptData, Progress
 from zen.core.models import AgentStatus
 
@@ -21,8 +21,9 @@ def save_last(transfer: Transfer, data: AttemptData, checkpoint: Checkpoint, not
     """The checkpoint's last save, once the job has ended (stopped, preempted: after its stop grace, time to write
     it), before the outputs: bounded as their upload is. Its failure changes no status: it is said in the note,
     and the checkpoint saved before (if any: ``Checkpoint.kept``) stays the latest (``zen.agent.checkpoint``); refused
-    for a later attempt's save (``SUPERSEDED``: this one was Zen's lost attempt), that save stays the latest, as the note
-    says, never "the previous checkpoint is kept" nor "starts afresh" (the next attempt restores it)."""
+    for a later attempt's save (``LATER``: this one was Zen's lost attempt), that save stays the latest, as the note
+    says, never "the previous checkpoint is kept" nor "starts afresh" (the next attempt restores it); failed or cut
+    otherwise while a later attempt's manifest is there, the note says so too (``Checkpoint.left``)."""
     checkpoint.stop_periodic()  # (a periodic save under way may still land: which landed last is asked below)
     saved: Progress = checkpoint.saved
     cut = transfer("saving the checkpoint", saved, lambda: checkpoint.save(END_SAVE, data.cancel),
@@ -32,7 +33,7 @@ def save_last(transfer: Transfer, data: AttemptData, checkpoint: Checkpoint, not
     data.cancel.clear()  # a cut save leaves the outputs their own chance
     lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
     if cut is not None and closed:  # cut while its manifest was written: the save is the latest after all
-        kept = "the previous checkpoint is kept" if checkpoint.kept else AFRESH
+        kept = checkpoint.left("the previous checkpoint is kept")
         lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest"
-                     if checkpoint.latest_why == END_SAVE else cut[1] if cut[1].endswith(("kept", AFRESH, SUPERSEDED)) else f"{cut[1]}; {kept}")
+                     if checkpoint.latest_why == END_SAVE else cut[1] if cut[1].endswith(("kept", AFRESH, *LATER)) else f"{cut[1]}; {kept}")
     return "\n".join(line for line in (note, *lines) if line) or None

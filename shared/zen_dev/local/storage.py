@@ -52,10 +52,11 @@ class Hold:
     """Requests held in the stand-in (for tests of what races an upload or a download): the first
     ``what`` request (``store``: an upload, its bytes received, before it is stored; ``read``: a media
     download, before the object is looked up) of an object whose name contains ``part`` waits, with
-    ``reached`` set, until ``release`` is set (60 s at most)."""
+    ``reached`` set, until ``release`` is set (60 s at most); ``after``: that many such requests pass first."""
 
     part: str
     what: str
+    after: int = 0
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 
@@ -133,11 +134,12 @@ class StorageState:
         if denied is not None:
             raise ApiError(*denied)
 
-    def hold(self, part: str, what: str) -> Hold:
-        """Hold the next ``what`` (``store`` or ``read``) request of an object named ``*part*`` (:class:`Hold`)."""
+    def hold(self, part: str, what: str, after: int = 0) -> Hold:
+        """Hold the next ``what`` (``store`` or ``read``) request of an object named ``*part*``, after ``after``
+        such requests (:class:`Hold`)."""
         if what not in ("store", "read"):
             raise ValueError(f"hold what={what!r}: store or read")
-        held = Hold(part, what)
+        held = Hold(part, what, after)
         with self._lock:
             self._holds.append(held)
         return held
@@ -145,6 +147,8 @@ class StorageState:
     def wait_if_held(self, name: str, what: str) -> None:
         with self._lock:
             held = next((h for h in self._holds if h.what == what and h.part in name), None)
+            if held is not None and held.after > 0:  # one of the requests let through first
+                held.after, held = held.after - 1, None
             if held is not None:
                 self._holds.remove(held)
         if held is not None:
