@@ -172,4 +172,4 @@ def test_a_restore_refused_a_while_is_asked_again_and_one_refused_for_good_fails
     make_agent(transport, settings(tmp_path / "b")).run()
     final = finals(transport)["big"]
     assert final.status is AgentStatus.FAILED, (final.status, final.message)
-    assert "403" in final.message and "may the agents' account read this prefix? terraform/iam.tf" in final.message
+    assert "403" in final.message and "may the agents' account read and write this prefix? terraform/checkpoints.tf" in final.message

@@ -229,7 +229,7 @@ class AttemptRunner:
                 if cut is not None:
                     note = f"{note}\n{cut[1]}" if note else cut[1]
             note = escape_unstorable(note) if note else note  # a file name the job chose (a lone surrogate), for the output too
-            summary = data.summary(unsent=not upload) if data is not None else ""  # not upload: its disk share
+            summary = data.summary(unsent=over_limit == "disk") if data is not None else ""  # not run: no outputs
             preface = "\n".join(line for line in (note[-PREFACE_CHARS:] if note else note, summary) if line)[:PREFACE_CHARS]
             message = "\n".join(part for part in (preface, tail) if part)
             # The output before the final report: a user who sees the end status can read every line.

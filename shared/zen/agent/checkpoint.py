@@ -11,12 +11,11 @@ manifest is written. The manifest is written only over the one this attempt last
 (``ifGenerationMatch``): when another attempt wrote one since, an earlier attempt's save (a lost attempt's, still
 running until its fence falls) is dropped, a later one's written over it; so a rerun never finds an older attempt's
 checkpoint over a newer one's. Restoring reads the manifest, then its files, then writes the manifest again as this
-attempt's (over the one it read; none: a ``claim``, naming no save): from then on an earlier attempt's save is dropped,
-and one that landed meanwhile (its files replacing those being read) is restored instead. A failed save says what stays
-the latest: the save before, none, or a later attempt's (``checkpoint_objects.later``). No listing: the agents' accounts
-need object rights on their cluster's prefix alone (terraform/iam.tf). Once the attempt has ended (``close``) no save
-writes the manifest: one cut or still waiting then is dropped, so what the final report says stays true while Zen runs
-the job again. Limits and what happens past them: docs/how-to/checkpoints.md"""
+attempt's (over the one it read; none, or one whose files are gone: a ``claim``, naming no save): from then on an
+earlier attempt's save is dropped, and one that landed meanwhile is restored instead. A failed save says which stays the
+latest (``checkpoint_objects.later``). No listing: the agents' accounts need object rights on their cluster's prefix
+alone (terraform/checkpoints.tf). Once the attempt has ended (``close``) no save writes the manifest (one cut or waiting
+is dropped), so what the final report says stays true. Limits and what happens past them: docs/how-to/checkpoints.md"""
 
 from __future__ import annotations
 
@@ -119,14 +118,15 @@ class Checkpoint:
             gone: tuple[int | None, str] | None = None  # (the manifest's generation, a file of it not found)
             for _ in range(RESTORE_TRIES):
                 manifest = self._manifest()
-                if manifest is None or "generation" not in manifest:  # none, or a claim: no save (its own, or a lost one's)
-                    if not self._take_over(manifest or checkpoint_objects.claim()):
-                        continue  # a save landed since none was read: restored instead
-                    self._say("zen: no checkpoint saved yet: the job starts afresh")
-                    return
-                if gone is not None and gone[0] == self._generation:  # the same manifest: the file is gone for good
-                    self.note(f"checkpoint file {gone[1]} is gone (a checkpoint's objects are deleted "
-                              f"checkpoint_retention_days after they were written): the job starts afresh")
+                lost = gone[1] if gone is not None and gone[0] == self._generation else None  # the same manifest: gone for good
+                if manifest is None or "generation" not in manifest or lost is not None:  # none, or a claim: no save (its own, or a lost one's)
+                    if not self._take_over(checkpoint_objects.claim_over(manifest, self.attempt)):  # an earlier one's refused
+                        continue  # a save landed since the manifest was read: restored instead
+                    if lost is None:
+                        self._say("zen: no checkpoint saved yet: the job starts afresh")
+                    else:
+                        self.note(f"checkpoint file {lost} is gone (a checkpoint's objects are deleted "
+                                  f"checkpoint_retention_days after they were written): the job starts afresh")
                     return
                 missing = self._download(manifest, progress, cancel)
                 if missing is None and self._take_over(manifest):
@@ -158,7 +158,7 @@ class Checkpoint:
                 return self.restore(progress, cancel, refused_until)
             kind = Unavailable if not refused and (not_the_jobs(exc) or getattr(exc, "code", None) == 404) else TransferError  # 404: replaced as read
             raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}" + (
-                f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read this prefix? terraform/iam.tf)"
+                f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read and write this prefix? terraform/checkpoints.tf)"
                 if refused else "")) from None
 
     def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:

@@ -118,6 +118,13 @@ def claim() -> dict[str, Any]:
     return {"files": [], "folders": []}
 
 
+def claim_over(manifest: dict[str, Any] | None, attempt: int) -> dict[str, Any]:
+    """What a rerun that restores no save (none found, or its files gone for good) writes as its own: a ``claim``
+    over none or an earlier attempt's manifest; a later attempt's (``attempt`` is a lost one) or its own as it is."""
+    owner = manifest.get("attempt") if manifest is not None else None
+    return manifest if manifest is not None and isinstance(owner, int) and owner >= attempt else claim()
+
+
 def later(manifest: Any, attempt: int, refused: bool = True) -> str | None:
     """What stays the latest checkpoint when ``manifest`` is a later attempt's than ``attempt`` (None: it is not):
     its own save, another it restored, or none (a ``claim``). ``refused``: a save of ``attempt`` refused for it;
@@ -135,11 +142,15 @@ def later(manifest: Any, attempt: int, refused: bool = True) -> str | None:
     return f"attempt {owner} of the job restored {'this attempt' if by == attempt else f'attempt {by}'}'s checkpoint since, {SUPERSEDED}"
 
 
+WORDS_TIMEOUT_S = 3.0  # each of the two requests: a small object; asked at a shutdown too, whose seconds are few
+
+
 def latest_words(bucket: Callable[[], Any], name: str, attempt: int) -> str | None:
     """``later`` of the manifest ``name`` as it is now (best effort: unread, None); asked once a save failed."""
     try:
-        found = bucket().get_blob(name, timeout=10, retry=None)
-        return later(json.loads(found.download_as_bytes(timeout=10, retry=None)), attempt, refused=False) if found else None
+        found = bucket().get_blob(name, timeout=WORDS_TIMEOUT_S, retry=None)
+        return later(json.loads(found.download_as_bytes(timeout=WORDS_TIMEOUT_S, retry=None)), attempt,
+                     refused=False) if found else None
     except Exception:  # noqa: BLE001 - the words of a failure, said without it
         return None
 

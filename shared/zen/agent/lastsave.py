@@ -33,7 +33,10 @@ def save_last(transfer: Transfer, data: AttemptData, checkpoint: Checkpoint, not
     data.cancel.clear()  # a cut save leaves the outputs their own chance
     lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
     if cut is not None and closed:  # cut while its manifest was written: the save is the latest after all
-        kept = checkpoint.left("the previous checkpoint is kept")
-        lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest"
-                     if checkpoint.latest_why == END_SAVE else cut[1] if cut[1].endswith(("kept", AFRESH, *LATER)) else f"{cut[1]}; {kept}")
+        if checkpoint.latest_why == END_SAVE:
+            lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest")
+        elif cut[1].endswith(("kept", AFRESH, *LATER)):
+            lines.append(cut[1])
+        else:  # (the manifest read only here: at a shutdown its seconds are few)
+            lines.append(f"{cut[1]}; {checkpoint.left('the previous checkpoint is kept')}")
     return "\n".join(line for line in (note, *lines) if line) or None
