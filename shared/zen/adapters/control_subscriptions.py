@@ -73,7 +73,7 @@ class ControlSubscriptions:
         self._budget_s = budget_s
         self._clock = clock
         self._made: dict[tuple[str, str, str], float] = {}  # (vm, cluster, pool) done by this function instance: when
-        self._inherited = False  # the VMs gone in the last day read (``ensure``'s ``gone``)
+        self._gone_read = False  # the VMs gone in the last day read, once (``ensure``'s ``gone``)
 
     def ensure(self, instances: Iterable[tuple[str, str, str]],
                gone: Callable[[], Iterable[tuple[str, str, str]]] | None = None) -> int:
@@ -83,10 +83,10 @@ class ControlSubscriptions:
         first tick, those of the VMs ``gone`` gives (seen in a MIG in the last ``CONTROL_TTL``, listed no more: an
         instance of the tick before this one made theirs, and they stayed attached to the topic a day)."""
         instances = list(instances)
-        if not self._inherited and gone is not None:
-            self._inherited = True
-            for key in gone():
+        if not self._gone_read and gone is not None:
+            for key in gone():  # (a read that fails is tried again at the next tick)
                 self._made.setdefault(key, self._clock())
+            self._gone_read = True
         deadline = self._clock() + self._budget_s
         self._delete_gone({vm for vm, _, _ in instances}, self._clock() + self._budget_s / 2)
         done = 0
@@ -107,12 +107,12 @@ class ControlSubscriptions:
         return done
 
     def _delete_gone(self, listed: set[str], deadline: float) -> None:
-        """Delete the control subscription of each VM made here that the MIGs no longer list (deleted: a MIG never
-        lists a name again once it is gone). Left to expire a day unread, they stayed attached to zen-vm-control:
-        VMs made and deleted by the thousand a day filled the topic's 10,000 subscriptions (Pub/Sub's limit), and
-        every new VM got none (refused), its agent never started, and its VM was replaced, over and over. A pool
-        the configuration dropped is not listed any more, but its VMs run on until terraform destroys its MIG: theirs
-        are kept (to expire)."""
+        """Delete the control subscription of each VM made here (or given by ``ensure``'s ``gone``) that the MIGs no
+        longer list (deleted: a MIG never lists a name again once it is gone). Left to expire a day unread, they stayed
+        attached to zen-vm-control: VMs made and deleted by the thousand a day filled the topic's 10,000 subscriptions
+        (Pub/Sub's limit), and every new VM got none (refused), its agent never started, and its VM was replaced, over
+        and over. A pool the configuration dropped is not listed any more, but its VMs run on until terraform destroys
+        its MIG: theirs are kept (to expire)."""
         pools = {cluster.name: cluster.pools() for cluster in self._config.clusters}
         for key in [key for key in self._made if key[0] not in listed and key[2] in pools.get(key[1], ())]:
             if self._clock() >= deadline:

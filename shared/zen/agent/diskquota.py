@@ -11,9 +11,9 @@ GCE images are ext4, so the agent measures instead.
 - ``DiskWatch``: one thread of the agent measuring every running attempt's directory and the disk's free
   space each ``ZEN_AGENT_DISK_LOOK_S``; a nearly full disk first empties the warm cache (``make_room``,
   ``zen.agent.cache.InputCache.give_way``); each attempt's thread asks it for a verdict (``verdict``) and stops
-  its job, FAILED, with that reason (``zen.agent.attempt``); a job that fails on its own while the disk is nearly full
-  and holds little of it failed by the VM's disk (``DiskWatch.failed_full``: requeued free, the VM retired when no
-  running job holds the rest).
+  its job, FAILED, with that reason (``zen.agent.attempt``); a job that fails on its own naming the disk full while
+  it is nearly full and the job holds little of it failed by the VM's disk (``DiskWatch.failed_full``: requeued free,
+  the VM retired when no job holds the rest, unless the job ran alone on a disk that had room as it began).
 Why the agent and not the job's supervisor, the defaults, and the limits: docs/reference/agent.md#the-disk-quota
 """
 
@@ -334,21 +334,18 @@ class DiskWatch:
         return found
 
     def failed_full(self, key: Key, tail: str, retire: Callable[[str], None]) -> str | None:
-        """Why the job of ``key``, which exited non-zero on its own, failed by this VM's disk rather than by itself
-        (None: its own failure): its output's ``tail`` names the disk full (``ENOSPC``'s words: a failure for another
-        reason, or on a developer's nearly full disk, stays the job's), the disk is nearly full as it ends (once the
-        warm cache gave way) and its directory holds under ``CULPRIT_SHARE`` of its quota: its write failed for
-        space it did not take. Its attempt is requeued free (PREEMPTED); FAILED, it spent an attempt, charged to
-        its user for a neighbour's data, docker's images or what an earlier agent left, and its retries failed on
-        the same full disk. When no
-        running attempt holds that much either, nor one whose job ended and whose outputs are uploading (``ended``:
-        its directory's removal frees the disk), nothing frees it: ``retire`` (the VM takes no more jobs) is called
-        too, else each job it claimed failed the same way; unless the disk had room as the attempt began (``began``)
-        and no other attempt ran beside it since: then what filled it as the job ran and is in no job's directory is
-        the job's own as like as not (its image, its container's layer or volumes, which docker may not have freed
-        yet): its own failure, else such a job, requeued free, retired VM after VM. Beside another attempt, it may as
-        well be that one's (the image it pulled, its container's layer or volumes): taken for the job's own, the job
-        spent an attempt (failed for good with one) for a neighbour's image."""
+        """Why the job of ``key``, which exited non-zero on its own, failed by this VM's disk rather than by itself:
+        requeued free (PREEMPTED), as FAILED it spent an attempt, charged to its user for space it did not take, and
+        its retries failed on the same full disk. None (its own failure) unless its output's ``tail`` names the disk
+        full (``NO_SPACE``), the disk is nearly full as it ends (once the warm cache gave way) and its directory holds
+        under ``CULPRIT_SHARE`` of its quota. Then, when another attempt's directory holds that much (running, or
+        ended with its outputs uploading: ``ended``), a job beside it filled the disk (stopped by ``decide``, or
+        freed at its ``remove``): the VM is kept. When none does, nothing frees the disk: ``retire`` is called too
+        (the VM takes no more jobs, else each job it claimed failed the same way), unless the disk had room as the
+        attempt began (``began``) and no other attempt ran beside it since: then what filled it is the job's own as
+        like as not (its image, its container's layer or volumes, maybe not freed yet by docker): its own failure
+        (None; taken for the disk's, such a job, requeued free, retired VM after VM). Beside another attempt it may
+        as well be that one's: requeued, the VM retired."""
         if not any(words in tail.lower() for words in NO_SPACE):
             return None
         try:

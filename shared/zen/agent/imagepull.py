@@ -4,15 +4,16 @@ before every attempt when it is named by the tag ``latest`` or by no tag (docker
 name: a copy held by a VM that ran it before may be older than the registry's, and a job would run old code on a warm
 VM and new code on a fresh one (silently wrong results, reruns of one job running different code). Other tags and
 digests (``@sha256:``) are pulled only when absent. A re-pull that fails leaves the job's ``docker run`` to pull once
-more (``--pull always``, ``JobSpec.pull_always``), never to run the copy held: as on a VM that holds none, an image
-docker could not get says why (``zen.agent.container.docker_fault``, ``exit_note``): a registry unreachable or its 5xx
-requeues the attempt unspent and the VM retires, an image not found or denied is the job's FAILED. Why not run the
-copy held, with a word in the attempt's note: which code a job ran would then depend on which VM it landed on and on
-the registry's minute, and a note is read, if at all, after the results are used; a registry's outage costs a requeue
-instead, which a fresh VM (holding no copy) pays anyway. The exception: a registry that refuses the re-pull for its
-rate limit (Docker Hub's 429, ``toomanyrequests``, counted per address: every VM behind the same NAT shares it for
-hours), where the VM holds a copy: it runs, the job's output saying so (``RATE_LIMITED``): requeued, every attempt of
-such an image would retire VM after VM, each refused the same way, for as long as the limit holds.
+more (``--pull always``, ``JobSpec.pull_always``), not to run the copy held (but below): as on a VM that holds none, an
+image docker could not get says why (``zen.agent.container.docker_fault``, ``exit_note``): a registry unreachable or its
+5xx requeues the attempt unspent and the VM retires, an image not found or denied is the job's FAILED. Why not run the
+copy held, with a word in the attempt's note: which code a job ran would then depend on which VM it landed on and on the
+registry's minute, and a note is read, if at all, after the results are used; a registry's outage costs a requeue
+instead, which a fresh VM (holding no copy) pays anyway. The exception: a registry that refuses the re-pull for its rate
+limit (Docker Hub's 429, ``toomanyrequests``, counted per address: every VM behind the same NAT shares it for hours),
+where the VM holds a copy: the copy runs, a line of the job's output saying so (``RATE_LIMITED``, ``said``): requeued
+instead, every attempt of such an image would retire VM after VM, each refused the same way, for as long as the limit
+holds.
 A pull whose docker shows no progress for ``AgentSettings.pull_stall_s`` (a registry or a network that stops sending
 without closing: docker would wait for hours, the attempt RUNNING, the VM billed) is killed, and the attempt is
 requeued unspent as for a pull the network cut short (``zen.agent.container.PULL_CUT``): the VM's or passing, it
@@ -154,11 +155,12 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
          spent: Sequence[str] = (), said: Callable[[str], None] = lambda line: None) -> JobSpec | PullCut | None:
     """Pull ``spec``'s image unless the VM holds it and it is not ``mutable`` (or it has none), heartbeating the attempt
     through ``listen``. ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or
-    failed: the job's ``docker run`` then says why, pulling a ``mutable`` image again, ``pull_always``); None: nothing
-    pulled. Else how the attempt ends: its pull stalled (PREEMPTED, the
-    VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s`` (FAILED).
-    ``spec.max_runtime_s`` is what is left of the job's ``max_runtime_s`` (the one its note names; staging may have
-    taken some: ``spent`` says so, in the same note). ``said``: a line of the job's output (the copy held run)."""
+    failed: the job's ``docker run`` then says why, pulling a ``mutable`` image again, ``pull_always``; docker pull not
+    started: ``spec`` with ``pull_always`` alone); None: nothing pulled. Else how the attempt ends: its pull stalled
+    (PREEMPTED, the VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s``
+    (FAILED). ``spec.max_runtime_s`` is what is left of the job's ``max_runtime_s`` (the one its note names; staging
+    may have taken some: ``spent`` says so, in the same note). ``said``: a line of the job's output (the copy held run
+    for a registry's rate limit)."""
     image, limit_s = spec.image, spec.max_runtime_s
     named = max_runtime_s if max_runtime_s is not None else limit_s
     if not image or (not (always := mutable(image)) and held(image, settings.docker)):

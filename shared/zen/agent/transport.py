@@ -313,11 +313,11 @@ class PubSubTransport:
 
         The control subscription is left: it expires after a day unread (``CONTROL_TTL``), or is deleted by the
         scale tick once the VM's MIG no longer lists it, and a VM recreated under the same name (a preempted spot
-        VM, a restarted agent) reuses it. Deleting it
-        at shutdown needed ``pubsub.subscriptions.delete``, which the agent's role no longer grants:
-        every delete would fail, and a failing one was retried for up to 10 s of the few seconds a
-        preempted VM has. Orders left in it (kept an hour at most, ``CONTROL_RETENTION``) are about
-        attempts the next agent there does not hold, and are ignored (``ControlRouter``)."""
+        VM, a restarted agent) reuses it. Deleting it at shutdown needed ``pubsub.subscriptions.delete``, which the
+        agent's role no longer grants (the tick's does): every delete would fail, and a failing one was retried for
+        up to 10 s of the few seconds a preempted VM has. Orders left in it (kept an hour at most,
+        ``CONTROL_RETENTION``) are about attempts the next agent there does not hold, and are ignored
+        (``ControlRouter``)."""
         if self._stream is not None:
             self._stream.cancel()
             try:

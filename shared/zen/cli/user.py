@@ -248,8 +248,8 @@ def cmd_submit(args) -> int:
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
                        f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
-    except BaseException:  # credentials refused or not checkable, or Ctrl-C meanwhile (one with the publish on its
-        submitted.update(chosen, job_id, request_hash, None)  # way: Interrupted): nothing went out, the id is free
+    except BaseException:  # credentials refused or not checkable, or Ctrl-C before the publish (during it: Interrupted,
+        submitted.update(chosen, job_id, request_hash, None)  # a CliError, above): nothing went out, the id is free
         raise
     submitted.update(where, job_id, request_hash, message_id)  # (a generated id's too: for `zen stop` meanwhile)
     caveat = ("" if readable or chosen is None
