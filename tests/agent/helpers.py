@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -40,3 +41,14 @@ def one_running(reports: list) -> list:
     """Reports with each run of RUNNING heartbeats counted once: a job reports RUNNING every
     ``heartbeat_s``, and on a loaded machine its short run may span one more of them."""
     return [r for i, r in enumerate(reports) if not (i and r == reports[i - 1] and "RUNNING" in r)]
+
+
+def names_a_save(bucket, name: str) -> bool:
+    """Whether the checkpoint manifest ``name`` names a save (not a rerun's claim, naming none), as it is now: read
+    unpinned (a blob listed at one generation may be replaced before its download: a 404, not "not yet")."""
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return "generation" in json.loads(bucket.blob(name).download_as_bytes())
+    except NotFound:
+        return False

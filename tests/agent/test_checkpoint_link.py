@@ -19,6 +19,7 @@ from google.cloud import storage as gcs
 from tests.agent.fakes import FakeTransport
 from tests.agent.test_agent_loop import VM, make_agent, start_message
 from tests.agent.test_upload_end import finals, settings
+from tests.agent.helpers import names_a_save
 from tests.waiting import wait_for
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
@@ -110,7 +111,7 @@ def test_the_notice_time_write_is_saved_when_the_rest_was_saved_by_a_periodic_sa
     manifest = bucket.blob(PREFIX + "LATEST.json")
 
     def preempted() -> None:  # once the periodic save holding the weights and step 1 has landed
-        wait_for(lambda: (now := bucket.get_blob(manifest.name)) and "generation" in json.loads(now.download_as_bytes()),
+        wait_for(lambda: names_a_save(bucket, manifest.name),
                  timeout_s=120, what="the periodic save of the weights")  # (not the restore's, naming none)
         time.sleep(1.0)
         agent.request_shutdown("preempted")

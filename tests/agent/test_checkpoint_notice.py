@@ -17,6 +17,7 @@ from google.cloud.compute_v1.services.instances.transports.rest import Instances
 
 from tests.agent.conftest import DEADLINES
 from tests.local.test_compute_standin import BASE, BOOT_S, PROJECT, Cloud
+from tests.agent.helpers import names_a_save
 from tests.waiting import wait_for
 from zen.core.checkpoints import CheckpointConfig
 from zen.core.config import load_config
@@ -81,7 +82,7 @@ def test_the_preemption_notice_saves_the_checkpoint_in_time_and_the_rerun_restor
 
     manifest = bucket.blob("checkpoints/4xa100-40gb/spot-1/LATEST.json")
     try:
-        wait_for(lambda: (now := bucket.get_blob(manifest.name)) and "generation" in json.loads(now.download_as_bytes()),
+        wait_for(lambda: names_a_save(bucket, manifest.name),
                  timeout_s=NOTICE_BOUND_S, what="the checkpoint saved after the notice")  # (not the restore's, naming none)
     except AssertionError as missing:
         said = [line["message"] for line in agent.logs()][-15:]
