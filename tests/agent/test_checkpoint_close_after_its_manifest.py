@@ -52,7 +52,7 @@ def test_a_first_save_whose_manifest_landed_as_the_attempt_ended_is_not_told_afr
     ending = attempt(tmp_path, client, 1)
     (ending.directory / "model.pt").write_text("epoch 1, at SIGTERM")
     told: list[tuple[bool, str]] = []
-    ending.saved = EndsWithItsTransfer(lambda: told.append((ending.close(), ending.after)))
+    ending.saved = EndsWithItsTransfer(lambda: told.append((ending.close(), ending.left())))
 
     assert ending.save(END_SAVE, threading.Event())
     assert manifest(client)["generation"] == "attempt-1/save-1/"

@@ -12,7 +12,8 @@ import pytest
 from google.cloud import storage as gcs
 
 from tests.agent.conftest import shared_vms_config
-from zen.core.gcs import WHOLE, outputs_whereabouts
+from zen.cli.records import outputs_whereabouts
+from zen.core.gcs import WHOLE
 
 SHARED = "8xa100-40gb"
 SHARE_BYTES = 4_000_000

@@ -18,31 +18,32 @@ from zen.agent.agent import Agent
 from zen.core.models import Heartbeat, StartMessage
 
 
-def test_a_stop_come_while_a_secret_read_fails_ends_the_attempt_stopped(tmp_path):
+def stopped_while_reading_secrets(tmp_path, read_secret, **start) -> tuple[Heartbeat, bool]:
+    """The final report of job j1, whose secret ``read_secret`` reads (the user's STOP sent from it: ``_stop``), and
+    whether its command ran. ``start``: more of its StartMessage (``outputs``)."""
     ran = tmp_path / "ran"
     transport = FakeTransport(VM, virtual_time=False)
     transport.add_start(StartMessage(job_id="j1", attempt=1, cluster="4xa100-40gb", user_id="alice",
                                      command=[sys.executable, "-c", f"open({str(ran)!r}, 'w').write('ran')"],
-                                     regions=["us-central1"], secrets={"TOKEN": SECRET}))
+                                     regions=["us-central1"], secrets={"TOKEN": SECRET}, **start))
     confirm = confirm_claims(VM)
-
-    def zen(message):  # a publish takes a moment, as Pub/Sub's does (a round trip)
-        time.sleep(0.3)
-        return confirm(message)
-
-    transport.answer = zen
-
-    def read_secret(reference: str) -> bytes:  # the user's stop comes while the agent reads, then the read is refused
-        _stop(transport)
-        raise SecretDenied("403 Permission 'secretmanager.versions.access' denied")
-
+    transport.answer = lambda message: (time.sleep(0.3), confirm(message))[1]  # a round trip, as Pub/Sub's
     agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(tmp_path / "work")), transport, local=True,
-                  clock=transport.clock, read_secret=read_secret)
+                  clock=transport.clock, read_secret=lambda reference: read_secret(transport))
     transport.when_idle = lambda: agent.request_shutdown("test over")
     agent.run()
     [final] = [m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "j1"
                and m.status.value not in ("CLAIMED", "RUNNING")]
-    assert not ran.exists()
+    return final, ran.exists()
+
+
+def test_a_stop_come_while_a_secret_read_fails_ends_the_attempt_stopped(tmp_path):
+    def read_secret(transport) -> bytes:  # the user's stop comes while the agent reads, then the read is refused
+        _stop(transport)
+        raise SecretDenied("403 Permission 'secretmanager.versions.access' denied")
+
+    final, ran = stopped_while_reading_secrets(tmp_path, read_secret)
+    assert not ran
     assert final.status.value == "STOPPED", final
     assert "stopped before it started (user stop)" in (final.message or ""), final.message
     assert "secret TOKEN" in (final.message or ""), final.message  # the failure is said too

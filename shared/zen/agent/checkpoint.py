@@ -75,10 +75,9 @@ class Checkpoint:
         self._left_out = set[str]()  # files whose names no object may have, said once
 
     kept = property(lambda self: self._last is not None, doc="A checkpoint the next attempt restores: one this attempt restored or saved")
-    after = property(lambda self: self.left(), doc="What a save not made leaves")
 
     def left(self, kept: str = "the previous one is kept") -> str:
-        """What a save not made leaves: a later attempt's manifest, which stays (a lost attempt's save failed as its
+        """What a save not made leaves (the manifest read: failure paths only): a later attempt's manifest, which stays (a lost attempt's save failed as its
         rerun saved: "kept" was false), else this attempt's save before (``kept``) or none (``AFRESH``)."""
         return checkpoint_objects.latest_words(self._bucket, self._prefix + MANIFEST, self.attempt) or (
             kept if self.kept else AFRESH)
@@ -236,10 +235,10 @@ class Checkpoint:
             try:
                 listed = self.files()
                 if self.files() != listed:  # made or replaced in a folder listed before (after) it was: a state never there
-                    raise Changed(f"checkpoint not saved ({why}): the folder changed while it was listed; {self.after}")
+                    raise Changed(f"checkpoint not saved ({why}): the folder changed while it was listed; {self.left()}")
             except (checkpoint_files.Vanished, checkpoint_files.Unreadable) as gone:  # unreadable: a save without it lost it
                 failed = Changed if isinstance(gone, checkpoint_files.Vanished) else TransferError
-                raise failed(f"checkpoint not saved ({why}): {gone}; {self.after}") from None
+                raise failed(f"checkpoint not saved ({why}): {gone}; {self.left()}") from None
             unchanged = listed == self._last and not checkpoint_objects.aging(self._held, time.time())
             if unchanged or (not listed and self._last is None):
                 return False
@@ -247,7 +246,7 @@ class Checkpoint:
             total = sum(size for size, _, _ in files.values())
             if total > self.spec.max_bytes:
                 raise TransferError(f"checkpoint not saved ({why}): ZEN_CHECKPOINT_DIR holds {human_bytes(total)}, "
-                                    f"above the limit of {human_bytes(self.spec.max_bytes)}; {self.after}")
+                                    f"above the limit of {human_bytes(self.spec.max_bytes)}; {self.left()}")
             self._seq, now = self._seq + 1, time.time()
             generation = f"attempt-{self.attempt}/save-{self._seq}/"
             kept = checkpoint_objects.reusable(self._held, files, now)  # unchanged since their objects were written
@@ -275,9 +274,9 @@ class Checkpoint:
                 if not (cancel.is_set() or self._closed or given_up) and latest is not None:
                     checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in latest])
                 if isinstance(exc, TransferError):  # (refused for a later attempt's save: that one is what is left)
-                    raise type(exc)(f"checkpoint not saved ({why}): {exc}" + ("" if str(exc).endswith(LATER) else f"; {self.after}")) from None
+                    raise type(exc)(f"checkpoint not saved ({why}): {exc}" + ("" if str(exc).endswith(LATER) else f"; {self.left()}")) from None
                 if isinstance(exc, Exception):
-                    raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.after}") from None
+                    raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.left()}") from None
                 raise
             finally:
                 self.saved.ended = time.monotonic()
@@ -390,7 +389,7 @@ class Checkpoint:
             if not isinstance(exc, Cancelled) and not cancel.is_set():
                 self.note(str(exc), failed=True)
         except Exception as exc:  # noqa: BLE001 - a periodic save never ends the attempt
-            self.note(f"checkpoint not saved ({why}): {exc!r}; {self.after}", failed=True)
+            self.note(f"checkpoint not saved ({why}): {exc!r}; {self.left()}", failed=True)
 
     def note(self, text: str, failed: bool = False) -> None:
         """Said in the job's output, and kept for the final report (a save's failure, ``failed``, until a save lands)."""

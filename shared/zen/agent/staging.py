@@ -374,7 +374,7 @@ class AttemptData:
     def summary(self, unsent: bool = False) -> str:
         """One line for the final report: ``zen: staged 2 files, 1.2 MB in 0.3 s; uploaded ...``. ``unsent``: the
         outputs are not uploaded at all (a job stopped over its disk share), said as not whole too: else the job's
-        output right after the note could say them whole (``zen.core.gcs.outputs_whereabouts``)."""
+        output right after the note could say them whole (``zen.cli.records.outputs_whereabouts``)."""
         parts = []
         if self.inputs:
             parts.append(f"staged {self.staged.describe()}")

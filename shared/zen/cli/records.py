@@ -4,12 +4,13 @@ database holds about jobs and refused messages (docs/reference/cli.md)."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shlex
 import sys
 
 from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, no_job, print_table, row_id, shown
-from zen.core.gcs import outputs_whereabouts
+from zen.core.gcs import NOT_WHOLE, OUTPUTS_MANIFEST, WHOLE, output_destination
 from zen.core.models import JobStatus
 
 
@@ -131,7 +132,7 @@ def _what_it_runs(job) -> dict:
 
 
 def _outputs_view(job) -> dict:
-    """Where the attempt's outputs are in Cloud Storage and whether whole (``zen.core.gcs.outputs_whereabouts``):
+    """Where the attempt's outputs are in Cloud Storage and whether whole (``outputs_whereabouts``, below):
     the final report says so before the output's tail, which `zen jobs get` shows."""
     outputs = job.request.get("outputs")
     if not outputs or not job.attempt:
@@ -234,3 +235,18 @@ def register(sub, ctx: Context) -> None:
                           "job_id, or sent by someone not shown to be its owner, named_job_id)")
     rejected.add_argument("--json", action="store_true", help="print a JSON array (with each message's payload)")
     rejected.set_defaults(func=lambda args: cmd_rejected(args, ctx))
+
+
+def outputs_whereabouts(outputs: str, job_id: str, attempt: int, nodes: int, ended: bool, message: str | None) -> str:
+    """Where an attempt's outputs go and whether they are whole, for ``zen jobs get``: an ended job's from its final
+    report's Zen lines before the output's tail (``zen: ... uploaded ... to <prefix> (...: whole)``), else what says
+    so in the bucket. The first line saying either decides: the agent's come before the tail, whose first lines
+    the job printed (one echoing Zen's line that its outputs are whole is not the agent's)."""
+    where = output_destination(outputs, job_id, attempt) + ("node-<rank>/ (each node's)" if nodes > 1 else "")
+    if ended and nodes == 1:
+        for line in itertools.takewhile(lambda line: line.startswith("zen"), (message or "").splitlines()):
+            if f" to {where} {WHOLE}" in line:
+                return f"{where} (whole: {OUTPUTS_MANIFEST} written last)"
+            if f" to {where} {NOT_WHOLE}" in line:
+                return f"{where} (NOT whole: the upload failed or was cut; no {OUTPUTS_MANIFEST})"
+    return f"{where} (whole once it holds {OUTPUTS_MANIFEST}, written last)"

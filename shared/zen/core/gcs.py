@@ -7,7 +7,6 @@ The rules: docs/reference/messages.md (``inputs`` and ``outputs``).
 
 from __future__ import annotations
 
-import itertools
 import re
 
 SCHEME = "gs://"
@@ -93,18 +92,3 @@ def output_room_problem(outputs: str, job_id: str, nodes: int = 1) -> str | None
             f"an object name of at most {MAX_OBJECT_BYTES} bytes, so it leaves {max(room, 0)} bytes for a file's "
             f"path ({OUTPUT_NAME_ROOM} needed): give a prefix of at most {length - (OUTPUT_NAME_ROOM - room)} "
             f"bytes, or a shorter job_id")
-
-
-def outputs_whereabouts(outputs: str, job_id: str, attempt: int, nodes: int, ended: bool, message: str | None) -> str:
-    """Where an attempt's outputs go and whether they are whole, for ``zen jobs get``: an ended job's from its final
-    report's Zen lines before the output's tail (``zen: ... uploaded ... to <prefix> (...: whole)``), else what says
-    so in the bucket. The first line saying either decides: the agent's come before the tail, whose first lines
-    the job printed (one echoing Zen's line that its outputs are whole is not the agent's)."""
-    where = output_destination(outputs, job_id, attempt) + ("node-<rank>/ (each node's)" if nodes > 1 else "")
-    if ended and nodes == 1:
-        for line in itertools.takewhile(lambda line: line.startswith("zen"), (message or "").splitlines()):
-            if f" to {where} {WHOLE}" in line:
-                return f"{where} (whole: {OUTPUTS_MANIFEST} written last)"
-            if f" to {where} {NOT_WHOLE}" in line:
-                return f"{where} (NOT whole: the upload failed or was cut; no {OUTPUTS_MANIFEST})"
-    return f"{where} (whole once it holds {OUTPUTS_MANIFEST}, written last)"
