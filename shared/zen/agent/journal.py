@@ -35,7 +35,7 @@ log = logging.getLogger("zen.agent.journal")
 JOURNAL_DIR = ".reports"  # in the work directory
 REPLAY_BUDGET_S = 30.0  # each report kept, sent again (by the next agent, or by the live one every RESEND_S)
 RESEND_S = 30.0  # how often a live agent sends again the final reports it kept
-MAX_AGE_S = 86400.0  # a report older than this is dropped unsent (and an attempt's mark, unreported)
+MAX_AGE_S = 86400.0  # a report older than this is dropped unsent (and a mark not renewed since, unreported)
 RUNNING = ".running"  # an attempt's mark while it runs (``Journal.running``)
 ENDED = "ended"  # in a mark: how its job ended, once docker said (``Journal.exited``)
 NOT_FINAL = (AgentStatus.CLAIMED, AgentStatus.RUNNING)
@@ -79,8 +79,9 @@ class Journal:
         self._seq_failed = False  # logged once until a write succeeds again (every report draws a seq)
 
     def _write(self, path: Path, record: dict) -> int:
-        """``record`` written whole at ``path`` (a temp file renamed, both on the disk); returns its descriptor, locked
-        across the rename until the file is removed (a replay, another agent's, leaves it). Raises OSError."""
+        """``record`` written whole at ``path`` (a temp file renamed, both on the disk), its modification time this
+        journal's wall clock (a mark's last renewal: ``renewed``); returns its descriptor, locked across the rename
+        until the file is removed (a replay, another agent's, leaves it). Raises OSError."""
         self.dir.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
         try:
@@ -88,6 +89,8 @@ class Journal:
             data = memoryview(json.dumps(record).encode())
             while data:
                 data = data[os.write(fd, data):]
+            now = self._wall_clock()
+            os.utime(fd, (now, now))
             os.fsync(fd)
             os.rename(temp, path)
             _fsync_dir(self.dir)
@@ -160,10 +163,22 @@ class Journal:
 
     def renewed(self, job_id: str, attempt: int, at: float) -> None:
         """A report of the attempt Pub/Sub accepted, its publish begun at ``at`` (``AttemptReport.accepted_at``), kept
-        in its mark once its job has ended (``exited``): an upload resumed after a restart keeps the attempt's lease."""
+        in its mark once its job has ended (``exited``): an upload resumed after a restart keeps the attempt's lease.
+        Each one also sets the mark's modification time to the wall clock (not synced): what ``left_running`` judges a
+        mark's age by. Judged from the attempt's start, a job that ran for over a day had its mark dropped by the
+        agent restarted after its predecessor died: left to Zen's sweep (an attempt spent), or, ended and uploading
+        its outputs, run again from its start. Best effort, as ``running``."""
         name = attempt_name(job_id, attempt)
         with self._marks_lock:
             ended = self._records.get(name, {}).get(ENDED)
+            fd = self._marks.get(name)
+            if ended is None and fd is not None:  # under the lock: ``over`` closes it
+                try:
+                    now = self._wall_clock()
+                    os.utime(fd, (now, now))
+                except OSError as exc:
+                    log.warning("running attempt's mark not renewed", extra={**self.extra, "job_id": job_id,
+                                                                             "attempt": attempt, "error": str(exc)})
         if ended is not None and ended.get("renewed_at") != at:
             self._rewrite(name, ended={**ended, "renewed_at": at})
 
@@ -213,8 +228,8 @@ class Journal:
     def left_running(self) -> list[tuple[str, int]]:
         """The attempts an agent of this VM that died was running, oldest mark first: each mark no live agent holds
         and whose final report is not in the journal (``replay`` sends that one). Their marks are taken over (held
-        as ``running`` holds them) until the report this agent sends of each is written (``keep``); a mark a day
-        old, or that cannot be read, is dropped. Never raises."""
+        as ``running`` holds them) until the report this agent sends of each is written (``keep``); a mark no agent wrote
+        or renewed (``renewed``) for a day, or that cannot be read, is dropped. Never raises."""
         try:
             names = sorted(os.listdir(self.dir))
         except OSError:
@@ -228,9 +243,10 @@ class Journal:
                 with os.fdopen(os.dup(fd), "rb") as file:
                     mark = json.loads(file.read())
                 job_id, attempt, written_at = str(mark["job_id"]), int(mark["attempt"]), float(mark["written_at"])
+                renewed_at = max(written_at, os.fstat(fd).st_mtime)
                 reported = (self.dir / f"{name.removesuffix(RUNNING)}.json").exists()
                 if attempt_name(job_id, attempt) == name.removesuffix(RUNNING) and not reported and \
-                        self._wall_clock() - written_at <= MAX_AGE_S and _same(path, fd):
+                        self._wall_clock() - renewed_at <= MAX_AGE_S and _same(path, fd):
                     with self._marks_lock:
                         self._marks[name.removesuffix(RUNNING)], self._records[name.removesuffix(RUNNING)] = fd, mark
                     found.append((written_at, job_id, attempt))
