@@ -58,15 +58,19 @@ def ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[V
 
 def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[Vm, ...]], cluster: ClusterLimits,
            timing: Timing, now: datetime) -> AbstractContextManager[None]:
-    """Within the block, ``counts`` (idle VMs left per pool) without the idle flex-start VMs of ``group``'s
-    pools whose run ends before its longest job would (a group with no ``longest_s``: within the margin of its
-    end); given back after. Nothing where none of those idle VMs is a flex-start one (``ends_before``), or for a
-    cluster without run length (the simulator's): then no generator is made to give nothing back (a pass makes one or
-    two per demand group)."""
+    """Within the block, ``counts`` (idle VMs left per pool) without the idle VMs of ``group``'s pools its jobs
+    refuse: flex-start ones whose run ends before its longest job would (a group with no ``longest_s``: within the
+    margin of its end), and, for a group whose jobs accept one model only, those a scaling pass recorded as another
+    (a primary MIG's spot VM after its cluster's models were reordered or narrowed: counted as a standard-only job's,
+    no VM was asked for the job, and the VM, every claim of the job's refused, was kept idle for it, billed, while
+    it waited); given back after. Nothing where none of those idle VMs is such a one, or for a cluster without run
+    length (the simulator's) and a group accepting any model: then no generator is made to give nothing back (a
+    pass makes one or two per demand group)."""
     hide: dict[str, int] = {}
-    for pool in group.regions if cluster.flex_run_s is not None else ():  # else nothing to hide
+    for pool in group.regions if cluster.flex_run_s is not None or group.accepts is not None else ():  # else none
         if counts.get(pool) and (ending := sum(  # (a VM's recorded model, not its pool's: ends_before)
-                ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
+                (group.accepts is not None and vm.model is not None and vm.model != group.accepts)
+                or ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
             hide[pool] = take = min(ending, counts[pool])
             counts[pool] -= take
     return _given_back(counts, hide) if hide else _NOTHING_HIDDEN

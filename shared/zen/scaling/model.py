@@ -88,19 +88,18 @@ class DemandGroup:
     gang: int = 1  # the nodes of each of its jobs: > 1, gangs (zen.core.gang), count their VMs, each gang in one region
     part: int = 0  # the VMs each of its gangs still needs (its nodes not claimed yet); 0: all ``gang``
     longest_s: float | None = None  # its jobs' longest max_runtime_s (None: none named one; zen.scaling.flexrun)
+    accepts: str | None = None  # the one model its jobs accept (None: any): no idle VM recorded as another is theirs
 
     def chunks(self) -> list[int]:
         """The VMs it needs, one entry per gang (each all in one region); one entry per VM for ordinary jobs.
         Gangs partly claimed need fewer (their claimed nodes are not demand): gangs needing as many are one
         group (``part``), so each entry is what one gang needs."""
-        if self.gang == 1:
-            return [1] * self.count
-        size = self.part or self.gang
+        size = 1 if self.gang == 1 else self.part or self.gang
         return [size] * (self.count // size) + ([self.count % size] if self.count % size else [])
 
 
-# (priority, pools, start bound, checkpoint interval, nodes per job, nodes each still needs: 0 all)
-DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None", int, int]
+# (priority, pools, start bound, checkpoint interval, nodes per job, nodes each still needs: 0 all, model accepted)
+DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None", int, int, "str | None"]
 
 
 def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime, float | None]]) -> tuple[DemandGroup, ...]:
@@ -113,14 +112,14 @@ def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime, float | None]]) 
             group[0] += count
             group[1] = min(group[1], oldest)
             group[2] = max((s for s in (group[2], longest) if s is not None), default=None)
-    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang, part, longest)
-                 for (priority, pools, max_wait, every, gang, part), (count, oldest, longest) in groups.items())
+    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang, part, longest, accepts)
+                 for (priority, pools, max_wait, every, gang, part, accepts), (count, oldest, longest) in groups.items())
 
 
 def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
     """Aggregate queued jobs by (priority, allowed pools, start bound, checkpoint interval)."""
-    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s, 1, 0), 1, job.queued_at,
-                        None) for job in queued)
+    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s, 1, 0, None), 1,
+                        job.queued_at, None) for job in queued)
 
 
 @dataclass(frozen=True)

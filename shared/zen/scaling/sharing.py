@@ -68,7 +68,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             return packed(left[key][1], vm_gpus, max_jobs)
         return packed(left[late][1] + left[key][1], vm_gpus, max_jobs) - packed(left[late][1], vm_gpus, max_jobs)
 
-    return sum((fold_demand((key[:6], matched + new_vms(key), oldest, longest)
+    return sum((fold_demand((key[:6] + (None,), matched + new_vms(key), oldest, longest)
                             for key, (matched, needs, oldest, longest) in left.items() if key[6] is late)
                 for late in (True, False)), ())
 

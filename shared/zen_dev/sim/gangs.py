@@ -66,10 +66,10 @@ class Gangs:
                 for pool in job.pools:
                     region = cluster.migs[pool].region
                     need = n - sum(1 for vm in job.parts if vm.mig.region == region)
-                    into.append(((spec.priority, (pool,), wait, every, n, need), need, oldest, None))
+                    into.append(((spec.priority, (pool,), wait, every, n, need, None), need, oldest, None))
             else:
                 reach, need = job.gang_reach or job.pools, n - len(job.parts)
-                into.append(((spec.priority, reach, wait, every, n, need), need, oldest, None))
+                into.append(((spec.priority, reach, wait, every, n, need, None), need, oldest, None))
         return fold_demand(late) + fold_demand(parts)
 
     def wanted(self, cluster, pool: str) -> int:
