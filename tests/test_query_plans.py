@@ -111,6 +111,7 @@ HOT_QUERIES = [
     ("pending_of_queue", {"queue": "q1", "cluster": "1xl4", "limit": 200, "most": 8}),
     ("admitted_gpus", {"queues": '["q0", "q1"]', "cluster": "1xl4"}),
     ("waiting_queues", {}),
+    ("queue_counts", {}),  # `zen queues` and the console's queues page, every few seconds a tab is open
     ("preemption_candidates", {"queues": '["q0", "q1"]', "cluster": "1xl4", "limit": 50}),
     # Arrays: each task's end counts its array and takes the next held task; the tick looks for held ones.
     ("array_let_go", {"array_id": "sweep-3"}),

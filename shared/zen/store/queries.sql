@@ -936,15 +936,20 @@ INSERT INTO queue_usage (queue, cluster, gpu_seconds, updated_at) VALUES (:queue
 ON CONFLICT (queue, cluster) DO UPDATE SET gpu_seconds = EXCLUDED.gpu_seconds, updated_at = EXCLUDED.updated_at;
 
 -- name: queue_counts
--- Per queue and cluster: jobs and GPUs by status group (``zen queues``).
+-- Per queue and cluster: jobs and GPUs by status group (``zen queues``, the console's queues page every few seconds).
+-- The waiting and the admitted read apart, each through a partial index of its statuses (jobs_active,
+-- jobs_admitted_by_queue): one filter over all six statuses matched neither index, and Postgres read every job ever
+-- submitted, ended ones included, at each refresh.
 SELECT queue, cluster,
        COUNT(*) FILTER (WHERE status = 'PENDING') AS pending,
        COUNT(*) FILTER (WHERE status IN ('QUEUED', 'ASSIGNED', 'LOST')) AS admitted_waiting,
        COUNT(*) FILTER (WHERE status IN ('RUNNING', 'STOPPING')) AS running,
        CAST(COALESCE(SUM(gpus) FILTER (WHERE status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST')), 0)
             AS integer) AS admitted_gpus
-FROM jobs
-WHERE queue IS NOT NULL AND status IN ('PENDING', 'QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST')
+FROM (SELECT queue, cluster, status, gpus FROM jobs WHERE status = 'PENDING' AND queue IS NOT NULL
+      UNION ALL
+      SELECT queue, cluster, status, gpus FROM jobs
+      WHERE status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST') AND queue IS NOT NULL) AS live
 GROUP BY queue, cluster;
 
 -- name: insert_attempt_usage
