@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
+from zen.core.provisioning import ANY
 from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
 
 
@@ -26,7 +27,11 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
     for that, and only the room beside it absorbs (an array of two on an idle VM of two slots booted a VM for
     the second, which then went idle, billed). ``agents``: VM name -> its agent's last word; a VM whose agent
     runs one job at a time (``shares`` false: its heartbeats list no ``jobs``, as a VM booted before the cluster's
-    ``max_jobs_per_vm`` was raised) has no room: counted so, a queued job waited for its job's end, no VM booted."""
+    ``max_jobs_per_vm`` was raised) has no room: counted so, a queued job waited for its job's end, no VM booted.
+    A row whose jobs accept one model only (``provisioning``) takes no room on a VM a scaling pass recorded as another
+    (``Vm.model``: a primary MIG's spot VM after its cluster's models were narrowed to standard refuses their claims,
+    ``zen.jobs.claims``), and its jobs left are a group of that model (``DemandGroup.accepts``), so the planner counts
+    no such idle VM as theirs either; they pack with the key's other jobs on new VMs all the same (``_split``)."""
     room: dict[str, list[tuple[Vm, list[int]]]] = {}  # region -> (VM, [free slots, free GPUs, 1: one job left to match])
     for vm in vms:
         if agents is not None and not agents.get(vm.name, {}).get("shares", True):
@@ -40,9 +45,11 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
         count, need, matched = row["jobs"], row["gpus"] or vm_gpus, 0
         longest = None if row.get("longest") is None else float(row["longest"])
+        accepts = None if row.get("provisioning") in (None, ANY) else str(row["provisioning"])
         for region in row["regions"]:
             for vm, free in room.get(region, ()):
-                if count <= 0 or ends is not None and ends(vm, longest):
+                if count <= 0 or ends is not None and ends(vm, longest) or (
+                        accepts is not None and vm.model is not None and vm.model != accepts):
                     continue
                 if free[2]:  # an idle VM: one of this row's jobs is the one the planner matches it to (kept)
                     free[:] = [free[0] - 1, free[1] - need, 0]
@@ -55,11 +62,12 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
         if count + matched:  # (the jobs past their start bound apart: the planner ranks a group by its oldest)
             key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0,
                    bool(row.get("late")))
-            got = left.setdefault(key, [0, [], row["oldest"], longest])
-            got[0] += matched
-            got[1].append((need, count))
-            got[2] = min(got[2], row["oldest"])
-            got[3] = longest if got[3] is None else got[3] if longest is None else max(got[3], longest)
+            for got in (left.setdefault(key, [0, [], row["oldest"], longest, {}]),
+                        left[key][4].setdefault(accepts, [0, [], row["oldest"], longest])):  # the key's, the model's
+                got[0] += matched
+                got[1].append((need, count))
+                got[2] = min(got[2], row["oldest"])
+                got[3] = longest if got[3] is None else got[3] if longest is None else max(got[3], longest)
     def new_vms(key: tuple[Any, ...]) -> int:
         """The new VMs a key's jobs need: those past their bound packed alone; those within it, what packing them beside
         the late ones adds (apart, one late and one new 2-GPU job were asked two 4-GPU VMs where one holds both)."""
@@ -68,9 +76,25 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             return packed(left[key][1], vm_gpus, max_jobs)
         return packed(left[late][1] + left[key][1], vm_gpus, max_jobs) - packed(left[late][1], vm_gpus, max_jobs)
 
-    return sum((fold_demand((key[:6] + (None,), matched + new_vms(key), oldest, longest)
-                            for key, (matched, needs, oldest, longest) in left.items() if key[6] is late)
+    return sum((fold_demand((key[:6] + (accepts,), vms, oldest, longest)
+                            for key, got in left.items() if key[6] is late
+                            for accepts, vms, oldest, longest in _split(got[4], new_vms(key), vm_gpus, max_jobs))
                 for late in (True, False)), ())
+
+
+def _split(by_model: dict[str | None, list[Any]], new: int, vm_gpus: int, max_jobs: int
+           ) -> list[tuple[str | None, int, Any, float | None]]:
+    """A demand key's VMs (those its jobs matched to idle VMs, and ``new``, its jobs left packed together) by the model
+    its jobs accept, ``(accepts, VMs, oldest, longest)``: jobs of one model only (the pools of one key come to the same
+    models: at most one besides any) have the new VMs they alone pack on, the rest go to the last (a new VM
+    is of its pool's model, which both take: apart, a 2-GPU job of each was asked two VMs one holds)."""
+    parts, models = [], sorted(by_model, key=lambda a: a is None)  # the one model first, any last
+    for n, accepts in enumerate(models, start=1):
+        matched, needs, oldest, longest = by_model[accepts]
+        vms = new if n == len(models) else min(new, packed(needs, vm_gpus, max_jobs))  # the last: the rest
+        new -= vms
+        parts.append((accepts, matched + vms, oldest, longest))
+    return parts
 
 
 def packed(needs: list[tuple[int, int]], vm_gpus: int, max_jobs: int) -> int:
