@@ -85,9 +85,9 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig, created: 
     if (mine := next((node for node in nodes if node.vm == hb.vm), None)) is not None:  # its VM's, or a successor's
         return claimed_again(job, mine, hb, now, created)
     if nodes and hb.region != nodes[0].region:
+        # Its copy was its region's subscription's: the gang's region keeps one per missing node, so none goes out
         reason = f"the gang assembles in {nodes[0].region}; a node in {hb.region} cannot join it"
-        return Decision(ignored=reason, publish_start=True,
-                        controls=[_order(job, hb.vm, ControlAction.RELEASE, reason)])
+        return Decision(ignored=reason, controls=[_order(job, hb.vm, ControlAction.RELEASE, reason)])
     node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now, claimed_at=now)
     nodes.append(node)
     if len(nodes) == job.nodes:  # each waiting node claimed again until now (its seq recorded, not its time): heard now
