@@ -167,7 +167,10 @@ resource "google_compute_region_instance_group_manager" "zen" {
   # MIGs that take resize requests.
   # A compact cluster's MIGs too (ANY_SINGLE_ZONE: every VM in the zone GCE picks for the first).
   distribution_policy_target_shape = each.value.model == "flex-start" || each.value.compact ? "ANY_SINGLE_ZONE" : "ANY"
-  distribution_policy_zones        = length(each.value.zones) > 0 ? each.value.zones : null
+  # The zones are fixed when the MIG is made: the provider replaces a MIG whose zones change (GCE cannot change
+  # them), deleting its VMs and the jobs they run, so an existing MIG keeps its zones (ignore_changes below) until
+  # its jobs end and it is replaced (docs/how-to/operate.md, Changing a cluster).
+  distribution_policy_zones = length(each.value.zones) > 0 ? each.value.zones : null
 
   dynamic "instance_lifecycle_policy" {
     for_each = each.value.model == "flex-start" ? [1] : []
@@ -190,7 +193,7 @@ resource "google_compute_region_instance_group_manager" "zen" {
   depends_on = [google_cloudfunctions2_function.zen]
 
   lifecycle {
-    ignore_changes = [target_size, base_instance_name]
+    ignore_changes = [target_size, base_instance_name, distribution_policy_zones]
 
     precondition {
       condition     = local.clusters_match
