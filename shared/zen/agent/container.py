@@ -221,7 +221,8 @@ def _docker(docker: str, *args: str) -> str | None:
 # retires, and the attempt is requeued (another VM, maybe another region, pulls it again; a preemption's budget bounds
 # the reruns, zen.core.lifecycle.FREE_PREEMPTIONS). An image that could not be pulled for good (not found, denied, a
 # registry host that does not resolve), a command not in it, and what fails on every VM of a template alike (an option
-# of Zen's its docker does not know, GPUs it cannot name) are the job's FAILED, with docker's line (``exit_note``):
+# of Zen's its docker does not know, GPUs it cannot name, an image needing a newer driver: ``IMAGE_REQUIRES``) are the
+# job's FAILED, with docker's line (``exit_note``):
 # retiring VM after VM would not mend them.
 # The registry's answer is in docker's words (``received unexpected HTTP status: 503 ...``) or, with the containerd
 # image store, containerd's (``unexpected status from HEAD request to URL: 503 ...``, ``failed to fetch oauth token:
@@ -234,20 +235,38 @@ PULL_STATUS = re.compile(r"(?:unexpected status|HTTP status)[^\n]*?: (?:429|5\d\
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
                "no space left on device", "could not select device driver", "nvidia-container-cli",
                "is already in use by container", "error getting credentials", *PULL_CUT)
+# The GPUs' runtime refusing the image's own requirement (its ``NVIDIA_REQUIRE_CUDA``: "requirement error: unsatisfied
+# condition: cuda>=12.8, please update your driver ..."): the image needs a newer driver than the VM's, which every VM
+# of its template has alike. The job's FAILED, not the VM's, though its line names nvidia-container-cli.
+IMAGE_REQUIRES = "nvidia-container-cli: requirement error"
 # What docker's own exit codes say: the job's command never ran (a job's own 126 or 127 has no line of docker's).
 DOCKER_EXITS = {125: "docker could not run the job's container", 126: "the job's command could not be run in its image",
                 127: "the job's command was not found in its image"}
 
 
+# The line the docker CLI ends its own error with: "See 'docker run --help'." (before docker 28), "Run 'docker run --help'
+# for more information" (docker 28, after a blank line); a flag it refuses has its usage line ("Usage:  docker run
+# [OPTIONS] ...") between the two.
+HELP_LINES = ("See 'docker", "Run 'docker")
+USAGE_LINE = "Usage:  docker "
+
+
 def docker_lines(exit_code: int, tail: str) -> list[str]:
     """The lines of a ``docker run``'s output that are docker's own, where it may have chosen the exit code (125, 126,
-    127): those saying ``docker: ...``, and one its CLI printed before "See 'docker run --help'". None for another
-    exit code, nor for a job that exited 125 itself (its output is not docker's, whatever it says)."""
+    127): those saying ``docker: ...``, and the one its CLI printed before its help line (``HELP_LINES``, its usage
+    line between them skipped: the last line of an error of several, where the GPUs' runtime names its cause). None for
+    another exit code, nor for a job that exited 125 itself (its output is not docker's, whatever it says)."""
     if exit_code not in DOCKER_EXITS:
         return []
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     return [line for i, line in enumerate(lines) if line.startswith("docker: ") or (
-        i + 1 < len(lines) and lines[i + 1].startswith("See 'docker"))]
+        not line.startswith(USAGE_LINE) and _before_help(lines[i + 1:i + 3]))]
+
+
+def _before_help(after: list[str]) -> bool:
+    """Whether the lines ``after`` one are docker's help line, or its usage line and then its help line."""
+    after = after[1:] if after[:1] and after[0].startswith(USAGE_LINE) else after[:1]
+    return bool(after) and after[0].startswith(HELP_LINES)
 
 
 # What the docker CLI logs (logrus's ``level=error msg="..."``; ``ERRO[0042] ...`` on a terminal) when its wait for the
@@ -259,13 +278,17 @@ LOST_WHILE_RUNNING = "error waiting for container: "
 
 def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None:
     """Docker's own line when it, not the job, failed the job's container (``DOCKER_DOWN``), or lost it while it ran
-    (``WAIT_LOST``: the line's message, starting ``LOST_WHILE_RUNNING``); None: the job's exit."""
+    (``WAIT_LOST``: the line's message, starting ``LOST_WHILE_RUNNING``); None: the job's exit (the image's own
+    requirement the GPUs' runtime refused, ``IMAGE_REQUIRES``, included)."""
     if container is None:
         return None
     lost = (WAIT_LOST.search(line.strip()) for line in tail.splitlines()) if exit_code == 125 else iter(())
-    return next((match.group(1)[:300] for match in lost if match), None) or next(
-        (line[:300] for line in docker_lines(exit_code, tail)
-         if any(p in line for p in DOCKER_DOWN) or PULL_STATUS.search(line)), None)
+    if (match := next((match for match in lost if match), None)) is not None:
+        return match.group(1)[:300]
+    said = docker_lines(exit_code, tail)
+    if any(IMAGE_REQUIRES in line for line in said):  # the image's requirement, the VM's driver: the job's
+        return None
+    return next((line[:300] for line in said if any(p in line for p in DOCKER_DOWN) or PULL_STATUS.search(line)), None)
 
 
 def lost_while_running(container: str | None, exit_code: int, tail: str) -> bool:
@@ -308,7 +331,9 @@ def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None) ->
         return (f"zen: {how}: {where}; make the job use less (a smaller batch, fewer data loader workers), or give it "
                 "more: more GPUs (a job has the share of its VM's memory its GPUs are of the VM's), or a cluster whose "
                 "VMs have more memory")
-    line = next(iter(docker_lines(exit_code, tail)), None)
-    if line is None:
+    said = docker_lines(exit_code, tail)
+    if not said:
         return None
+    line = said[-1]  # an error of several lines names its cause last (``docker_lines``)
+    line = line[line.find(IMAGE_REQUIRES):] if IMAGE_REQUIRES in line else line  # the version it needs, not cut off
     return f"zen: {DOCKER_EXITS[exit_code]} (exit code {exit_code}, docker's: the job's command never ran): {line[:300]}"
