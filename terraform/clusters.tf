@@ -72,4 +72,13 @@ locals {
   clusters_match = var.clusters == null ? true : jsonencode(local.clusters_from_variable) == jsonencode(local.clusters_from_config)
   # var.cluster_settings names only clusters of the configuration (a precondition on the MIGs).
   unknown_cluster_settings = setsubtract(keys(var.cluster_settings), [for c in local.zen_config.clusters : c.name])
+  # A cluster's zones are given per region it runs in, each zone of that region and listed once (a precondition on
+  # the MIGs). A region the cluster does not run in (a typo) was dropped unread: the MIG spanned every zone of the
+  # region, those without the cluster's GPU too; a zone of another region, or one listed twice, was refused by GCE
+  # in the middle of an apply.
+  zone_problems = flatten([for c in local.clusters : [for region, zones in c.zones : concat(
+    contains(c.regions, region) ? [] : ["${c.name}: zones of ${region}, which is not one of its regions (${join(", ", c.regions)})"],
+    [for z in distinct(zones) : "${c.name}: zone ${z} is not in region ${region}" if contains(c.regions, region) && !can(regex("^${region}-[a-z0-9]+$", z))],
+    length(distinct(zones)) == length(zones) ? [] : ["${c.name}: a zone of ${region} is listed twice"],
+  )]])
 }

@@ -207,5 +207,9 @@ resource "google_compute_region_instance_group_manager" "zen" {
       condition     = length(local.unknown_cluster_settings) == 0
       error_message = "cluster_settings names clusters the Zen configuration (${local.zen_config_path}) does not have: ${join(", ", local.unknown_cluster_settings)}."
     }
+    precondition {
+      condition     = length(local.zone_problems) == 0
+      error_message = "cluster_settings zones (per region of the cluster, each zone of that region, once): ${join("; ", local.zone_problems)}."
+    }
   }
 }

@@ -73,8 +73,9 @@ variable "cluster_settings" {
     keyed by cluster name: `image` (defaults to `default_image`), `boot_disk_size_gb` (200), `zones` per
     region (defaults to every zone of the region; list only zones that offer the GPU:
     `gcloud compute accelerator-types list --filter=name=nvidia-l4`). A name the configuration does not
-    have fails the plan. A region's zones are those of its MIGs when they are made: changed later, they reach
-    a MIG only when it is replaced (the provider would delete its VMs and their jobs: docs/how-to/operate.md).
+    have fails the plan, as do zones of a region it lacks (unread), of another region, or twice (zone_problems).
+    A region's zones are those of its MIGs when they are made: changed later, they reach a MIG only when it is
+    replaced (the provider would delete its VMs and their jobs: docs/how-to/operate.md).
   EOT
   type = map(object({
     image             = optional(string)

@@ -101,6 +101,29 @@ def test_settings_for_a_cluster_the_configuration_lacks_are_named(tmp_path):
     assert unknown == ["8xa100"]
 
 
+def test_zones_for_a_region_the_cluster_lacks_or_of_another_region_are_named(tmp_path):
+    """A region's zones given under a region the cluster does not run in (``us-east-4`` for us-east4) were dropped
+    unread, the MIG spanning every zone of the region, those without the GPU too; a zone of another region, or one
+    listed twice, was left for GCE to refuse in the middle of an apply. The plan names each (a precondition)."""
+    settings = ('cluster_settings = { "1xl4" = { zones = { "us-east-4" = ["us-east4-a"] } },'
+                ' "2xh100" = { zones = { "us-east5" = ["us-east5-a", "us-central1-b", "us-east5-a"],'
+                ' "europe-west4" = ["europe-west4-b"] } } }')
+    assert evaluate(tmp_path, OWN_CONFIG, settings, "local.zone_problems") == [
+        "2xh100: zone us-central1-b is not in region us-east5", "2xh100: a zone of us-east5 is listed twice",
+        "1xl4: zones of us-east-4, which is not one of its regions (us-east4)"]
+    good = 'cluster_settings = { "2xh100" = { zones = { "us-east5" = ["us-east5-a", "us-east5-b"] } } }'
+    assert evaluate(tmp_path, OWN_CONFIG, good, "local.zone_problems") == []
+    example = (TERRAFORM / "terraform.tfvars.example").read_text()  # its zones, for the default configuration's
+    assert evaluate(tmp_path, (TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(),
+                    example[example.index("cluster_settings = {"):example.index("\n}\n", example.index(
+                        "cluster_settings = {")) + 3], "local.zone_problems") == []
+    from tests.terraform.hcl import Module, block
+
+    preconditions = block(Module.load().resources_of("google_compute_region_instance_group_manager")["zen"][
+        "lifecycle"])["precondition"]
+    assert any("zone_problems" in p["condition"] for p in preconditions)
+
+
 def test_the_default_configuration_path_exists():
     """main.tf pointed at shared/zen/default_config.yaml, which does not exist (it moved to zen/core)."""
     main = (TERRAFORM / "main.tf").read_text()
