@@ -584,15 +584,15 @@ def test_warm_vms_are_idle_recent_free_and_undrained_and_stockouts_block_regions
     later = NOW + timedelta(seconds=5)
     with store.transaction() as tx:
         assert tx.vms_holding(CLUSTER, [REGION], ["gs://b/x"], None, later) == [
-            ("vm-b", REGION, False), ("vm-a", REGION, False)]  # the most recently heard from first
-        assert tx.vms_holding(CLUSTER, [REGION], [], "img:1", later, limit=1) == [("vm-b", REGION, False)]
+            ("vm-b", REGION, False, None), ("vm-a", REGION, False, None)]  # the most recently heard from first
+        assert tx.vms_holding(CLUSTER, [REGION], [], "img:1", later, limit=1) == [("vm-b", REGION, False, None)]
         assert tx.vms_holding(CLUSTER, [REGION], ["gs://b/z"], "img:2", later) == []
         assert tx.vms_holding(CLUSTER, [REGION], [], None, later) == []
     seed.drain_vm("vm-b")
     inserted(store, a_job("offer", JobStatus.QUEUED))
     moved(store, "offer", [], start_vms=["vm-a"])
     with store.transaction() as tx:
-        assert tx.vms_holding(CLUSTER, [REGION], ["gs://b/x"], None, later) == [("vm-a", REGION, True)]
+        assert tx.vms_holding(CLUSTER, [REGION], ["gs://b/x"], None, later) == [("vm-a", REGION, True, None)]
         assert tx.blocked_regions(CLUSTER, NOW) == set()
     seed.block_region(CLUSTER, REGION, NOW + timedelta(minutes=10))
     with store.transaction() as tx:

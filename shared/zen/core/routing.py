@@ -17,7 +17,7 @@ from typing import Any, Callable
 from zen.core.config import ZenConfig
 from zen.core.locality import nearest_regions
 from zen.core.models import InputSpec, Job
-from zen.core.provisioning import accepted_models, blocked_for
+from zen.core.provisioning import ANY, accepted_models, blocked_for
 
 
 MAX_OFFERS = 3  # warm VMs a start is offered to at once
@@ -50,9 +50,10 @@ def warm_keys(job: Job) -> tuple[list[str], str | None]:
 
 
 def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[], set[str]],
-                holding: Callable[[], list[tuple[str, str, bool]]]) -> Route:
+                holding: Callable[[], list[tuple[str, str, bool, str | None]]]) -> Route:
     """Where a new attempt's start goes first, for ``data_wait_s``. Warm first (``holding()``: idle VMs
-    whose cache holds its inputs or image, as (VM, region, offered another job's start already), those
+    whose cache holds its inputs or image, as (VM, region, offered another job's start already, the model a scaling
+    pass recorded for it), those of a model the job accepts (``_accepts``), those
     free first; read only when the job has either): offered to the free ones, else sent to the regions
     of those offered other jobs already (a burst on the same data waits on no VM, and stays where the
     caches are). Else the regions nearest its data, less those where a stockout blocks every pool it may use now
@@ -61,8 +62,9 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
     if not wait:
         return EVERYWHERE
     inputs, image = warm_keys(job)
-    warm = [vm for vm in (holding() if inputs or image else ()) if vm[1] in job.regions and _accepts(config, job, *vm[:2])]
-    free = [(name, region) for name, region, offered in warm if not offered][:MAX_OFFERS]
+    warm = [vm for vm in (holding() if inputs or image else ())
+            if vm[1] in job.regions and _accepts(config, job, vm[0], vm[1], vm[3])]
+    free = [(name, region) for name, region, offered, _ in warm if not offered][:MAX_OFFERS]
     regions = [r for r in job.regions if any(vm[1] == r for vm in (free or warm))]
     if free:
         vms = [name for name, _ in free]
@@ -86,13 +88,18 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
                  f"start sent to {', '.join(near)} first, where its data is; widened after {wait:g} s unclaimed")
 
 
-def _accepts(config: ZenConfig, job: Job, vm: str, region: str) -> bool:
-    """Whether ``vm`` runs as a provisioning model the job accepts (told by its name: its pool's MIG; a name that
-    tells none, yes): a warm VM of another model would refuse its claim, and the start wait on that round trip."""
-    cluster = config.cluster(job.cluster)
-    model = cluster.model_of(vm, region) if cluster is not None else None
-    return cluster is None or model is None or model in accepted_models(job.request.get("provisioning"),
-                                                                         cluster.provisioning)
+def _accepts(config: ZenConfig, job: Job, vm: str, region: str, recorded: str | None) -> bool:
+    """Whether ``vm`` runs as a provisioning model the job accepts: the one a scaling pass ``recorded`` for it, else
+    the one its name tells (its pool's MIG; a name that tells none, yes), as its claim is checked
+    (``zen.jobs.claims._unaccepted_model``): a warm VM of another model would refuse its claim, and the start wait
+    on that round trip (a primary MIG's spot VM after its cluster's models were narrowed to standard: its name
+    tells standard, and a standard-only job's start, offered to it alone, waited there ``data_wait_s``). A job that
+    names no model (or ``any``) accepts the VM's whatever it is, one its cluster no longer lists too."""
+    cluster, accepts = config.cluster(job.cluster), job.request.get("provisioning")
+    if cluster is None or accepts in (None, ANY):
+        return True
+    model = recorded or cluster.model_of(vm, region)
+    return model is None or model in accepted_models(accepts, cluster.provisioning)
 
 
 def next_route(config: ZenConfig, job: Job, now: datetime) -> Route:

@@ -216,9 +216,9 @@ class FleetRows(Protocol):
         ``gang_room``: idle, booting, room under limits), when it read the fleet and jobs (None: unrecorded)); or absent."""
 
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
-                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
-        """(name, region, offered) of idle, recently heard, undrained VMs holding no job whose warm cache holds all
-        of ``inputs`` (non-empty) or ``image``; those not offered a start first, then the most recently heard from."""
+                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool, str | None]]:
+        """(name, region, offered, model: ``vm_model``'s) of idle, recently heard, undrained VMs holding no job whose
+        warm cache holds all of ``inputs`` (non-empty) or ``image``; those not offered first, then the latest heard."""
 
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
                   attempt: int | None, seq: int, sent_at: datetime, now: datetime, created: datetime | None = None,

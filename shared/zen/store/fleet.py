@@ -122,13 +122,13 @@ def gang_rooms(session: Session, cluster: str) -> dict[str, tuple[int, datetime 
 
 
 def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list[str], image: str | None,
-                now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
-    """(name, region, offered) of idle VMs in ``regions`` whose warm cache holds all of ``inputs``
+                now: datetime, limit: int = 20) -> list[tuple[str, str, bool, str | None]]:
+    """(name, region, offered, model) of idle VMs in ``regions`` whose warm cache holds all of ``inputs``
     (URIs), or ``image``, among VMs heard from in the last ``WARM_VM_SEEN_S`` (a VM that died silently
     leaves its row behind), holding no job (one it claimed since). ``offered``: a QUEUED job's start is
-    offered to it already. Those not
-    offered come first, then the most recently heard from; at most ``limit``."""
-    return [(r["name"], r["region"], r["offered"]) for r in session.run(
+    offered to it already; ``model``: the one a scaling pass recorded for it (``vm_model``'s; None: none).
+    Those not offered come first, then the most recently heard from; at most ``limit``."""
+    return [(r["name"], r["region"], r["offered"], r["model"]) for r in session.run(
         "vms_holding", cluster=cluster, regions=to_json(regions), inputs=to_json(inputs), image=image,
         seen_after=now - timedelta(seconds=WARM_VM_SEEN_S), limit=limit)]
 

@@ -276,7 +276,7 @@ class PostgresJobTx:
 
     @hooked("vms_holding")
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
-                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
+                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool, str | None]]:
         return fleet.vms_holding(self.session, cluster, regions, inputs, image, now, limit)
 
     @hooked("upsert_vm")

@@ -503,15 +503,19 @@ UPDATE vms SET last_seen_at = GREATEST(last_seen_at, CAST(:heard_at AS timestamp
 
 -- name: vms_holding
 -- A cluster's idle VMs in :regions (a JSON array) whose warm cache holds every one of :inputs (a JSON
--- array of gs:// URIs; [] matches none), or the image :image (zen.core.routing): name, region, and whether
--- a QUEUED job's start is offered to it already (the index jobs_queued_offered); those not offered
+-- array of gs:// URIs; [] matches none), or the image :image (zen.core.routing): name, region, whether
+-- a QUEUED job's start is offered to it already (the index jobs_queued_offered), and the model a scaling
+-- pass recorded for it (vm_model's, NULL: none, its name tells; a primary MIG's spot VM stays spot after
+-- its cluster's models were narrowed, and refuses a standard-only job's claim); those not offered
 -- first, then the most recently heard from, at most :limit. The vms table holds one row per VM, kept
 -- after the VM is gone: only VMs heard from since :seen_after count; a VM that holds a job (claimed
 -- since its last VM heartbeat said IDLE; the index jobs_held_vm) does not, nor one being scaled down.
 SELECT name, region, EXISTS (SELECT 1 FROM jobs
                              WHERE jobs.cluster = vms.cluster AND jobs.status = 'QUEUED'
                                AND jobs.start_vms IS NOT NULL AND jobs.start_vms @> jsonb_build_array(vms.name)
-                            ) AS offered
+                            ) AS offered,
+       (SELECT CASE WHEN i.running_at IS NULL AND i.billed_before IS NOT NULL THEN NULL ELSE i.model END
+        FROM mig_instances i WHERE i.name = vms.name) AS model
 FROM vms
 WHERE cluster = :cluster AND state = 'IDLE' AND last_seen_at > :seen_after
   AND CAST(:regions AS jsonb) @> jsonb_build_array(region)

@@ -556,7 +556,7 @@ class InMemoryJobTx:
 
     @hooked("vms_holding")
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
-                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
+                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool, str | None]]:
         seen_after = now - timedelta(seconds=WARM_VM_SEEN_S)
         held = {j.vm for j in self._t.jobs.values() if j.status in HELD}
         offered = {vm for j in self._t.jobs.values() if j.cluster == cluster and j.status is JobStatus.QUEUED
@@ -569,7 +569,8 @@ class InMemoryJobTx:
         warm.sort(key=lambda vm: vm["name"])
         warm.sort(key=lambda vm: vm["last_seen_at"], reverse=True)
         warm.sort(key=lambda vm: vm["name"] in offered)
-        return [(vm["name"], vm["region"], vm["name"] in offered) for vm in warm[:limit]]
+        # no scaling pass records instances here (vm_model): no recorded model, the VM's name tells
+        return [(vm["name"], vm["region"], vm["name"] in offered, None) for vm in warm[:limit]]
 
     @hooked("upsert_vm")
     def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
