@@ -161,10 +161,11 @@ resource "google_storage_bucket" "artifacts" {
     enabled = true
   }
 
-  # Objects are named after their hash, so old ones are only kept for a rollback.
+  # Objects are named after their hash: no name gains a newer version, and an apply that ships new code deletes the
+  # old zip and wheel, kept as noncurrent versions (to restore by hand for a rollback) for 30 days, then deleted.
   lifecycle_rule {
     condition {
-      num_newer_versions = 3
+      days_since_noncurrent_time = 30
     }
     action {
       type = "Delete"

@@ -19,6 +19,17 @@ MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
 # Kept by the agent, after a stopped job's grace, for the rest of its output and its final report: a STOP's
 # ``answer_within_s`` less this is when the upload after it is cut (``zen.agent.attempt``).
 STOP_REPORT_S = 5.0
+# Pub/Sub keeps a message at most 7 days; terraform keeps each start copy twice ``start_republish_s`` (pubsub.tf's
+# start_retention_s: a copy outlives one republish period, the tick that republishes it late included), so the period
+# is at most half of that: longer, a queued job's start copies expired before the next republish, and it waited.
+MAX_RETENTION_S = 7 * 86400.0
+MAX_START_REPUBLISH_S = MAX_RETENTION_S / 2
+
+
+def start_retention_s(start_republish_s: float) -> float:
+    """How long a start subscription keeps a message (terraform's pubsub.tf ``start_retention_s``, and the local
+    stack's: ``zen_dev.local.topology``): twice ``start_republish_s``, within Pub/Sub's 10 minutes to 7 days."""
+    return min(max(2 * start_republish_s, 600.0), MAX_RETENTION_S)
 
 
 def _room(heartbeat_timeout_s: float, stop_grace_s: float) -> float:
@@ -122,6 +133,12 @@ class Deadlines(Strict):
         reason = stop_reason(self.stop_timeout_s, self.stop_grace_s)
         if reason is not None:
             raise ValueError(reason)
+        if self.start_republish_s > MAX_START_REPUBLISH_S:
+            raise ValueError(
+                f"start_republish_s={self.start_republish_s:g} is above {MAX_START_REPUBLISH_S:g} (3.5 days): a start "
+                f"message is kept twice that period, and Pub/Sub keeps one {MAX_RETENTION_S:g} s (7 days) at most, so "
+                "a queued job's start would expire before it is published again, the job waiting with none to pull; "
+                f"set it at most {MAX_START_REPUBLISH_S:g}")
         return self
 
     @property

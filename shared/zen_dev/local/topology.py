@@ -14,6 +14,7 @@ from google.cloud import pubsub_v1
 from google.pubsub_v1 import types as T
 
 from zen.core.config import ZenConfig
+from zen.core.lease import start_retention_s
 from zen_dev.local.bridge import ensure_topic
 
 START_ACK_DEADLINE_S = 60  # an agent extends its lease while it waits for its claim's answer
@@ -33,6 +34,9 @@ def ensure_topology(config: ZenConfig, publisher: pubsub_v1.PublisherClient | No
                 topic=start_topic,
                 filter=config.job_start_filter(cluster.name, region),
                 ack_deadline_seconds=START_ACK_DEADLINE_S,
+                # as terraform's: a copy outlives one republish period, and no stale copies pile up past two
+                message_retention_duration=timedelta(seconds=start_retention_s(config.deadlines.start_republish_s)),
+                # terraform's minimum backoff is 10 s: 1 s here keeps a given-back start's redelivery quick in tests
                 retry_policy=T.RetryPolicy(minimum_backoff=timedelta(seconds=1),
                                            maximum_backoff=timedelta(seconds=60)),
             )
