@@ -83,3 +83,18 @@ def test_an_image_needing_a_newer_driver_fails_at_once_and_retires_no_vm(schedul
     job = scheduler.wait_status("train-1", "FAILED", timeout_s=60)
     assert (job.attempt, job.exit_code) == (1, 125) and "cuda>=12.8" in (job.message or ""), job.message
     wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "IDLE", 30, what="vm-a idle again")
+
+
+SOCKET_DENIED = ("docker: permission denied while trying to connect to the Docker daemon socket at "
+                 "unix:///var/run/docker.sock: Head \"http://%2Fvar%2Frun%2Fdocker.sock/_ping\": dial unix "
+                 "/var/run/docker.sock: connect: permission denied" + RUN_HELP)
+
+
+def test_a_docker_socket_the_agent_may_not_use_is_the_vms():
+    """Docker 28 exits 126 when its socket refuses the agent's user (a VM whose docker group or socket mode was
+    changed): read as the job's, "the job's command could not be run in its image" was false, the job FAILED and the
+    VM went on claiming jobs to fail each alike. It is the VM's: requeued free, the VM retired."""
+    from zen.agent.container import docker_fault
+
+    said = docker_fault("zen-train-1-abc-1", 126, SOCKET_DENIED)
+    assert said is not None and said.startswith("docker: permission denied while trying to connect"), said

@@ -233,6 +233,7 @@ PULL_CUT = ("toomanyrequests", "TLS handshake timeout", "i/o timeout", "connecti
             ": EOF", "filesystem layer verification failed")
 PULL_STATUS = re.compile(r"(?:unexpected status|HTTP status)[^\n]*?: (?:429|5\d\d)\b")
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
+               "permission denied while trying to connect to the Docker daemon",  # the agent's, not the job's (126)
                "no space left on device", "could not select device driver", "nvidia-container-cli",
                "is already in use by container", "error getting credentials", *PULL_CUT)
 # The GPUs' runtime refusing the image's own requirement (its ``NVIDIA_REQUIRE_CUDA``: "requirement error: unsatisfied
