@@ -135,7 +135,7 @@ class InputCache:
         if kept is None:
             return False
         try:
-            if path.stat().st_size == kept and self._copied(key, blob, path, target):
+            if path.stat().st_size == kept and self._copied_making_room(key, blob, path, target, kept):
                 os.utime(path)
                 with self._lock:
                     if key in self._entries:  # (given way or evicted since the copy was made: the copy stands)
@@ -150,6 +150,17 @@ class InputCache:
                     extra={"key": key, "object": blob.name})
         self._drop(key)
         return False
+
+    def _copied_making_room(self, key: str, blob: Any, path: Path, target: Path, size: int) -> bool:
+        """``_copied``; a copy that finds the disk full makes the cache give way (its other entries: this one is kept) and
+        is made again, as a download is (``_download``): no hit fails for space the cache holds."""
+        while True:
+            try:
+                return self._copied(key, blob, path, target)
+            except OSError as exc:
+                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                if not full or not self.give_way(size + FULL_MIN_BYTES, keep=key):
+                    raise
 
     def _copied(self, key: str, blob: Any, path: Path, target: Path) -> bool:
         """Copy the entry ``path`` to ``target``: whole, or, for an entry not yet checked, only if its bytes have the
@@ -209,16 +220,19 @@ class InputCache:
         for key in gone:
             (self.directory / key).unlink(missing_ok=True)
 
-    def give_way(self, wanted: int) -> int:
-        """Remove the least recently used entries until ``wanted`` bytes are freed or none is left; returns the bytes
-        freed. Asked when the work disk is nearly full (``zen.agent.diskquota.DiskWatch``) or a download finds it full
-        (``_download``): the bound is a number of bytes, whatever the disk has free, and no job is stopped, nor its
-        staging failed, for space the cache holds.
+    def give_way(self, wanted: int, keep: str | None = None) -> int:
+        """Remove the least recently used entries (but ``keep``) until ``wanted`` bytes are freed or none is left;
+        returns the bytes freed. Asked when the work disk is nearly full (``zen.agent.diskquota.DiskWatch``) or a
+        download or a hit's copy finds it full (``_download``, ``_copied_making_room``, keeping the entry copied): the
+        bound is a number of bytes, whatever the disk has free, and no job is stopped, nor its staging failed, for
+        space the cache holds.
         An attempt copying an entry removed meanwhile keeps the copy it opened, or downloads the object."""
         with self._lock:
             gone, freed = [], 0
-            while self._entries and freed < wanted:
-                key, size = self._entries.popitem(last=False)
+            for key in [key for key in self._entries if key != keep]:
+                if freed >= wanted:
+                    break
+                size = self._entries.pop(key)
                 self._bytes -= size
                 self._checked.discard(key)
                 gone.append(key)
