@@ -1,8 +1,9 @@
 """Docker's own error, as the docker CLI 28 prints it: ``docker: <error>``, a blank line, then ``Run 'docker run
---help' for more information`` (the CLI before it: ``See 'docker run --help'.`` right after the error). An error of
-several lines keeps its cause on the last one: the GPUs' runtime failing its hook says so on the line after
-``docker: ...`` (``nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1 ...``, exit
-127). Read as docker's only before the older help line, that line went unread under docker 28: the VM's missing GPU
+--help' for more information`` (the CLI before it: ``See 'docker run --help'.`` right after the error), for an error
+of the container's creation (a start's error has no help line: tests/agent/test_docker_start_error_lines.py). An error
+of several lines keeps its cause on the last one: the GPUs' runtime failing says so on the line after ``docker: ...``
+(``nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1 ...``, exit 127; here with a
+help line after it). Read as docker's only before the older help line, that line went unread: the VM's missing GPU
 libraries were the job's FAILED, "the job's command was not found in its image", charged to its user, and the VM went
 on claiming job after job to fail each alike. A flag error prints docker's usage line between its error and the help
 line; the error is still docker's line (``zen.agent.container.docker_lines``).

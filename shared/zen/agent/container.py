@@ -247,21 +247,33 @@ DOCKER_EXITS = {125: "docker could not run the job's container", 126: "the job's
 
 # The line the docker CLI ends its own error with: "See 'docker run --help'." (before docker 28), "Run 'docker run --help'
 # for more information" (docker 28, after a blank line); a flag it refuses has its usage line ("Usage:  docker run
-# [OPTIONS] ...") between the two.
+# [OPTIONS] ...") between the two. An error of the container's start (the GPUs' runtime failing its hook) has no help
+# line, in any version: ``docker: <error>`` and the error's further lines, where the hook's own words are
+# ("...stderr: Auto-detected mode as 'legacy'", then "nvidia-container-cli: ..."), then maybe the CLI's logged line.
 HELP_LINES = ("See 'docker", "Run 'docker")
 USAGE_LINE = "Usage:  docker "
+GOES_ON = 2  # the lines after ``docker: ...`` read as its error's (the GPUs' hook: one), not the rest of the output
+LOGGED = re.compile(r'^(?:time="[^"]*" )?level=\w+ |^[A-Z]{4}\[\d+\] ')  # a logrus line of the CLI's (``WAIT_LOST``)
 
 
 def docker_lines(exit_code: int, tail: str) -> list[str]:
     """The lines of a ``docker run``'s output that are docker's own, where it may have chosen the exit code (125, 126,
-    127): those saying ``docker: ...``, and the one its CLI printed before its help line (``HELP_LINES``, its usage
-    line between them skipped: the last line of an error of several, where the GPUs' runtime names its cause). None for
-    another exit code, nor for a job that exited 125 itself (its output is not docker's, whatever it says)."""
+    127): those saying ``docker: ...`` and the lines its error goes on with, and the one its CLI printed before its help
+    line (``HELP_LINES``, its usage line between them skipped): the last line of an error of several is where the GPUs'
+    runtime names its cause. None for another exit code, nor for a job that exited 125 itself (its output is not
+    docker's, whatever it says)."""
     if exit_code not in DOCKER_EXITS:
         return []
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return [line for i, line in enumerate(lines) if line.startswith("docker: ") or (
-        not line.startswith(USAGE_LINE) and _before_help(lines[i + 1:i + 3]))]
+    said: list[str] = []
+    going = 0  # lines left that may go on with docker's error (up to its help or logged line; a job's output after)
+    for i, line in enumerate(lines):
+        ends = line.startswith(HELP_LINES) or line.startswith(USAGE_LINE) or LOGGED.match(line) is not None
+        going = GOES_ON + 1 if line.startswith("docker: ") else 0 if ends else going
+        if going or not ends and _before_help(lines[i + 1:i + 3]):
+            said.append(line)
+        going = max(0, going - 1)
+    return said
 
 
 def _before_help(after: list[str]) -> bool:
@@ -279,14 +291,16 @@ LOST_WHILE_RUNNING = "error waiting for container: "
 
 def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None:
     """Docker's own line when it, not the job, failed the job's container (``DOCKER_DOWN``), or lost it while it ran
-    (``WAIT_LOST``: the line's message, starting ``LOST_WHILE_RUNNING``); None: the job's exit (the image's own
-    requirement the GPUs' runtime refused, ``IMAGE_REQUIRES``, included)."""
+    (``WAIT_LOST``: the line's message, starting ``LOST_WHILE_RUNNING``; not after docker's own ``docker: ...`` error:
+    the container's start failed, and an older CLI logs its wait cut short then, "context canceled");
+    None: the job's exit (the image's own requirement the GPUs' runtime refused, ``IMAGE_REQUIRES``, included)."""
     if container is None:
         return None
-    lost = (WAIT_LOST.search(line.strip()) for line in tail.splitlines()) if exit_code == 125 else iter(())
+    said = docker_lines(exit_code, tail)
+    started = not any(line.startswith("docker: ") for line in said)  # else its start failed: no wait of a job was lost
+    lost = (WAIT_LOST.search(line.strip()) for line in tail.splitlines()) if exit_code == 125 and started else iter(())
     if (match := next((match for match in lost if match), None)) is not None:
         return match.group(1)[:300]
-    said = docker_lines(exit_code, tail)
     if any(IMAGE_REQUIRES in line for line in said):  # the image's requirement, the VM's driver: the job's
         return None
     return next((line[:300] for line in said if any(p in line for p in DOCKER_DOWN) or PULL_STATUS.search(line)), None)
