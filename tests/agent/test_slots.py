@@ -52,7 +52,8 @@ def test_a_job_sharing_its_vm_sees_only_its_gpus_as_a_process_and_in_a_container
     spec = JobSpec(job_id="j", attempt=1, command=["train"], image="img:1", env={"CUDA_VISIBLE_DEVICES": "0"},
                    gpu_ids=(4, 5, 6, 7))
     assert {k: v for k, v in plan_launch(spec, local=True).env.items() if "GPU" in k or "CUDA" in k} == {
-        "ZEN_GPU_IDS": "4,5,6,7", "CUDA_VISIBLE_DEVICES": "4,5,6,7"}  # the job's own value does not win
+        "ZEN_GPU_IDS": "4,5,6,7", "CUDA_VISIBLE_DEVICES": "4,5,6,7",  # the job's own value does not win
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # nvidia-smi's indices, in bus order (CUDA's own: fastest first)
     argv = docker_argv(spec)
     assert argv[argv.index("--gpus") + 1] == '"device=4,5,6,7"'  # the container sees them as 0-3
     # Inside the container the job's own CUDA_VISIBLE_DEVICES picks among its devices (0-3): kept.

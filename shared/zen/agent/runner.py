@@ -86,11 +86,11 @@ class JobSpec:
         """Which GPUs are the job's, when it shares its VM (these win over its ``env``): ``ZEN_GPU_IDS``,
         the VM's device indices, and for a plain process ``CUDA_VISIBLE_DEVICES`` too (a container is
         given only those devices, ``--gpus``, and sees them renumbered from 0: a ``CUDA_VISIBLE_DEVICES``
-        of its own picks among them)."""
+        of its own picks among them), in nvidia-smi's bus order (``CUDA_DEVICE_ORDER``: CUDA's own, fastest first)."""
         if self.gpu_ids is None:
             return {}
-        ids = ",".join(str(index) for index in self.gpu_ids)
-        return {"ZEN_GPU_IDS": ids} if container else {"ZEN_GPU_IDS": ids, "CUDA_VISIBLE_DEVICES": ids}
+        own = {"ZEN_GPU_IDS": (ids := ",".join(str(index) for index in self.gpu_ids))}
+        return own if container else {**own, "CUDA_VISIBLE_DEVICES": ids, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 @dataclass(frozen=True)
