@@ -116,6 +116,9 @@ def test_a_job_lives_on_its_page_and_the_console_shows_each_viewer_what_they_may
     expect = sync_api.expect
     expect.set_options(timeout=60_000)  # every wait has this bound; the whole test takes ~30 s
     alice = browser.new_context(extra_http_headers={"X-Zen-As": "alice"})
+    # The console's own script and style run under its Content-Security-Policy: none is refused.
+    alice.add_init_script("window.refused = []; document.addEventListener('securitypolicyviolation', "
+                          "e => window.refused.push(e.violatedDirective + ' ' + e.blockedURI))")
     page = alice.new_page()
     page.set_default_timeout(60_000)
 
@@ -147,6 +150,8 @@ def test_a_job_lives_on_its_page_and_the_console_shows_each_viewer_what_they_may
     assert [s for s in seen if s != "ASSIGNED"] == ["QUEUED", "RUNNING", "SUCCEEDED"], seen
     expect(page.locator("#job-why")).to_contain_text("ended:")
     expect(page.locator("#history")).to_contain_text("RUNNING")
+    assert page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor") == "rgb(241, 243, 245)"
+    assert page.evaluate("window.refused") == []
 
     # One GPU of quota: a long job holds it, the next waits, and the queues page says why.
     submit(stack, record, "long", "alice", "research", "import time; time.sleep(6)")

@@ -5,6 +5,7 @@ job; ``before``/``before_id`` page on), ``/jobs/<id>`` (and its output as server
 ``/jobs/<id>/output``), ``/queues``, ``/clusters``, ``/usage`` (``by``, ``window``). Every page takes
 ``?fragment=1`` for its live part alone, which the page's small script fetches every few seconds and
 swaps in. Read-only: every route answers GET (and HEAD) alone; nothing here writes to the database.
+Every answer carries ``PAGE_HEADERS`` (its own scripts and styles alone, framed by no site, never sniffed).
 Bad input (unknown ids, NUL bytes, over-long or malformed parameters, a missing or forged identity) is a
 4xx page naming the problem, never a stack trace.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -41,6 +43,17 @@ STREAM_MAX_S = 300.0  # a stream ends after this long; the browser reconnects wh
 OUTPUT_RETRY_MS = 5000  # while the database cannot be read, the browser asks for the output again this often
 
 
+# Every answer's: its pages show one user's text (a job's command, labels, report) to others. Scripts and styles
+# run only when the console wrote them (the nonce is fresh per answer, and text is escaped besides), no other
+# site frames a page under buttons of its own, and no answer is sniffed as something its type does not say.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
+                               "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
 class BadRequest(Exception):
     """A parameter the console cannot use (answered 400 with this text)."""
 
@@ -60,6 +73,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
 
     @app.before_request
     def checks() -> None:
+        g.nonce = secrets.token_urlsafe(18)  # this answer's own <script> and <style> (PAGE_HEADERS)
         if request.method not in ("GET", "HEAD"):
             abort(405)
         for name, value in [*request.args.items(multi=True), *((request.view_args or {}).items())]:
@@ -77,10 +91,17 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
             raise
         g.viewer = viewer_of(config, principal, source)
 
+    @app.after_request
+    def page_headers(answer: Response) -> Response:
+        nonce = getattr(g, "nonce", None) or secrets.token_urlsafe(18)
+        for name, value in PAGE_HEADERS.items():
+            answer.headers[name] = value.format(nonce=nonce)
+        return answer
+
     @app.context_processor
     def common() -> dict[str, Any]:
         return {"viewer": getattr(g, "viewer", None), "refresh_ms": refresh_ms,
-                "project": config.project}
+                "project": config.project, "nonce": getattr(g, "nonce", "")}
 
     def render(template: str, fragment: str, **values: Any) -> str:
         """The whole page, or its live part alone (``?fragment=1``)."""
