@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
 
+from zen.scaling.flexrun import foreign
 from zen.scaling.model import ClusterSnapshot, VmPhase, vm_index
 
 COVERAGE_TRUST_S = 10.0  # how long a pass's view of a cluster may spare later submissions a pass
@@ -42,12 +43,16 @@ class Coverage:
     @classmethod
     def after(cls, snapshot: ClusterSnapshot, added: int, deleted: Iterable[str] = (), whole: bool = True) -> "Coverage":
         """``added``: VMs the pass asked for; ``deleted``: the ones it deleted, which the snapshot still
-        shows (an idle one deleted is no spare; nor does a deleted VM count against the cluster's limit).
+        shows (an idle one deleted is no spare; nor does a deleted VM count against the cluster's limit). Nor is
+        an idle VM recorded as another model than its pool's (``zen.scaling.flexrun.foreign``: a primary MIG's spot
+        VM after its cluster's models were narrowed to standard): it covered a standard-only job, given no pass, whose
+        claims it refused, until the next tick asked for a VM.
         Not ``whole`` (a MIG unread, a call failed): it spares no submission, but its boots still say whether a
         VM now usable calls for a pass (``racing``; without them every job's end ran one, failing again)."""
-        index = vm_index(snapshot.vms)  # the policy's grouping, if it made one
+        index, cluster = vm_index(snapshot.vms), snapshot.cluster  # the policy's grouping, if it made one
         gone = set(deleted)
-        spares = {region: len(group) - (sum(vm.name in gone for vm in group) if gone else 0)
+        spares = {region: sum(vm.name not in gone and not foreign(vm, cluster) for vm in group)
+                  if gone or cluster.pools is not None else len(group)
                   for (region, phase), group in index.phases.items() if phase is VmPhase.IDLE}
         if any(spares.values()):  # the queued jobs take them first, those allowing fewest regions first
             for group in sorted(snapshot.demand_groups(), key=lambda g: len(g.regions)):

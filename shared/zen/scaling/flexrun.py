@@ -56,8 +56,14 @@ def ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[V
     return lambda vm, longest_s: ends_before(vm, longest_s, cluster, timing, now)
 
 
+def foreign(vm: Vm, cluster: ClusterLimits) -> bool:
+    """Whether a scaling pass recorded ``vm`` as another model than its pool's as configured now (a primary MIG's spot
+    VM after its cluster's models were narrowed to standard): a job accepting the pool's model only refuses it."""
+    return cluster.pools is not None and vm.model is not None and vm.model != cluster.pool(vm.region).model
+
+
 def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[Vm, ...]], cluster: ClusterLimits,
-           timing: Timing, now: datetime) -> AbstractContextManager[None]:
+           timing: Timing, now: datetime, took: dict[tuple[str, str], int] | None = None) -> AbstractContextManager[None]:
     """Within the block, ``counts`` (idle VMs left per pool) without the idle VMs of ``group``'s pools its jobs
     refuse: flex-start ones whose run ends before its longest job would (a group with no ``longest_s``: within the
     margin of its end), and, for a group whose jobs accept one model only, those a scaling pass recorded as another
@@ -65,14 +71,24 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
     no VM was asked for the job, and the VM, every claim of the job's refused, was kept idle for it, billed, while
     it waited); given back after. Nothing where none of those idle VMs is such a one, or for a cluster without run
     length (the simulator's) and a group accepting any model: then no generator is made to give nothing back (a
-    pass makes one or two per demand group)."""
+    pass makes one or two per demand group). ``took``: (pool, model) -> the idle VMs groups accepting that model only
+    took, added to in the block: the VMs groups before took from a pool, those of other models or any, are first
+    the ones this group refuses (a group of any model queued earlier left the standard VM beside a spot one to a
+    standard-only group after it, which had a standard VM asked for, billed, while one stood idle)."""
     hide: dict[str, int] = {}
-    for pool in group.regions if cluster.flex_run_s is not None or group.accepts is not None else ():  # else none
-        if counts.get(pool) and (ending := sum(  # (a VM's recorded model, not its pool's: ends_before)
-                (group.accepts is not None and vm.model is not None and vm.model != group.accepts)
+    accepts = group.accepts
+    for pool in group.regions if cluster.flex_run_s is not None or accepts is not None else ():  # else none
+        if counts.get(pool) and (refused := sum(  # (a VM's recorded model, not its pool's: ends_before)
+                (accepts is not None and vm.model is not None and vm.model != accepts)
                 or ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
-            hide[pool] = take = min(ending, counts[pool])
-            counts[pool] -= take
+            if accepts is not None and took is not None and (others := sum(  # (taken by the other groups)
+                    vm.model is not None and vm.model != accepts for vm in idle.get(pool, ()))):
+                refused -= min(others, len(idle.get(pool, ())) - counts[pool] - took.get((pool, accepts), 0))
+            if (take := min(refused, counts[pool])) > 0:
+                hide[pool] = take
+                counts[pool] -= take
+    if accepts is not None and took is not None:
+        return _given_back(counts, hide, took, {pool: counts.get(pool, 0) for pool in group.regions}, accepts)
     return _given_back(counts, hide) if hide else _NOTHING_HIDDEN
 
 
@@ -80,13 +96,31 @@ _NOTHING_HIDDEN = nullcontext()
 
 
 @contextmanager
-def _given_back(counts: dict[str, int], hide: dict[str, int]) -> Iterator[None]:
-    """Within the block ``counts`` stay without ``hide``; given back after."""
+def _given_back(counts: dict[str, int], hide: dict[str, int], took: dict[tuple[str, str], int] | None = None,
+                start: Mapping[str, int] = {}, accepts: str = "") -> Iterator[None]:
+    """Within the block ``counts`` stay without ``hide``; given back after. ``took``: the VMs taken in the block
+    from ``start`` (each pool's count at its start) added up, under (pool, ``accepts``)."""
     try:
         yield
     finally:
+        for pool, count in start.items():
+            if took is not None and count > counts.get(pool, 0):
+                took[pool, accepts] = took.get((pool, accepts), 0) + count - counts[pool]
         for pool, take in hide.items():
             counts[pool] += take
+
+
+def kept_for(idle: Iterable[Vm], took: Mapping[tuple[str, str], int]) -> set[str]:
+    """The idle VMs (names; ``idle`` in the planner's order of deletion) kept for the groups accepting one model that
+    took them (``took``, as :func:`hidden` adds it up): of each pool, as many of that model's as they took, the last
+    in that order. Counted by pool alone, the one idle longest went as a spare: the standard VM beside a spot one a
+    standard-only job's claims refuse, which was kept, billed, while the job waited for a new VM."""
+    kept: set[str] = set()
+    for (pool, accepts), count in took.items() if took else ():
+        fit = [vm.name for vm in idle if vm.region == pool and vm.name not in kept
+               and (vm.model is None or vm.model == accepts)]
+        kept.update(fit[max(0, len(fit) - count):])
+    return kept
 
 
 class Queued(dict[str, int]):

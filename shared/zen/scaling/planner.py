@@ -57,8 +57,9 @@ class _Planning:
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
         self.at_limit, self.places_wanted = 0, 0  # VMs jobs and gangs held for max_vms alone need; places left
-        self.idle_needed: defaultdict[str, int] = defaultdict(int)
-        self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing, now=self.now)
+        self.idle_needed, self.took = defaultdict[str, int](int), dict[tuple[str, str], int]()  # took: flexrun.hidden
+        self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing, now=self.now,
+                               took=self.took)
 
     def _age(self, vm: Vm) -> float:
         return (self.now - vm.since).total_seconds()
@@ -358,17 +359,16 @@ class _Planning:
         min_vms, rate = self.s.cluster.min_vms, self.s.arrivals_last_hour / 3600
         alive = probes.with_capacity(self.index.phases, {name for _, name in self.plan.delete})  # no probe counts
         rank = {r: i for i, r in enumerate(self.rank(self.regions))}  # keep the best-ranked and most recently idle
-        idle = sorted((vm for r in self.regions for vm in self.idle[r]),
-                      key=lambda vm: (-rank.get(vm.region, len(rank)), vm.since))
+        idle = sorted((vm for r in self.regions for vm in self.idle[r]), key=lambda vm: (  # another model's first
+            not flexrun.foreign(vm, self.s.cluster), -rank.get(vm.region, len(rank)), vm.since))
         spare = {r: len(self.idle[r]) - self.idle_needed.get(r, 0) for r in self.regions}
-        unneeded = sum(max(0, n) for n in spare.values())
+        unneeded, kept = sum(max(0, n) for n in spare.values()), flexrun.kept_for(idle, self.took)
         for vm in idle:
             if alive <= min_vms:
                 break
-            if spare.get(vm.region, 0) <= 0:
+            if spare.get(vm.region, 0) <= 0 or vm.name in kept:  # (a one-model group's own, counted in spare)
                 continue
-            keep_s = self.keep_s(vm)
-            pool = max(1, math.ceil(rate * keep_s))
+            pool = max(1, math.ceil(rate * (keep_s := self.keep_s(vm))))
             in_pool = unneeded <= pool
             limit = keep_s if in_pool else self.timing.idle_grace_s
             if self._age(vm) < limit:
