@@ -23,7 +23,7 @@ from zen.core.lifecycle import stop_left_s, stopping_reason
 from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
 from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.core.routing import next_route
-from zen.jobs.placement import regions_cleared_now, required_now
+from zen.jobs.placement import gpus_short, regions_cleared_now, required_now
 from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
@@ -252,6 +252,8 @@ def _stranded(config, job) -> str | None:
                 f"{cluster.name} runs (flex_start_run_s {cluster.flex_start_run_s} s), the one model it accepts: {after}")
     if (too_many := cluster.nodes_problem(job.nodes)) is not None:
         return f"{too_many} (the configuration changed since it was accepted): {after}"
+    if (short := gpus_short(config, job)) is not None:
+        return f"{short}: {after}"
     if not set(job.regions) & set(cluster.regions):
         return (f"cluster {cluster.name} no longer runs in {', '.join(job.regions)}, the regions the job allows "
                 f"(the cluster's: {', '.join(cluster.regions)}): {after}")

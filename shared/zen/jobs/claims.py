@@ -3,7 +3,8 @@ is not going away, it is in one of the job's regions and carries its ``requires_
 the job's cluster in a region the job may run in, of a provisioning model the job accepts (the one a scaling
 pass recorded for the VM, else the one its name tells: its pool's MIG), it carries the tags the job's data needs
 (``zen.core.clearance``: computed from the job's data and the configuration now, not the stored tags), a
-flex-start VM still runs long enough for the job (``flex_run_left``), and it has room for the job (a
+flex-start VM still runs long enough for the job (``flex_run_left``), its cluster's VMs have the GPUs the job asks
+(``gpus_short``), and it has room for the job (a
 cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
 so two claims from one VM, or a claim and the VM's drain, are checked one after the other.
 
@@ -25,7 +26,7 @@ from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import ANY, accepted_models, flex_run_left_s, flex_too_short, outlasts_flex
 from zen.core.reports import refused_floor
 from zen.core.routing import next_route
-from zen.jobs.placement import regions_cleared_now, required_now
+from zen.jobs.placement import gpus_short, regions_cleared_now, required_now
 from zen.jobs.store import repeat_key
 
 if TYPE_CHECKING:
@@ -111,6 +112,10 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
         reason, cause = f"{_why_not_cleared(config, job, [hb.region])}{NONE_CLEARED}", NOT_CLEARED
     elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
         reason, cause = f"{too_many} (the configuration changed since it was accepted)", NOT_CLEARED
+    elif (short := gpus_short(config, job)) is not None:  # gpu_count lowered since: it would run on fewer GPUs
+        if not job.gang:
+            return _held_claim(job, hb, short, now)
+        reason, cause = f"{short}{NONE_CLEARED}", NOT_CLEARED
     elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
         reason, cause = uncleared, DATA_NOT_CLEARED
     elif missing := sorted(set(job.request.get("requires_tags") or ()) - set(hb.tags or ())):
@@ -202,6 +207,7 @@ def _may_take(tx: JobTx, config: ZenConfig, cluster: ClusterConfig, job: Job, hb
     (its region cleared, its model accepted, its tags, its data's, a flex-start VM's run): nothing is written."""
     return (hb.region in job.regions and hb.region in regions_cleared_now(config, job)
             and _unaccepted_model(cluster, job, hb, tx) is None and cluster.nodes_problem(job.nodes) is None
+            and gpus_short(config, job) is None
             and _data_not_cleared(config, job, hb) is None
             and not set(job.request.get("requires_tags") or ()) - set(hb.tags or ())
             and flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now) is None)
@@ -315,7 +321,12 @@ def held_uncleared(config: ZenConfig, job: Job, hb: Heartbeat, now: datetime) ->
     to PENDING, held (``UNCLEARED_HOLD``, looked at again every ``UNCLEARED_RECHECK_S`` by the tick's
     ``retry_due``, let go into the regions cleared by then). Left QUEUED, it stayed demand in its old regions: the
     VM booted for it was kept idle, billed, while each of its claims was refused."""
-    why = _why_not_cleared(config, job, [hb.region])
+    return _held_claim(job, hb, _why_not_cleared(config, job, [hb.region]), now)
+
+
+def _held_claim(job: Job, hb: Heartbeat, why: str, now: datetime) -> Decision:
+    """``hb.vm``'s claim refused, no VM may run the job now (``why``), and the job held (``_held``): as
+    ``held_uncleared``, and for a job asking more GPUs than its cluster's VMs have now (``gpus_short``)."""
     held, refused = _held(why, now), f"{why}{NONE_CLEARED}"
     return Decision(changes=held.changes, controls=[refusal(job, hb, refused)], ignored=refused, refused=NOT_CLEARED,
                     fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq), **held.fields))

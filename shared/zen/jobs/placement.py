@@ -122,6 +122,20 @@ def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
     return [r for r in job.regions if r in cleared] + [r for r in cleared if r not in job.regions]
 
 
+def gpus_short(config: ZenConfig, job: Job) -> str | None:
+    """Why no VM of the job's cluster has the GPUs it asks now: its ``gpu_count`` (asked by shape), else those of
+    its cluster's VM when it was accepted (it named the cluster: ``Job.gpus``, each node's), above the cluster's
+    ``gpu_count`` lowered since. None when they fit, or its cluster is gone (said elsewhere). Such a VM would run
+    it whole, with fewer GPUs than it asked (``zen.jobs.claims``)."""
+    cluster = config.cluster(job.cluster)
+    asked = job.request.get("gpu_count") or job.gpus // max(job.nodes, 1)
+    if cluster is None or not asked or asked <= cluster.gpu_count:
+        return None
+    whose = "its gpu_count" if job.request.get("gpu_count") else "its cluster's VMs had when it was accepted"
+    return (f"cluster {cluster.name}'s VMs have {cluster.gpu_count} GPUs now (gpu_count {cluster.gpu_count}), "
+            f"and the job asks {asked} ({whose}): the configuration changed since it was accepted")
+
+
 def required_now(config: ZenConfig, job: Job) -> list[str]:
     """The tags a VM must carry to run the job now: those it was stored with, and those its data needs
     under the configuration now (a binding added after it was stored, or a row written without them)."""

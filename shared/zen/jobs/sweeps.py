@@ -22,7 +22,7 @@ from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs import claims, cloud_silence, flex_end, probes
-from zen.jobs.placement import regions_cleared_now
+from zen.jobs.placement import gpus_short, regions_cleared_now
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
 
@@ -268,7 +268,7 @@ class Sweeps:
                 return None
             lifted: dict[str, object] = {"hold": None, "hold_until": None}
             if job.hold and job.hold.startswith(claims.UNCLEARED_HOLD):  # no region of its could run it (claims)
-                if not (cleared := regions_cleared_now(self._config, job)):
+                if not (cleared := regions_cleared_now(self._config, job)) or gpus_short(self._config, job):
                     later = self._clock() + timedelta(seconds=claims.UNCLEARED_RECHECK_S)
                     return Decision(fields={"hold_until": later})  # still none: looked at again then, nothing told
                 lifted["regions"] = cleared
