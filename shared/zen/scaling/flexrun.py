@@ -72,24 +72,38 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
     it waited); given back after. Nothing where none of those idle VMs is such a one, or for a cluster without run
     length (the simulator's) and a group accepting any model: then no generator is made to give nothing back (a
     pass makes one or two per demand group). ``took``: (pool, model) -> the idle VMs groups accepting that model only
-    took, added to in the block: the VMs groups before took from a pool, those of other models or any, are first
-    the ones this group refuses (a group of any model queued earlier left the standard VM beside a spot one to a
-    standard-only group after it, which had a standard VM asked for, billed, while one stood idle)."""
+    took, added to in the block; (pool, ``ANY_TOOK``) -> those of its VMs recorded as another model than its pool's
+    (:func:`foreign`) the groups of any model were counted as taking, first, of those they do not refuse: the VMs a
+    one-model group refuses that such groups took before are not hidden twice (a group of any model queued earlier
+    left the standard VM beside a spot one to a standard-only group after it, which had a standard VM asked for,
+    billed, while one stood idle). A VM those groups refuse too (a flex-start VM near its run's end) is none they
+    took: counted so, it was a standard-only job's VM, no VM was asked for it, and its claims on it were refused."""
     hide: dict[str, int] = {}
-    accepts = group.accepts
-    for pool in group.regions if cluster.flex_run_s is not None or accepts is not None else ():  # else none
-        if counts.get(pool) and (refused := sum(  # (a VM's recorded model, not its pool's: ends_before)
-                (accepts is not None and vm.model is not None and vm.model != accepts)
-                or ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
-            if accepts is not None and took is not None and (others := sum(  # (taken by the other groups)
-                    vm.model is not None and vm.model != accepts for vm in idle.get(pool, ()))):
-                refused -= min(others, len(idle.get(pool, ())) - counts[pool] - took.get((pool, accepts), 0))
-            if (take := min(refused, counts[pool])) > 0:
-                hide[pool] = take
-                counts[pool] -= take
-    if accepts is not None and took is not None:
-        return _given_back(counts, hide, took, {pool: counts.get(pool, 0) for pool in group.regions}, accepts)
+    accepts, usable = group.accepts, dict[str, int]()  # usable: a group of any model's foreign VMs it may take
+    for pool in group.regions if (cluster.flex_run_s is not None or accepts is not None
+                                  or took is not None and cluster.pools is not None) else ():  # else none
+        if not counts.get(pool):
+            continue
+        vms = idle.get(pool, ())
+        refused = sum(  # (a VM's recorded model, not its pool's: ends_before)
+            (accepts is not None and vm.model is not None and vm.model != accepts)
+            or ends_before(vm, group.longest_s, cluster, timing, now) for vm in vms)
+        if took is not None and accepts is None and any(foreign(vm, cluster) for vm in vms):
+            usable[pool] = sum(foreign(vm, cluster) and not ends_before(vm, group.longest_s, cluster, timing, now)
+                               for vm in vms)
+        elif took is not None and refused and accepts is not None and (others := sum(
+                vm.model is not None and vm.model != accepts for vm in vms)):
+            refused -= min(others, took.get((pool, ANY_TOOK), 0))  # (taken by the groups of any model)
+        if (take := min(refused, counts[pool])) > 0:
+            hide[pool] = take
+            counts[pool] -= take
+    if took is not None and (accepts is not None or usable):
+        return _given_back(counts, hide, took, {pool: counts.get(pool, 0) for pool in (usable or group.regions)},
+                           accepts or ANY_TOOK, usable)
     return _given_back(counts, hide) if hide else _NOTHING_HIDDEN
+
+
+ANY_TOOK = ""  # ``took``'s model for the foreign VMs groups of any model were counted as taking (:func:`hidden`)
 
 
 _NOTHING_HIDDEN = nullcontext()
@@ -97,15 +111,17 @@ _NOTHING_HIDDEN = nullcontext()
 
 @contextmanager
 def _given_back(counts: dict[str, int], hide: dict[str, int], took: dict[tuple[str, str], int] | None = None,
-                start: Mapping[str, int] = {}, accepts: str = "") -> Iterator[None]:
+                start: Mapping[str, int] = {}, accepts: str = ANY_TOOK, usable: Mapping[str, int] = {}) -> Iterator[None]:
     """Within the block ``counts`` stay without ``hide``; given back after. ``took``: the VMs taken in the block
-    from ``start`` (each pool's count at its start) added up, under (pool, ``accepts``)."""
+    from ``start`` (each pool's count at its start) added up, under (pool, ``accepts``); for a group of any model
+    (``ANY_TOOK``), as many of them as the foreign VMs it may take (``usable``) not counted as taken before."""
     try:
         yield
     finally:
         for pool, count in start.items():
-            if took is not None and count > counts.get(pool, 0):
-                took[pool, accepts] = took.get((pool, accepts), 0) + count - counts[pool]
+            if took is not None and (taken := count - counts.get(pool, 0)) > 0:
+                had = took.get((pool, accepts), 0)
+                took[pool, accepts] = had + (taken if accepts != ANY_TOOK else min(taken, max(0, usable[pool] - had)))
         for pool, take in hide.items():
             counts[pool] += take
 
@@ -117,6 +133,8 @@ def kept_for(idle: Iterable[Vm], took: Mapping[tuple[str, str], int]) -> set[str
     standard-only job's claims refuse, which was kept, billed, while the job waited for a new VM."""
     kept: set[str] = set()
     for (pool, accepts), count in took.items() if took else ():
+        if accepts == ANY_TOOK:  # (foreign VMs groups of any model took: scaled down first, any VM serves those)
+            continue
         fit = [vm.name for vm in idle if vm.region == pool and vm.name not in kept
                and (vm.model is None or vm.model == accepts)]
         kept.update(fit[max(0, len(fit) - count):])
