@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from zen.core.config import QueueConfig, ZenConfig
 
 
 def borrowed(held: Mapping[str, int], nominal: Mapping[str, int]) -> dict[str, int]:
@@ -16,3 +19,15 @@ def borrowed(held: Mapping[str, int], nominal: Mapping[str, int]) -> dict[str, i
     for name in sorted(share, key=lambda n: share[n] - out[n], reverse=True)[:total - sum(out.values())]:
         out[name] += 1
     return {name: out.get(name, 0) for name in nominal}
+
+
+def bound(config: ZenConfig, queue: QueueConfig, cluster: str) -> str:
+    """What caps ``queue`` on ``cluster`` under a waiting job accepted before (``zen explain``): its quota, its quota
+    plus its borrowing_limit, or its cohort's quotas (a member removed or moved to another cohort, or its quota
+    lowered). The job was told "its quota was lowered" where the queue's quota had not changed."""
+    if queue.cohort is None:
+        return "its quota was lowered"
+    total = sum(q.quota.get(cluster, 0) for q in config.cohort_of(queue))
+    if queue.limit(cluster) <= total:
+        return f"its quota {queue.quota[cluster]} plus borrowing_limit {queue.may_borrow(cluster)}"
+    return f"cohort {queue.cohort}'s quotas add up to {total}"

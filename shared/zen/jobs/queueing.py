@@ -17,7 +17,7 @@ from zen.core.clock import utc_now
 from zen.core.config import QueueConfig, ZenConfig
 from zen.core.errors import Rejected
 from zen.core.models import Job
-from zen.jobs.lending import borrowed
+from zen.jobs.lending import borrowed, bound
 
 if TYPE_CHECKING:
     from zen.jobs.store import AdmissionRows
@@ -310,8 +310,8 @@ class Queueing:
         most = self._most_ever(queue, job.cluster)
         if job.gpus > most:
             return (f"the job needs {job.gpus} GPUs of {job.cluster} but queue {queue.name} can now hold at most "
-                    f"{most:g} (its quota was lowered): it waits, without holding up the jobs behind it, until "
-                    f"the quota is raised, or stop it and submit a smaller one")
+                    f"{most:g} ({bound(self._config, queue, job.cluster)}): it waits, without holding up the jobs behind it, "
+                    f"until that is raised, or stop it and submit a smaller one")
         used, total = self.cohort_use(tx, queue, job.cluster)
         mine, nominal, limit = used.get(queue.name, 0), queue.quota[job.cluster], queue.limit(job.cluster)
         excess = max(0, sum(used.values()) - total)  # a quota of the cohort lowered under what its jobs hold
