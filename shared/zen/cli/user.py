@@ -133,7 +133,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
             raise nothing from None
         fields = {str(e["loc"][0]) if e["loc"] else "" for e in exc.errors()} - {k for k, v in flags.items() if v is not None}
         where = f"{args.file}: " if args.file and fields else ""  # a file's mistyped field (`comand:`), not a flag's value
-        raise CliError(f"invalid job request: {where}{describe_validation_error(exc, top='', model=JobRequest)}", 2) from None
+        raise CliError(f"invalid job request: {where}{describe_validation_error(exc, top='', model=JobRequest, quote_text=True)}", 2) from None
     if not request.command and not request.image:
         raise nothing
     return request

@@ -16,11 +16,13 @@ UNQUOTED_FIELDS = frozenset({"secrets", "notify"})
 
 
 def describe_validation_error(exc: ValidationError, *, top: str = "(message)", limit: int = 2000,
-                              model: type[BaseModel] | None = None) -> str:
+                              model: type[BaseModel] | None = None, quote_text: bool = False) -> str:
     """One line a person can act on from a pydantic ValidationError: ``field.path: problem; ...``.
     What it quotes of the input (field names are the message's own keys) is escaped and bounded. Given
     the ``model``, an unknown top-level field names the field it is closest to (``comand``: command). ``top``: what
-    a problem of the whole message is said of ("" : nothing, as a command line's job, which has no name)."""
+    a problem of the whole message is said of ("" : nothing, as a command line's job, which has no name). ``quote_text``:
+    a number, boolean or null where text is meant (a job file's ``VERSION: 1.10``) says what it was read as and to
+    quote it, not pydantic's "Input should be a valid string"."""
     known = list(model.model_fields) if model is not None else []
     parts = []
     for err in exc.errors():
@@ -33,13 +35,24 @@ def describe_validation_error(exc: ValidationError, *, top: str = "(message)", l
         if err["type"] == "value_error":  # our validators' own words: without pydantic's "Value error, " and
             message = message.removeprefix("Value error, ")  # the field's name said again in front of them
             message = message.removeprefix(f"{where}: ").removeprefix(f"{err['loc'][-1]}: ") if err["loc"] else message
-        if err["type"].endswith(("_type", "_parsing")) and isinstance(err.get("input"), (str, int, float)) and (
+        if quote_text and err["type"] == "string_type" and (err.get("input") is None
+                                                             or isinstance(err.get("input"), (int, float))):
+            message = _not_text(err.get("input"), bool(UNQUOTED_FIELDS.intersection(str(p) for p in err["loc"])))
+        elif err["type"].endswith(("_type", "_parsing")) and isinstance(err.get("input"), (str, int, float)) and (
                 not UNQUOTED_FIELDS.intersection(str(p) for p in err["loc"])):
             # a value of the wrong type, quoted (bounded): "10m" for seconds says what to change
             unit = " of seconds" if str(err["loc"][-1] if err["loc"] else "").endswith("_s") else ""
             message = f"{message}{unit}, not {repr(err['input'])[:40]}"
         parts.append(f"{where}: {message}{hint}" if where else f"{message}{hint}")  # top "": the whole request's
     return escape_unstorable("; ".join(parts), limit)
+
+
+def _not_text(value: object, unquoted: bool) -> str:
+    """Text is meant, and YAML or JSON read a number, a boolean or null: what it was read as (``1.10`` is the number
+    1.1, which the job would not see as written: it is refused, not turned into "1.1"), and to quote it."""
+    kind = "null" if value is None else "the boolean" if isinstance(value, bool) else "the number"
+    read = kind if value is None or unquoted else f"{kind} {repr(value).lower() if isinstance(value, bool) else value}"
+    return f"text is meant, and this was read as {read}: write it in quotes, as it should reach the job"
 
 
 class ZenError(Exception):
