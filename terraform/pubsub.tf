@@ -21,7 +21,7 @@ locals {
   # Start messages wait in a start subscription until an agent of that (cluster, region) pulls
   # them. A job QUEUED and unclaimed for start_republish_s gets a fresh start message, so a copy
   # only needs to outlive one republish period: twice that, within Pub/Sub's 10 min..7 days
-  # (start_republish_s is at most 3.5 days: a precondition on job_start, and Zen's own check at load).
+  # (start_republish_s is at most 6 days: a precondition on job_start, and Zen's own check at load).
   # Longer would only pile up stale copies, which agents then have to be told to RELEASE.
   start_retention_s = min(max(2 * local.start_republish_s, 600), 604800)
 }
@@ -91,8 +91,8 @@ resource "google_pubsub_subscription" "job_start" {
 
   lifecycle {
     precondition { # kept twice start_republish_s: longer than 7 days, a copy expired before the next republish
-      condition     = local.start_republish_s <= 302400
-      error_message = "The Zen configuration's deadlines.start_republish_s (${local.start_republish_s}) is above 302400 (3.5 days): a start message is kept twice that, and Pub/Sub keeps one 7 days at most, so a queued job's start would expire before it is published again; set it at most 302400."
+      condition     = local.start_republish_s <= 518400
+      error_message = "The Zen configuration's deadlines.start_republish_s (${local.start_republish_s}) is above 518400 (6 days): a start message is kept twice that, and Pub/Sub keeps one 7 days at most, so a queued job's start would expire before it is published again; set it at most 518400."
     }
   }
 }

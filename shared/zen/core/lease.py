@@ -19,11 +19,12 @@ MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
 # Kept by the agent, after a stopped job's grace, for the rest of its output and its final report: a STOP's
 # ``answer_within_s`` less this is when the upload after it is cut (``zen.agent.attempt``).
 STOP_REPORT_S = 5.0
-# Pub/Sub keeps a message at most 7 days; terraform keeps each start copy twice ``start_republish_s`` (pubsub.tf's
-# start_retention_s: a copy outlives one republish period, the tick that republishes it late included), so the period
-# is at most half of that: longer, a queued job's start copies expired before the next republish, and it waited.
+# Pub/Sub keeps a message at most 7 days; terraform keeps each start copy twice ``start_republish_s`` within that
+# (pubsub.tf's start_retention_s: a copy outlives one republish period, the tick that republishes it late included),
+# so the period is at most 6 days: the copies, kept 7 days, outlive it by a day. Longer, a queued job's start copies
+# expired before the next republish, and it waited with none to pull.
 MAX_RETENTION_S = 7 * 86400.0
-MAX_START_REPUBLISH_S = MAX_RETENTION_S / 2
+MAX_START_REPUBLISH_S = MAX_RETENTION_S - 86400.0
 
 
 def start_retention_s(start_republish_s: float) -> float:
@@ -135,7 +136,7 @@ class Deadlines(Strict):
             raise ValueError(reason)
         if self.start_republish_s > MAX_START_REPUBLISH_S:
             raise ValueError(
-                f"start_republish_s={self.start_republish_s:g} is above {MAX_START_REPUBLISH_S:g} (3.5 days): a start "
+                f"start_republish_s={self.start_republish_s:g} is above {MAX_START_REPUBLISH_S:g} (6 days): a start "
                 f"message is kept twice that period, and Pub/Sub keeps one {MAX_RETENTION_S:g} s (7 days) at most, so "
                 "a queued job's start would expire before it is published again, the job waiting with none to pull; "
                 f"set it at most {MAX_START_REPUBLISH_S:g}")
