@@ -157,6 +157,11 @@ class FleetDb:
         return [{**row, "regions": pools, "max_wait_s": wait} for row in rows
                 for pools, wait in [pools_of_row(row, config)] if pools], loads
 
+    def queue_heads(self, clusters: list[str]) -> dict[str, tuple[int, datetime]]:
+        """Cluster -> (priority, queued_at) of its most urgent queued job (``zen.store.fleet.queue_heads``)."""
+        with self._db.transaction() as session:
+            return fleet.queue_heads(session, clusters)
+
     def memory(self, cluster: str) -> dict[str, RegionMemory]:
         with self._db.transaction() as session:
             return self._memory(session, cluster)

@@ -10,14 +10,14 @@ count against its PREEMPTIBLE_<GPU>_GPUS, and every pool against GPUS_ALL_REGION
 read found short is counted down by what every pool under it asks (:func:`left`): each pool given the whole of
 it asked Compute for more than it holds, and the refused part struck the pools as after a QUOTA_EXCEEDED. Clusters
 of one GPU type share the quotas too: the tick checks each against the read less what those it planned before asked
-for (:class:`TickQuotas`)."""
+for (:class:`TickQuotas`), in the order of their most urgent queued jobs (:func:`planning_order`)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from zen.core.config import ClusterConfig
 from zen.core.quotas import ALL_REGIONS, Quota, Shortfall, gpu_metric, shortfall
@@ -177,3 +177,23 @@ class TickQuotas:
             for scope, metric in ((pool.region, gpu_metric(cluster.gpu_type, pool.model)), (PROJECT, ALL_REGIONS)):
                 if (quota := self.left.get(scope, {}).get(metric)) is not None:
                     self.left[scope][metric] = replace(quota, usage=quota.usage + count * cluster.gpu_count)
+
+
+def planning_order(clusters: Sequence[ClusterConfig], heads: Callable[[list[str]], Mapping[str, tuple[int, datetime]]]
+                   | None) -> list[ClusterConfig]:
+    """The clusters in the order the tick plans them, each taking what the quotas' room the ones before it left
+    (:class:`TickQuotas`): by their most urgent queued job (``heads``: cluster -> its highest priority and oldest
+    job's queued_at at it, ``zen.store.fleet.queue_heads``; None: no quotas read), the highest priority first, then
+    the oldest; clusters with none queued after, ties in the configuration's order. In the configuration's order,
+    the cluster listed first took a short quota's room at every tick, and an older job of higher priority of one
+    listed after it waited while the first one's newer jobs of lower priority got VMs. Clusters are ordered, not
+    their jobs: the one planned first asks for all its jobs, those of lower priority than another cluster's too."""
+    if heads is None or len(clusters) < 2:
+        return list(clusters)
+    try:
+        found = heads([c.name for c in clusters])
+    except Exception as exc:  # noqa: BLE001 - logged; planned in the configuration's order
+        log.warning("could not read the clusters' queued jobs", extra={"error": str(exc)})
+        return list(clusters)
+    queued = sorted((c for c in clusters if c.name in found), key=lambda c: (-found[c.name][0], found[c.name][1]))
+    return queued + [c for c in clusters if c.name not in found]

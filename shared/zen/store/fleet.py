@@ -44,6 +44,12 @@ def queued_demand_by_gpus(session: Session, cluster: str, now: datetime, bound_s
     return session.run("queued_demand_by_gpus", cluster=cluster, now=now, bound=bound_s)
 
 
+def queue_heads(session: Session, clusters: list[str]) -> dict[str, tuple[int, datetime]]:
+    """Cluster -> its most urgent QUEUED job's (priority, queued_at): the highest priority, the oldest at it; a
+    cluster with no queued job is not named."""
+    return {r["cluster"]: (r["priority"], r["oldest"]) for r in session.run("queue_heads", clusters=clusters)}
+
+
 def vm_loads(session: Session, cluster: str) -> dict[str, tuple[int, int]]:
     """VM name -> (jobs, GPUs) it holds, for the cluster's VMs that hold any."""
     return {r["vm"]: (r["jobs"], r["gpus"]) for r in session.run("vm_loads_of_cluster", cluster=cluster)}

@@ -576,6 +576,16 @@ FROM (SELECT priority, CASE WHEN flying.places = 1 AND COALESCE(start_regions, r
 WHERE need > 0
 GROUP BY priority, regions, provisioning, max_start_wait_s, checkpoint_every_s, nodes, need, late;
 
+-- name: queue_heads
+-- Each of :clusters' most urgent QUEUED job: its highest priority, and the oldest queued_at at that priority. The
+-- scale tick plans the clusters sharing a short GPU quota in this order (zen.scaling.manager.ClusterOrchestrator.tick):
+-- in the configuration's, the cluster listed first took the room at every tick, and an older job of higher priority
+-- of a cluster listed after it waited while the first cluster's newer jobs got VMs.
+SELECT DISTINCT ON (cluster) cluster, priority, queued_at AS oldest
+FROM jobs
+WHERE status = 'QUEUED' AND cluster = ANY(CAST(:clusters AS text[]))
+ORDER BY cluster, priority DESC, queued_at;
+
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once (with :model, the pool's provisioning model
 -- then: migration 0037; again when its VM starts a billed segment: one its MIG recreated under the same name boots
