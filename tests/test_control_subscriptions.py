@@ -169,3 +169,31 @@ def test_the_next_function_instance_deletes_the_subscriptions_of_vms_gone_that_o
         with pytest.raises(NotFound):
             made.get_subscription(subscription=path(config, vm))
     assert made.get_subscription(subscription=path(config, "zen-a-3")).filter == 'attributes.vm = "zen-a-3"'
+
+
+def test_a_pool_forgotten_by_an_instance_whose_configuration_lacks_it_keeps_its_vms_subscriptions(config, zen, made):
+    """A function instance still running as a deploy adds a pool (its configuration lacks it) forgets that pool's VMs
+    as dropped (never seen leave their MIG: they run on, and the next pass lists them again); the instance that had
+    made their subscriptions took them as gone and deleted them: the orders sent meanwhile were lost (a CONFIRM, the
+    claim timed out; a STOP, the job ran on)."""
+    assert zen.on_scale_tick().controls == 3
+    with zen.db.transaction() as session:  # the older instance's tick: its configuration has no us-west1
+        fleet.forget_dropped_pools(session, {"4xa100-40gb": ("us-central1",)})
+
+    zen.on_scale_tick()
+
+    assert made.get_subscription(subscription=path(config, "zen-a-3")).filter == 'attributes.vm = "zen-a-3"'
+
+
+def test_the_next_function_instance_keeps_the_subscriptions_of_a_pool_put_back(config, zen, made):
+    """A pool dropped by one deploy and put back by the next, its MIG never destroyed: its VMs, forgotten as dropped,
+    ran on; the new function instance's first tick read them as gone and deleted their subscriptions before its
+    scaling step listed them again."""
+    assert zen.on_scale_tick().controls == 3
+    with zen.db.transaction() as session:  # the deploy without us-west1
+        fleet.forget_dropped_pools(session, {"4xa100-40gb": ("us-central1",)})
+    zen.controls = ControlSubscriptions(config, config.project, ACCOUNTS, made)  # the deploy that put it back
+
+    zen.on_scale_tick()
+
+    assert made.get_subscription(subscription=path(config, "zen-a-3")).filter == 'attributes.vm = "zen-a-3"'

@@ -145,9 +145,10 @@ class _Controls:
     def __init__(self):
         self.seen: list = []
 
-    def ensure(self, instances, gone=None) -> int:
+    def ensure(self, instances, gone=None, left=None) -> int:
         self.seen.append(list(instances))
         self.gone = list(gone()) if gone is not None else None  # (read under the tick's role)
+        self.left = set(left([name for name, _, _ in self.gone or []] + ["zen-nobody"])) if left is not None else None
         return 0
 
 
@@ -244,7 +245,7 @@ def test_each_function_runs_as_its_own_role(per_function, db, clock, monkeypatch
         "zen-heartbeats", "zen-job-stop", "zen-job-submitted"]
     assert any("the stop is kept" in r["reason"] for r in refused)  # the early stop, noted
     assert unsent == 0 and [p["usd_per_hour"] for p in prices] == [14.0]
-    assert lifetimes >= 2 and controls.seen and controls.gone is not None  # (the VMs gone: read as the tick)
+    assert lifetimes >= 2 and controls.seen and controls.gone is not None and controls.left is not None  # (read as the tick)
     assert denied == [] and not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
 
 

@@ -37,7 +37,7 @@ class _RecordingControls:
     def __init__(self):
         self.made: set[str] = set()
 
-    def ensure(self, instances, gone=None) -> int:
+    def ensure(self, instances, gone=None, left=None) -> int:
         new = {vm for vm, _, _ in instances} - self.made
         self.made |= new
         return len(new)

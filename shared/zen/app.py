@@ -52,7 +52,8 @@ class Scaler(Protocol):
 class ControlMaker(Protocol):
     """Makes the VMs' control subscriptions (``zen.adapters.control_subscriptions.ControlSubscriptions``)."""
 
-    def ensure(self, instances, gone=None) -> int: ...  # (vm, cluster, pool)s; gone: those left; how many made now
+    def ensure(self, instances, gone=None, left=None) -> int: ...  # (vm, cluster, pool)s; gone: those left; left:
+    # of some names, those seen leaving; how many made now
 
 
 @dataclass
@@ -294,7 +295,8 @@ class Zen:
         """The control subscriptions of the instances the scaling passes listed, made where not yet."""
         with self.db.transaction() as instances:
             return controls.ensure(fleet.mig_instance_names(instances),
-                                   lambda: fleet.vms_gone_since(instances, self.clock() - CONTROL_TTL))
+                                   lambda: fleet.vms_gone_since(instances, self.clock() - CONTROL_TTL),
+                                   lambda names: fleet.vms_seen_leaving(instances, names))
 
     def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:
         """The catalog's prices, fetched again when older than a day (an hour while a configured cluster's

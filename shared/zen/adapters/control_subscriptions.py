@@ -1,7 +1,7 @@
 """Zen makes each GPU VM's control subscription (``zen-vm-control-<vm>``, filtered on the VM's name), and
 lets only the agent service account that VM runs as (its cluster's, for its region's tags) read it: the
 Pub/Sub adapter behind the scale tick, for every instance its MIGs list, within a time budget per tick; and deletes
-it once the VM's MIG no longer lists it (``zen-vm-control`` holds 10,000 subscriptions at most).
+it once a scaling pass saw the VM leave its MIG (``zen-vm-control`` holds 10,000 subscriptions at most).
 
 Why, and what it grants: docs/explanations/security.md, "A VM reads its own cluster's messages only".
 """
@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from datetime import timedelta
-from typing import Callable, Iterable, Mapping, Union
+from typing import Callable, Collection, Iterable, Mapping, Union
 
 from google.api_core import exceptions as gexc
 import google.cloud.pubsub_v1 as pubsub_v1
@@ -76,19 +76,21 @@ class ControlSubscriptions:
         self._gone_read = False  # the VMs gone in the last day read, once (``ensure``'s ``gone``)
 
     def ensure(self, instances: Iterable[tuple[str, str, str]],
-               gone: Callable[[], Iterable[tuple[str, str, str]]] | None = None) -> int:
+               gone: Callable[[], Iterable[tuple[str, str, str]]] | None = None,
+               left: Callable[[list[str]], Collection[str]] | None = None) -> int:
         """Make and grant the control subscription of each (vm, cluster, pool) not done yet, or done ``RECHECK_S``
         ago (made again if gone); how many were made, or looked at again, now. First, within half the budget,
         deletes those whose VM left its MIG (``_delete_gone``): those this function instance made, and, read at its
         first tick, those of the VMs ``gone`` gives (seen in a MIG in the last ``CONTROL_TTL``, listed no more: an
-        instance of the tick before this one made theirs, and they stayed attached to the topic a day)."""
+        instance of the tick before this one made theirs, and they stayed attached to the topic a day). ``left``: of
+        the names it is given, those a pass saw leave their MIG; only theirs are deleted (None: all not listed)."""
         instances = list(instances)
         if not self._gone_read and gone is not None:
             for key in gone():  # (a read that fails is tried again at the next tick)
                 self._made.setdefault(key, self._clock())
             self._gone_read = True
         deadline = self._clock() + self._budget_s
-        self._delete_gone({vm for vm, _, _ in instances}, self._clock() + self._budget_s / 2)
+        self._delete_gone({vm for vm, _, _ in instances}, self._clock() + self._budget_s / 2, left)
         done = 0
         for vm, cluster, region in instances:
             made = self._made.get((vm, cluster, region))
@@ -106,15 +108,23 @@ class ControlSubscriptions:
                     "vm": vm, "cluster": cluster, "error": f"{type(exc).__name__}: {exc}"})
         return done
 
-    def _delete_gone(self, listed: set[str], deadline: float) -> None:
+    def _delete_gone(self, listed: set[str], deadline: float,
+                     left: Callable[[list[str]], Collection[str]] | None = None) -> None:
         """Delete the control subscription of each VM made here (or given by ``ensure``'s ``gone``) that the MIGs no
         longer list (deleted: a MIG never lists a name again once it is gone). Left to expire a day unread, they stayed
         attached to zen-vm-control: VMs made and deleted by the thousand a day filled the topic's 10,000 subscriptions
         (Pub/Sub's limit), and every new VM got none (refused), its agent never started, and its VM was replaced, over
         and over. A pool the configuration dropped is not listed any more, but its VMs run on until terraform destroys
-        its MIG: theirs are kept (to expire)."""
+        its MIG: theirs are kept (to expire). So are those of VMs no pass saw leave (not in ``left``): a pool forgotten
+        as dropped by a function instance whose configuration lacks it (one still running as a deploy adds it, or one
+        deployed before a deploy that put it back) while its VMs run on, listed again by the next pass; deleted,
+        the orders sent to them meanwhile were lost (a CONFIRM: the claim timed out; a STOP: the job ran on)."""
         pools = {cluster.name: cluster.pools() for cluster in self._config.clusters}
-        for key in [key for key in self._made if key[0] not in listed and key[2] in pools.get(key[1], ())]:
+        candidates = [key for key in self._made if key[0] not in listed and key[2] in pools.get(key[1], ())]
+        if candidates and left is not None:
+            seen_leaving = left([key[0] for key in candidates])
+            candidates = [key for key in candidates if key[0] in seen_leaving]
+        for key in candidates:
             if self._clock() >= deadline:
                 break
             path = f"projects/{self._project}/subscriptions/{self._config.vm_control_subscription(key[0])}"

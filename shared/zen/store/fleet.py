@@ -223,6 +223,12 @@ def vms_gone_since(session: Session, since: datetime) -> list[tuple[str, str, st
     return [(r["name"], r["cluster"], r["region"]) for r in session.run("control_vms_gone", since=since)]
 
 
+def vms_seen_leaving(session: Session, names: list[str]) -> set[str]:
+    """Those of ``names`` a pass saw leave their MIG (their latest lifetime's): not those forgotten unseen, a
+    dropped pool's (``forget_dropped_pools``), which may still run and be listed again."""
+    return {r["name"] for r in session.run("control_vms_left", names=names)} if names else set()
+
+
 def drain_unless_busy(session: Session, vm: str, cluster: str, region: str, now: datetime) -> bool:
     """Mark ``vm`` as going away unless it holds a job, under the VM's advisory lock (which a claim
     by that VM also takes: see ``repository.vm_is_draining``). True when drained."""

@@ -634,6 +634,14 @@ SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 SELECT DISTINCT l.name, l.cluster, l.region FROM vm_lifetimes l
 WHERE l.last_seen_at > :since AND NOT EXISTS (SELECT 1 FROM mig_instances m WHERE m.name = l.name);
 
+-- name: control_vms_left
+-- Those of :names whose latest lifetime a pass saw leave its MIG (left_at, migration 0062; NULL: kept by the release
+-- before it): not one forgotten unseen (-infinity: a dropped pool's, zen.store.fleet.forget_dropped_pools, by a
+-- function instance whose configuration lacks a pool another one's has), whose VM may still run and be listed again.
+SELECT name FROM (SELECT DISTINCT ON (name) name, left_at FROM vm_lifetimes
+                  WHERE name = ANY(CAST(:names AS text[])) ORDER BY name, last_seen_at DESC) AS latest
+WHERE left_at IS DISTINCT FROM CAST('-infinity' AS timestamptz);
+
 -- name: held_vms_of_cluster
 -- VMs that hold a job (vm_holders, migration 0045: a gang's nodes, and not a RETIRED VM whose stopping job says its
 -- container may still run, :left_running): never removed.
