@@ -1,5 +1,5 @@
 """`zen explain`'s egress (zen.cli.queues._data_line, zen.core.locality.egress_usd):
-- for a gang it counts every node's copy: every node stages every input (zen.agent.attempt gives each node's
+- for a gang it counts every node's copy: every node stages every input (zen.agent.prestart gives each node's
   AttemptData all the start's inputs), so a 2-node gang reading 120 GB of europe-west4 data in us-central1 moves
   240 GB across regions; explain said 120 GB and half the dollars;
 - an input whose bucket location is unknown (no data.bucket_locations entry and a lookup that failed or was

@@ -117,10 +117,11 @@ def test_a_disk_filled_by_a_neighbours_staging_does_not_fail_the_running_job(cli
     transport.add_start(start_message("job-b", cluster="8xa100-40gb", gpus=4, outputs="gs://out-bkt/r",
                                       inputs=[{"uri": "gs://data-bkt/set/big.bin"}],
                                       command=[sys.executable, "-c", "import time; time.sleep(0.5)"]))
-    agent = Agent(SHARED_IDENTITY, replace(settings(tmp_path), cache_bytes=0), transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    agent = Agent(SHARED_IDENTITY, replace(settings(tmp_path), cache_bytes=0), transport, local=True,
+                  slots=Slots(Capacity(gpus=8, max_jobs=2)))
     watch = DiskWatch(str(work), DiskShare(int(100e9), 2, per_job_bytes=3_000_000), look_s=0.1,
                       disk_usage=disk_usage)
-    agent.disk = agent.attempts._disk = watch
+    agent.disk = agent.attempts._disk = agent.attempts._prestart._disk = watch
     transport.when_idle = lambda: agent.jobs_run >= 2 and agent.request_shutdown("test over")
 
     assert agent.run() == 0
@@ -306,7 +307,7 @@ def test_a_disk_verdict_reached_while_staging_stops_the_staging(client, tmp_path
         return found
 
     watch.look = timed_look
-    agent.disk = agent.attempts._disk = watch
+    agent.disk = agent.attempts._disk = agent.attempts._prestart._disk = watch
     transport.when_idle = lambda: agent.jobs_run >= 1 and agent.request_shutdown("test over")
 
     assert agent.run() == 0
@@ -323,7 +324,8 @@ def test_a_disk_verdict_reached_while_staging_stops_the_staging(client, tmp_path
 
 # -- a gang's nodes' checkpoints overwrote each other -------------------------------------------------
 WRITE_RANK_CHECKPOINT = ("import os, pathlib; rank = os.environ['ZEN_NODE_RANK']; "  # a sharded checkpoint
-                         "pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], f'shard-{rank}.pt').write_text('rank ' + rank)")
+                         "pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], f'shard-{rank}.pt')"
+                         ".write_text('rank ' + rank)")
 CHECKPOINT = {"uri": "gs://out-bkt/ckpt/cl/gang-1/", "every": 600, "max_bytes": 10**9}
 
 

@@ -1,5 +1,5 @@
 """A stage (inputs, checkpoint restore) longer than max_runtime_s ends the attempt FAILED "staging exceeded
-max_runtime_s" (zen.agent.attempt.AttemptRunner.run), its report saying ``over_limit`` so that Zen knows the agent
+max_runtime_s" (zen.agent.prestart.Prestart.prepare), its report saying ``over_limit`` so that Zen knows the agent
 stopped it at its limit: as its queue takes it back at that moment, it is FAILED as a job killed at max_runtime_s
 while running is (docs/explanations/delivery-guarantees.md; tests/test_queues_preemption.py), not rerun (PENDING,
 attempt 2: its report said no limit)."""

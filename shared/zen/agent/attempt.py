@@ -1,20 +1,18 @@
-"""One attempt's life on the VM once its claim is confirmed (``AttemptRunner``): stage its inputs
-(``zen.agent.staging``, in the background: ``zen.agent.transfer``), pull its image (``zen.agent.imagepull``),
-run it (``zen.agent.runner``), supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's
-shutdown, the fence: ``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
-(``zen.agent.output``), upload its outputs and report how it ended; and the upload and report of an attempt whose
-job ended under an agent that died (``resume``: ``zen.agent.resume``)."""
+"""One attempt's life on the VM once its claim is confirmed (``AttemptRunner``): prepare it (``zen.agent.prestart``:
+its secrets, its inputs staged and checkpoint restored, its image pulled), run it (``zen.agent.runner``), supervise
+it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence: ``zen.agent.fence``,
+its share of the disk: ``zen.agent.diskquota``), ship its output (``zen.agent.output``), upload its outputs and
+report how it ended; and the upload and report of an attempt whose job ended under an agent that died (``resume``:
+``zen.agent.resume``)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from pathlib import Path
 from typing import Callable, Mapping
 
 from zen.adapters.joblogs import Sink
-from zen.agent import fence, imagepull, leftover, resume
+from zen.agent import fence, leftover, resume
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox, lost_while_running
@@ -24,16 +22,15 @@ from zen.agent.identity import Identity
 from zen.agent.lastsave import UPLOAD_GRACE_S, save_last
 from zen.agent.limits import DailyPulls
 from zen.agent.output import AttemptOutput
+from zen.agent.prestart import Ended, Prestart, Ready
 from zen.agent.reports import FINAL_BUDGET_S, AttemptReport, Reporter
-from zen.agent.runner import CannotRun, JobSpec, RunningJob
-from zen.agent.secrets import SecretsFailed, resolve
+from zen.agent.runner import CannotRun, RunningJob
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SHUTDOWN_BUDGET_S, SHUTDOWN_S, SLICE_S, Shutdown
 from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.staging import AttemptData, Progress
 from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
-from zen.core.gang_records import node_env
 from zen.core.lease import STOP_REPORT_S
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, OverLimit, StartMessage
 from zen.core.stops import answer_within, made_at, moves, preempts
@@ -58,99 +55,75 @@ class AttemptRunner:
         self._sandbox = sandbox  # how containers are confined (zen.agent.container)
         self._shutdown, self._clock, self._log, self._local = shutdown, clock, log, local
         self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
-        self._base_env, self._read_secret = base_env, read_secret  # (a secret version's payload: adapters.secret_manager)
+        self._base_env = base_env
+        self._read_secret = read_secret  # (a secret version's payload: adapters.secret_manager)
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
         self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus).at_start()  # after a job's failure
         self.jobs_run, self._lock = 0, threading.Lock()  # (the lock: jobs_run, from every attempt's thread)
+        self._prestart = Prestart(identity, settings, controls, pulls, cache, sandbox, shutdown, clock, log,
+                                  local=local, read_secret=read_secret, disk=disk, transfer=self._transfer,
+                                  listen=self._listen)  # secrets, staging, the pull: up to the job's start
 
     def run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> bool | None:
-        """Returns whether the job's container is known gone (``RunningJob.container_gone``; None when
-        no run got that far, or removal was not tried): ``Agent._hold`` checks again only then."""
-        fields, key = {"job_id": start.job_id, "attempt": start.attempt}, (start.job_id, start.attempt)
-        attempt.accepted_at = self._clock() if attempt.accepted_at is None else attempt.accepted_at  # (else the Claimer's)
+        """Prepare the attempt (``zen.agent.prestart``), start its job, supervise it, end it (``_end``). Returns
+        whether the job's container is known gone (``RunningJob.container_gone``; None when no run got that far,
+        or removal was not tried): ``Agent._hold`` checks again only then."""
+        key = (start.job_id, start.attempt)
+        if attempt.accepted_at is None:  # (else the Claimer's)
+            attempt.accepted_at = self._clock()
         self._slots.running(key)
         self._vm_beats.beat(force=True)
         self._pulls.began(key, len(gpu_ids) if gpu_ids else None)
         if self._disk is not None:  # its disk before it wrote or pulled anything (``DiskWatch.failed_full``)
             self._disk.began(key)
-        settings = self._settings
-        output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output, settings.tail_bytes)
-        secrets = self._secrets(start, attempt, output)
-        if secrets is None:  # the job never ran, nor staged anything
-            return None
-        data, limit = self._attempt_data(start, attempt.gang.rank if attempt.gang else None), start.max_runtime_s
-        checkpoint = self._checkpoint(start, data, output, attempt.gang.rank if attempt.gang else None)
-        runtime, counted = (None if limit is None else float(limit)), list[str]()  # counted: its share staging, the pull took
-        if data is not None:
-            began, restored = time.monotonic(), Progress()  # restored: the checkpoint's own count (never ``staged``)
-
-            def stage() -> None:
-                data.prepare()
-                if self._disk is not None:  # measured from now: staging fills the disk too
-                    self._disk.add(key, data.root)
-                data.stage()
-                if checkpoint is not None:  # restored before the job runs (zen.agent.checkpoint)
-                    checkpoint.prepare()
-                    checkpoint.restore(restored, data.cancel)
-
-            staged = "inputs" if data.inputs or checkpoint is None else "checkpoint"  # a checkpoint alone: restored
-            moved = data.staged if staged == "inputs" else restored  # the inputs' count is not the checkpoint's
-            cut = self._transfer(attempt, data, f"staging {staged}", moved, stage, limit_s=limit,
-                                 unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
-                                 over=(late := f"zen: staging exceeded max_runtime_s={limit}"), verdict=lambda: self._disk.verdict(key) if self._disk else None)
-            if cut is None or (fault := data.disk_fault or (checkpoint.disk_fault if checkpoint else None)) is not None:
-                self._pulls.staged(None if cut is None else fault)  # a worn disk retires the VM (zen.agent.limits)
-            if cut is not None:  # the job never ran: nothing to upload
-                self._end(attempt, output, None, *cut, data=data, over_limit="max_runtime_s" if cut[1].startswith(late) else None)
-                return None
-            if limit is not None and (data.inputs or checkpoint is not None):  # staged or restored: counted
-                runtime = limit - (staged_s := time.monotonic() - began)
-                counted.append(f"staging its {staged} took {staged_s:.1f} s")
-                if runtime <= 0:  # done just past it, between two looks
-                    self._end(attempt, output, None, AgentStatus.FAILED, f"{late} ({moved.describe()} done)", data=data,
-                              over_limit="max_runtime_s")  # stopped at its limit: never retried nor rerun
-                    return None
-        spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
-                       env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
-                       gang_node=attempt.gang is not None, stop_grace_s=settings.stop_grace_s,
-                       data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
-                       gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
-                       sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
-                       secret_env=secrets)
-        pulled = None if self._local else imagepull.pull(
-            spec, settings, self._identity.vm, self._clock, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
-            stopping=lambda: self._shutdown.stopping,
-            fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT),
-            max_runtime_s=limit, spent=counted, said=lambda line: output.add("zen", line))
-        if isinstance(pulled, imagepull.PullCut):  # its image's pull ended the attempt (zen.agent.imagepull)
-            if pulled.retire is not None:  # it stalled: as for a pull the network cut short (zen.agent.container.PULL_CUT)
-                self._pulls.retire(pulled.retire)
-            self._end(attempt, output, None, pulled.status, pulled.note, data=data, over_limit=pulled.over_limit)
-            return None
-        if pulled and runtime and pulled.max_runtime_s:  # the pull's share of it
-            counted.append(f"pulling its image took {runtime - pulled.max_runtime_s:.1f} s")
-        spec, over = pulled or spec, imagepull.killed_note(limit, counted)
-        if (stop := self._controls.stop_waiting(key)) is not None:  # come while it read secrets, before its start
-            self._end(attempt, output, None, AgentStatus.STOPPED, f"zen: stopped before it started ({stop})", data=data)
-            return None
+        output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, self._settings.output,
+                               self._settings.tail_bytes)
         try:
-            job = RunningJob.start(spec, local=self._local, tail_bytes=settings.tail_bytes, docker=settings.docker,
-                                   output=output, limits=settings.output, base_env=self._base_env,
-                                   lease_s=fence.fence_left(attempt, settings, self._clock()), fence_file=settings.fence_file)
-        except CannotRun as exc:
-            self._log.error("job cannot run here", extra={**fields, "reason": str(exc)})
-            output.add("zen", f"zen agent: {exc}")
-            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True, limit_s=limit, checkpoint=checkpoint)
+            ready = self._prestart.prepare(start, attempt, gpu_ids, output)
+        except BaseException:  # its mark as begun goes: else every later attempt ran beside it (``failed_full``)
+            if self._disk is not None:
+                self._disk.remove(key)
+            raise
+        if isinstance(ready, Ended):  # the job never ran: nothing to upload
+            self._end(attempt, output, None, ready.status, ready.note, data=ready.data, over_limit=ready.over_limit)
             return None
-        try:  # from the job's start: nothing may leave it running unsupervised (the command logged, not the argv: env
-            self._log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
-                                                  "command": spec.command, "image": spec.image,
-                                                  "gpu_ids": spec.gpu_ids})  # values, -e K=V, may be credentials)
+        if (job := self._start(start, attempt, output, ready)) is None:
+            return None
+        final, note = self._supervised(job, attempt, output, ready)
+        self._conclude(start, attempt, output, ready, job, final, note)
+        return job.container_gone
+
+    def _start(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput,
+               ready: Ready) -> RunningJob | None:
+        """The job started; None when it cannot run here (``CannotRun``): FAILED, exit code 127, reported."""
+        settings = self._settings
+        try:
+            return RunningJob.start(ready.spec, local=self._local, tail_bytes=settings.tail_bytes,
+                                    docker=settings.docker, output=output, limits=settings.output,
+                                    base_env=self._base_env, lease_s=fence.fence_left(attempt, settings, self._clock()),
+                                    fence_file=settings.fence_file)
+        except CannotRun as exc:
+            self._log.error("job cannot run here", extra={"job_id": start.job_id, "attempt": start.attempt,
+                                                          "reason": str(exc)})
+            output.add("zen", f"zen agent: {exc}")
+            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=ready.data, upload=True,
+                      limit_s=ready.limit, checkpoint=ready.checkpoint)
+            return None
+
+    def _supervised(self, job: RunningJob, attempt: AttemptReport, output: AttemptOutput,
+                    ready: Ready) -> tuple[AgentStatus | None, str | None]:
+        """``_supervise`` from the job's start: nothing may leave it running unsupervised. On an error the job is
+        stopped, its attempt reported PREEMPTED and its directory removed before the error goes on."""
+        spec, data, checkpoint, key = ready.spec, ready.data, ready.checkpoint, (attempt.job_id, attempt.attempt)
+        try:  # (the command logged, not the argv: env values, -e K=V, may be credentials)
+            self._log.info("job started", extra={
+                "job_id": attempt.job_id, "attempt": attempt.attempt, "pid": job.pid, "container": job.launch.container,
+                "command": spec.command, "image": spec.image, "gpu_ids": spec.gpu_ids})
             if checkpoint is not None:
                 checkpoint.start_periodic()  # in its own thread: never in the heartbeats' way
-            final, note = self._supervise(job, attempt, over, checkpoint.notice if checkpoint else None)
+            return self._supervise(job, attempt, ready.over, checkpoint.notice if checkpoint else None)
         except BaseException:
-            job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
+            job.stop(self._settings.stop_grace_s)  # never leave a job running unsupervised
             if checkpoint is not None:
                 checkpoint.close()  # before the report: a rerun may restore from then on
             self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
@@ -161,39 +134,54 @@ class AttemptRunner:
             if self._disk is not None:
                 self._disk.remove(key)
             raise
-        outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == over  # at max_runtime_s
+
+    def _conclude(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput, ready: Ready,
+                  job: RunningJob, final: AgentStatus | None, note: str | None) -> None:
+        """How the job ended (``final``: the agent's verdict, if any; else its exit code; the VM's fault or its
+        disk's), its container waited for while it may run (``zen.agent.leftover``), then its end (``_end``)."""
+        settings, data, checkpoint, limit = self._settings, ready.data, ready.checkpoint, ready.limit
+        key, spec = (start.job_id, start.attempt), ready.spec
+        fields = {"job_id": start.job_id, "attempt": start.attempt}
+        outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == ready.over  # at max_runtime_s
         if final is None and (why := vm_fault(job.launch.container, outcome.exit_code, outcome.tail, self._gpus)):
             self._pulls.retire(why)  # the VM's: docker's, its GPUs' (zen.agent.gpucheck); it retires (zen.agent.limits)
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
-        if final is None and outcome.exit_code and self._disk and (full := self._disk.failed_full(key, outcome.tail, self._pulls.retire)):
+        if final is None and outcome.exit_code and self._disk and (
+                full := self._disk.failed_full(key, outcome.tail, self._pulls.retire)):
             final, note = AgentStatus.PREEMPTED, f"zen: {full} (requeued)"  # not its own failure (zen.agent.diskquota)
-        exited = None if final else resume.base(start, attempt)  # its exit code decides: an agent restarted resumes its upload
-        final, note = (final, note) if final else (AgentStatus.FAILED if outcome.exit_code else AgentStatus.SUCCEEDED, outcome.note)
+        # Its exit code decides: an agent restarted resumes its upload.
+        exited = None if final else resume.base(start, attempt)
+        if not final:
+            final, note = AgentStatus.FAILED if outcome.exit_code else AgentStatus.SUCCEEDED, outcome.note
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
-        # Stopped for the disk: nothing uploaded, its directory goes at once, its neighbours' space back (not rerun: FAILED).
+        # Stopped for the disk: nothing uploaded, its directory goes at once, its neighbours' space back
+        # (not rerun: FAILED).
         spent = self._disk is not None and note is not None and note == self._disk.verdict(key)
         if spent and checkpoint is not None:
             checkpoint.stop_periodic(0.0)
-        fenced = final is AgentStatus.PREEMPTED and (fence.fence_left(attempt, settings, self._clock()) <= 0 or job.fenced())  # or its supervisor
-        retire = leftover.retirer(self._pulls, self._vm_beats, key, settings, job.launch.container, self._shutdown, self._slots)
+        fenced = final is AgentStatus.PREEMPTED and (  # or its supervisor's fence
+            fence.fence_left(attempt, settings, self._clock()) <= 0 or job.fenced())
+        retire = leftover.retirer(self._pulls, self._vm_beats, key, settings, job.launch.container, self._shutdown,
+                                  self._slots)
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
-                                     self._clock, lambda: self._shutdown.stopping, retire, stopped=final is AgentStatus.STOPPED,
-                                     lost=fenced, lease_out=lambda: fence.fence_left(attempt, settings, self._clock()) <= 0)
+                                     self._clock, lambda: self._shutdown.stopping, retire,
+                                     stopped=final is AgentStatus.STOPPED, lost=fenced,
+                                     lease_out=lambda: fence.fence_left(attempt, settings, self._clock()) <= 0)
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
-                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report, exited=exited,
-                  over_limit="disk" if spent else "max_runtime_s" if timed_out else None)  # not retried
-        leftover.after_report(job, key, retire, lambda: self._shutdown.stopping, reported=report, lost=fenced, unknown=final is
-                              AgentStatus.PREEMPTED and lost_while_running(job.launch.container, outcome.exit_code, outcome.tail))
-        return job.container_gone
+                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint, report=report,
+                  exited=exited, over_limit="disk" if spent else "max_runtime_s" if timed_out else None)  # not retried
+        leftover.after_report(job, key, retire, lambda: self._shutdown.stopping, reported=report, lost=fenced,
+                              unknown=final is AgentStatus.PREEMPTED and lost_while_running(
+                                  job.launch.container, outcome.exit_code, outcome.tail))
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",
-             limit_s: float | None = None, checkpoint: Checkpoint | None = None, over_limit: OverLimit | None = None, report: bool = True,
-             exited: dict[str, object] | None = None) -> None:
+             limit_s: float | None = None, checkpoint: Checkpoint | None = None, over_limit: OverLimit | None = None,
+             report: bool = True, exited: dict[str, object] | None = None) -> None:
         """Upload the outputs, close the output, send the final report (unless not ``report``: zen.agent.leftover);
         the attempt's directories are removed and its end counted whatever happens meanwhile.
 
@@ -213,24 +201,29 @@ class AttemptRunner:
             if self._disk is not None and data is not None and upload:  # its directory is only read from now
                 self._disk.ended((attempt.job_id, attempt.attempt))
             if data is not None and checkpoint is not None and upload:
-                note = save_last(lambda *a, **kw: self._transfer(attempt, data, *a, **kw), data, checkpoint, note, limit_s)
+                note = save_last(lambda *a, **kw: self._transfer(attempt, data, *a, **kw), data, checkpoint, note,
+                                 limit_s)
             elif checkpoint is not None:  # no last save: none under way writes after the report either
                 checkpoint.close()
-            if exited is not None and report and (journal := self._reporter.journal) is not None:  # ``exited``: the job's
-                journal.exited(attempt.job_id, attempt.attempt,  # start's, for the agent restarted should this one die now
+            # ``exited``: the job's start's, for the agent restarted should this one die now
+            if exited is not None and report and (journal := self._reporter.journal) is not None:
+                journal.exited(attempt.job_id, attempt.attempt,
                                resume.ended(exited, final, exit_code, note, tail, data, limit_s, attempt, self._clock(),
                                             output.numbered()))
             if data is not None and upload:
-                cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, lambda: data.upload(final, exit_code),
+                cut = self._transfer(attempt, data, "uploading outputs", data.uploaded,
+                                     lambda: data.upload(final, exit_code),
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                                      over=f"zen: uploading outputs exceeded its budget, max_runtime_s={limit_s}")
                 if cut is not None and final is AgentStatus.SUCCEEDED:
                     final = cut[0] if cut[0] in (AgentStatus.PREEMPTED, AgentStatus.STOPPED) else AgentStatus.FAILED
                 if cut is not None:
                     note = f"{note}\n{cut[1]}" if note else cut[1]
-            note = escape_unstorable(note) if note else note  # a file name the job chose (a lone surrogate), for the output too
+            # A file name the job chose (a lone surrogate): escaped, for the output too.
+            note = escape_unstorable(note) if note else note
             summary = data.summary(unsent=over_limit == "disk") if data is not None else ""  # not run: no outputs
-            preface = "\n".join(line for line in (note[-PREFACE_CHARS:] if note else note, summary) if line)[:PREFACE_CHARS]
+            preface = "\n".join(
+                line for line in (note[-PREFACE_CHARS:] if note else note, summary) if line)[:PREFACE_CHARS]
             message = "\n".join(part for part in (preface, tail) if part)
             # The output before the final report: a user who sees the end status can read every line.
             ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
@@ -260,33 +253,6 @@ class AttemptRunner:
         self._end(attempt, output, ended.exit_code, ended.status, ended.note(self._identity.vm), data=data,
                   upload=data is not None, tail=ended.tail, limit_s=ended.upload_left(self._clock()))
 
-    def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | None:
-        """The job's secrets, read before anything of it runs, and hidden in its output from the first line;
-        None when one cannot be read: the attempt has ended, reported (``zen.agent.secrets``; STOPPED if one came)."""
-        if not start.secrets:
-            return {}
-        try:
-            values = resolve(start.secrets, self._read_secret)
-        except SecretsFailed as failed:
-            self._log.error("job secrets not read", extra={"job_id": start.job_id, "attempt": start.attempt,
-                                                           "status": failed.status.value, "reason": failed.note})
-            output.add("zen", failed.note)
-            status, note = failed.stopped(self._controls.stop_waiting((start.job_id, start.attempt)))  # a STOP meanwhile
-            self._end(attempt, output, None, status, note, data=None)
-            return None
-        output.hide(list(values.values()))
-        return values
-
-    def _checkpoint(self, start: StartMessage, data: AttemptData | None, output: AttemptOutput, node: int | None) -> Checkpoint | None:
-        return None if start.checkpoint is None or data is None else Checkpoint(
-            start.checkpoint, data.root, start.attempt, data.client, say=lambda line: output.add("zen", line), node=node)
-
-    def _attempt_data(self, start: StartMessage, node: int | None) -> AttemptData | None:
-        if not start.inputs and not start.outputs and start.checkpoint is None:
-            return None
-        return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs, Path(self._settings.work_dir),
-                           project=self._identity.project, cache=self._cache, node=node, share=self._disk and self._disk.share)
-
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], object], shutdown_grace_s: float = 0.0, stops: bool = True,
                   unavailable: str | None = None, limit_s: float | None = None, over: str = "",
@@ -295,11 +261,13 @@ class AttemptRunner:
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self._shutdown.stopping, clock=self._clock, vm=self._identity.vm,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self._settings.stop_grace_s, stops=stops,
-                       unavailable=unavailable, limit_s=limit_s, over=over, fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
+                       unavailable=unavailable, limit_s=limit_s, over=over,
+                       fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
                        shutdown_left=lambda: self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
                        report_left=lambda: attempt.report_by - self._clock(), verdict=verdict)
         if cut is not None:
-            self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt, "status": cut[0].value, "reason": cut[1]})
+            self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                            "status": cut[0].value, "reason": cut[1]})
         return cut
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport, over: str,
@@ -309,7 +277,8 @@ class AttemptRunner:
         time). ``notice``: ZEN_PREEMPTION_NOTICE, at the VM's shutdown and a queue's preemption (zen.core.stops)."""
         settings = self._settings
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
-        self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s), abandon=lambda: self._shutdown.stopping)
+        self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s),
+                           abandon=lambda: self._shutdown.stopping)
         next_beat = self._clock() + settings.heartbeat_s
         renewed = None
         while job.poll() is None:
@@ -324,7 +293,8 @@ class AttemptRunner:
                          within_s=max(0.0, self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S)))
                 return AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} shut down ({self._shutdown.reason})"
             if job.over_time():
-                self._log.warning("stopping the job: max_runtime_s exceeded", extra={**fields, "max_runtime_s": job.spec.max_runtime_s})
+                self._log.warning("stopping the job: max_runtime_s exceeded",
+                                  extra={**fields, "max_runtime_s": job.spec.max_runtime_s})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.FAILED, over
             if (fenced := fence.fenced(attempt, settings, self._clock())) is not None:
@@ -362,8 +332,9 @@ class AttemptRunner:
     def _listen(self, attempt: AttemptReport, next_beat: float, *, message: str | None = None,
                 data: dict[str, int | float] | None = None) -> tuple[float, ControlMessage | None]:
         """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``, with ``message``
-        and ``data``: a transfer's progress; returns the next), the VM's, and the control message about it, if one came (acked). Its heartbeat takes no
-        longer than what is left of the attempt's fence, and once that fell the caller stops it first."""
+        and ``data``: a transfer's progress; returns the next), the VM's, and the control message about it, if one
+        came (acked). Its heartbeat takes no longer than what is left of the attempt's fence, and once that fell the
+        caller stops it first."""
         settings = self._settings
         if self._clock() >= next_beat:
             left = fence.fence_left(attempt, settings, self._clock())
@@ -378,7 +349,8 @@ class AttemptRunner:
             return next_beat, None
         control, order = received
         control.ack()
-        within = answer_within(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
+        stop = order.action is ControlAction.STOP
+        within = answer_within(control.attributes.get("answer_within_s")) if stop else None
         if within is not None:  # Zen ends the stopping job without our report then (counted from when it made the
             # STOP): the upload must end sooner; the latest-made STOP's holds while each one's moves (zen.core.stops)
             attempt.stopped(self._clock(), within, moves(control.attributes, order.reason),

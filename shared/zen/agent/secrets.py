@@ -1,6 +1,6 @@
 """A job's secrets on its VM: each reference in its start message (``StartMessage.secrets``) read from
 Secret Manager with the VM's service account as the attempt starts, before anything of the job runs
-(``zen.agent.attempt``), into the job's environment only (``zen.agent.runner``: never on a command line).
+(``zen.agent.prestart``), into the job's environment only (``zen.agent.runner``: never on a command line).
 
 A reference the VM may not read (permission denied, not found, disabled) fails the attempt: FAILED, the
 final report naming the variable, the reference and the reason; running the job again cannot help. An
@@ -9,7 +9,7 @@ and no reference is read once that budget is spent (slow answers add up as failu
 heartbeats wait meanwhile, so it stays well inside the fence (``BUDGET_S`` and one read's timeout at most).
 Then the attempt is reported PREEMPTED, as a staging the service failed is (``zen.agent.transfer``), so Zen
 runs it again without spending an attempt. A STOP that came meanwhile makes either STOPPED, the failure named beside
-it (``zen.agent.attempt``): the job's user stopped it before it started. Why: docs/explanations/security.md#secrets
+it (``zen.agent.prestart``): the job's user stopped it before it started. Why: docs/explanations/security.md#secrets
 """
 
 from __future__ import annotations

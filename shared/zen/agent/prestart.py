@@ -1,0 +1,174 @@
+"""An attempt's way to its job's start, once its claim is confirmed (``Prestart.prepare``): its secrets read
+(``zen.agent.secrets``), its inputs staged and its checkpoint restored (``zen.agent.staging``, ``zen.agent.checkpoint``,
+in the background: ``zen.agent.transfer``), its image pulled (``zen.agent.imagepull``), a STOP that came meanwhile.
+It ends with what to start (``Ready``) or how the attempt ended before its start (``Ended``: the job never ran,
+nothing to upload), which ``zen.agent.attempt.AttemptRunner`` reports."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from zen.agent import fence, imagepull
+from zen.agent.cache import InputCache
+from zen.agent.checkpoint import Checkpoint
+from zen.agent.container import Sandbox
+from zen.agent.diskquota import DiskWatch
+from zen.agent.identity import Identity
+from zen.agent.limits import DailyPulls
+from zen.agent.output import AttemptOutput
+from zen.agent.reports import AttemptReport
+from zen.agent.runner import JobSpec
+from zen.agent.secrets import SecretsFailed, resolve
+from zen.agent.settings import AgentSettings
+from zen.agent.shutdown import Shutdown
+from zen.agent.slots import ControlRouter, Key
+from zen.agent.staging import AttemptData, Progress
+from zen.core.gang_records import node_env
+from zen.core.models import AgentStatus, ControlMessage, OverLimit, StartMessage
+
+# ``AttemptRunner._transfer``: (attempt, data, what, progress, work, unavailable=, limit_s=, over=, verdict=).
+Transfer = Callable[..., "tuple[AgentStatus, str] | None"]
+# ``AttemptRunner._listen``: (attempt, next_beat, message=, data=) -> the next beat, the control message if one came.
+Listen = Callable[..., "tuple[float, ControlMessage | None]"]
+
+
+@dataclass(frozen=True)
+class Ready:
+    """An attempt ready to start: its ``spec`` (with what staging and the pull left of its ``max_runtime_s``), its
+    directory and checkpoint, ``limit``: its ``max_runtime_s`` as the start gave it (its outputs' budget too), and
+    ``over``: the note of its job killed past it (``imagepull.killed_note``)."""
+
+    spec: JobSpec
+    data: AttemptData | None
+    checkpoint: Checkpoint | None
+    limit: int | None
+    over: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    """An attempt that ended before its job started: its status and note (``data``: its directory, if any)."""
+
+    status: AgentStatus
+    note: str
+    data: AttemptData | None = None
+    over_limit: OverLimit | None = None
+
+
+class Prestart:
+    """Takes each confirmed attempt to its job's start (``prepare``), in the thread that claimed it."""
+
+    def __init__(self, identity: Identity, settings: AgentSettings, controls: ControlRouter, pulls: DailyPulls,
+                 cache: InputCache, sandbox: Sandbox, shutdown: Shutdown, clock: Callable[[], float],
+                 log: logging.LoggerAdapter[logging.Logger], *, local: bool, read_secret: Callable[[str], bytes],
+                 disk: DiskWatch | None, transfer: Transfer, listen: Listen) -> None:
+        self._identity, self._settings, self._controls, self._pulls = identity, settings, controls, pulls
+        self._cache, self._sandbox, self._shutdown, self._clock = cache, sandbox, shutdown, clock
+        self._log, self._local, self._read_secret, self._disk = log, local, read_secret, disk
+        self._transfer, self._listen = transfer, listen  # heartbeating the attempt meanwhile
+
+    def prepare(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...],
+                output: AttemptOutput) -> Ready | Ended:
+        """The attempt's secrets, inputs, checkpoint and image, in that order; ``Ended`` once one of them, its
+        ``max_runtime_s``, the VM's shutdown, the fence or a STOP ended it (STOPPED: one came before its start)."""
+        secrets = self._secrets(start, output)
+        if isinstance(secrets, Ended):  # the job never ran, nor staged anything
+            return secrets
+        settings, key, limit = self._settings, (start.job_id, start.attempt), start.max_runtime_s
+        data = self._attempt_data(start, attempt.gang.rank if attempt.gang else None)
+        checkpoint = self._checkpoint(start, data, output, attempt.gang.rank if attempt.gang else None)
+        runtime, counted = (None if limit is None else float(limit)), list[str]()  # counted: staging's, the pull's
+        if data is not None:
+            staged = self._stage(attempt, key, data, checkpoint, limit, runtime, counted)
+            if isinstance(staged, Ended):  # the job never ran: nothing to upload
+                return staged
+            runtime = staged
+        spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
+                       env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
+                       gang_node=attempt.gang is not None, stop_grace_s=settings.stop_grace_s,
+                       data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
+                       gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
+                       sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
+                       secret_env=secrets)
+        pulled = None if self._local else imagepull.pull(
+            spec, settings, self._identity.vm, self._clock, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
+            stopping=lambda: self._shutdown.stopping,
+            fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT),
+            max_runtime_s=limit, spent=counted, said=lambda line: output.add("zen", line))
+        if isinstance(pulled, imagepull.PullCut):  # its image's pull ended the attempt (zen.agent.imagepull)
+            if pulled.retire is not None:  # it stalled: as a pull the network cut short (zen.agent.container.PULL_CUT)
+                self._pulls.retire(pulled.retire)
+            return Ended(pulled.status, pulled.note, data=data, over_limit=pulled.over_limit)
+        if pulled and runtime and pulled.max_runtime_s:  # the pull's share of it
+            counted.append(f"pulling its image took {runtime - pulled.max_runtime_s:.1f} s")
+        spec, over = pulled or spec, imagepull.killed_note(limit, counted)
+        if (stop := self._controls.stop_waiting(key)) is not None:  # come while it read secrets, before its start
+            return Ended(AgentStatus.STOPPED, f"zen: stopped before it started ({stop})", data=data)
+        return Ready(spec, data, checkpoint, limit, over)
+
+    def _stage(self, attempt: AttemptReport, key: Key, data: AttemptData, checkpoint: Checkpoint | None,
+               limit: int | None, runtime: float | None, counted: list[str]) -> Ended | float | None:
+        """Its inputs staged and its checkpoint restored, while it heartbeats: what is left of its ``max_runtime_s``
+        (``runtime``, less their time when they are counted: said in ``counted``), or how the attempt ended."""
+        began, restored = time.monotonic(), Progress()  # restored: the checkpoint's own count (never ``staged``)
+
+        def stage() -> None:
+            data.prepare()
+            if self._disk is not None:  # measured from now: staging fills the disk too
+                self._disk.add(key, data.root)
+            data.stage()
+            if checkpoint is not None:  # restored before the job runs (zen.agent.checkpoint)
+                checkpoint.prepare()
+                checkpoint.restore(restored, data.cancel)
+
+        staged = "inputs" if data.inputs or checkpoint is None else "checkpoint"  # a checkpoint alone: restored
+        moved = data.staged if staged == "inputs" else restored  # the inputs' count is not the checkpoint's
+        cut = self._transfer(attempt, data, f"staging {staged}", moved, stage, limit_s=limit,
+                             unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
+                             over=(late := f"zen: staging exceeded max_runtime_s={limit}"),
+                             verdict=lambda: self._disk.verdict(key) if self._disk else None)
+        if cut is None or (fault := data.disk_fault or (checkpoint.disk_fault if checkpoint else None)) is not None:
+            self._pulls.staged(None if cut is None else fault)  # a worn disk retires the VM (zen.agent.limits)
+        if cut is not None:  # the job never ran: nothing to upload
+            return Ended(*cut, data=data, over_limit="max_runtime_s" if cut[1].startswith(late) else None)
+        if limit is not None and (data.inputs or checkpoint is not None):  # staged or restored: counted
+            runtime = limit - (staged_s := time.monotonic() - began)
+            counted.append(f"staging its {staged} took {staged_s:.1f} s")
+            if runtime <= 0:  # done just past it, between two looks; stopped at its limit: never retried nor rerun
+                return Ended(AgentStatus.FAILED, f"{late} ({moved.describe()} done)", data=data,
+                             over_limit="max_runtime_s")
+        return runtime
+
+    def _secrets(self, start: StartMessage, output: AttemptOutput) -> dict[str, str] | Ended:
+        """The job's secrets, read before anything of it runs, and hidden in its output from the first line;
+        ``Ended`` when one cannot be read (``zen.agent.secrets``; STOPPED if a STOP came)."""
+        if not start.secrets:
+            return {}
+        try:
+            values = resolve(start.secrets, self._read_secret)
+        except SecretsFailed as failed:
+            self._log.error("job secrets not read", extra={"job_id": start.job_id, "attempt": start.attempt,
+                                                           "status": failed.status.value, "reason": failed.note})
+            output.add("zen", failed.note)
+            # STOPPED if a STOP came meanwhile
+            status, note = failed.stopped(self._controls.stop_waiting((start.job_id, start.attempt)))
+            return Ended(status, note)
+        output.hide(list(values.values()))
+        return values
+
+    def _checkpoint(self, start: StartMessage, data: AttemptData | None, output: AttemptOutput,
+                    node: int | None) -> Checkpoint | None:
+        return None if start.checkpoint is None or data is None else Checkpoint(
+            start.checkpoint, data.root, start.attempt, data.client, say=lambda line: output.add("zen", line),
+            node=node)
+
+    def _attempt_data(self, start: StartMessage, node: int | None) -> AttemptData | None:
+        if not start.inputs and not start.outputs and start.checkpoint is None:
+            return None
+        return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
+                           Path(self._settings.work_dir), project=self._identity.project, cache=self._cache,
+                           node=node, share=self._disk and self._disk.share)
