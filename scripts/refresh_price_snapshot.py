@@ -10,7 +10,8 @@ theirs (or --regions), for spot, standard and flex-start: a refresh drops no mac
 (a pricing.catalog: false configuration, or ZEN_PRICES=snapshot, relies on it), only what the catalog no longer
 lists (and, with --regions, the other regions). Needs credentials the client finds (Application Default Credentials) and the Cloud Billing
 API enabled, or --endpoint for a stand-in (zen_dev.local.billing). A flex-start price the catalog does
-not list is the standard one x FLEX_START_SHARE, said so in the header.
+not list in a region is the standard one x the share the machine type's flex-start prices are of its standard
+ones where the catalog lists both (an a3-highgpu's: 0.433), else x FLEX_START_SHARE, said so in the header.
 """
 
 from __future__ import annotations
@@ -38,10 +39,13 @@ def build(machines: list[str], regions: list[str], endpoint: str | None, now: da
     filled = []
     for (machine, region, model), price in sorted(table.prices.items()):
         prices.setdefault(machine, {}).setdefault(region, {})[model] = price.usd_per_hour
-    for machine, by_region in prices.items():
+    for machine, by_region in prices.items():  # the catalog's own share where it lists flex-start elsewhere
+        listed = [models["flex-start"] / models["standard"] for models in by_region.values()
+                  if "flex-start" in models and models.get("standard")]
+        share = sum(listed) / len(listed) if listed else FLEX_START_SHARE
         for region, models in by_region.items():
             if "flex-start" not in models and "standard" in models:
-                models["flex-start"] = round(models["standard"] * FLEX_START_SHARE, 6)
+                models["flex-start"] = round(models["standard"] * share, 6)
                 filled.append(f"{machine} {region}")
     return {"header": {
         "fetched": now.date().isoformat(),
@@ -50,7 +54,9 @@ def build(machines: list[str], regions: list[str], endpoint: str | None, now: da
         "source": ("Cloud Billing Catalog API, Compute Engine (services/6F81-5844-456A), read by "
                    "scripts/refresh_price_snapshot.py through zen.adapters.billing: vCPUs x core + GiB x RAM + "
                    "GPUs x GPU (+ GiB x Local SSD for a3 and a2-ultragpu) SKU prices of the machine family, per region and model"),
-        "flex_start": (f"the catalog's DWS Defined Duration SKUs; where it lists none, standard x {FLEX_START_SHARE}"
+        "flex_start": ("the catalog's DWS Defined Duration SKUs; where it lists none in a region, standard x the share "
+                       "they are of standard in the machine type's regions that list both, else x "
+                       f"{FLEX_START_SHARE}"
                        + (f" ({len(filled)} machine type-regions)" if filled else "")),
         "refresh": "scripts/refresh_price_snapshot.py rebuilds this file from the Catalog API",
     }, "prices": prices}

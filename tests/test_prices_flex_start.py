@@ -54,3 +54,30 @@ def test_the_snapshots_a3_flex_start_price_is_what_its_flex_start_skus_bill(mach
         assert priced is not None and priced.usd_per_hour == pytest.approx(billed, abs=1e-5), region
         held = snapshot.lookup(machine, region, "flex-start")
         assert held is not None and held.usd_per_hour == pytest.approx(billed, abs=1e-3), region
+
+
+def test_a_refresh_prices_a3_flex_start_where_the_catalog_lists_none_at_the_a3s_own_share(tmp_path):
+    """The catalog lists an a3-highgpu's flex-start SKUs in the Americas only: the refresh script priced its flex-start
+    in us-east4 at standard x 0.55 (an a2-highgpu-1g's share), the 27 % too high price the snapshot had held, where
+    the a3's own SKUs are 0.433 of standard (the committed snapshot's us-east4 price)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    from zen_dev.local.billing import skus_from_snapshot
+
+    held = json.loads((ROOT / "shared" / "zen" / "core" / "price_snapshot.json").read_text())["prices"]["a3-highgpu-8g"]
+    document = {"prices": {"a3-highgpu-8g": {"us-central1": held["us-central1"],  # us-east4: no flex-start SKU
+                                              "us-east4": {"standard": held["us-east4"]["standard"]}}}}
+    server = serve(CatalogStandIn(skus_from_snapshot(document)))
+    out = tmp_path / "snapshot.json"
+    try:
+        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "refresh_price_snapshot.py"), "--endpoint",
+                               f"http://127.0.0.1:{server.server_address[1]}", "--regions", "us-central1,us-east4",
+                               "--out", str(out)], capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    priced = load_snapshot(out).lookup("a3-highgpu-8g", "us-east4", "flex-start")
+    assert priced is not None and priced.usd_per_hour == pytest.approx(held["us-east4"]["flex-start"], rel=1e-3)
