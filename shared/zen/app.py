@@ -52,8 +52,9 @@ class Scaler(Protocol):
 class ControlMaker(Protocol):
     """Makes the VMs' control subscriptions (``zen.adapters.control_subscriptions.ControlSubscriptions``)."""
 
-    def ensure(self, instances, gone=None, left=None) -> int: ...  # (vm, cluster, pool)s; gone: those left; left:
-    # of some names, those seen leaving; how many made now
+    # instances: (vm, cluster, pool)s; gone: the VMs a MIG listed in the last day and lists no more; left: of the
+    # names it is given, those a scaling pass saw leave their MIG; returns how many were made now
+    def ensure(self, instances, gone=None, left=None) -> int: ...
 
 
 @dataclass

@@ -52,11 +52,9 @@ class AttemptRunner:
                  read_secret: Callable[[str], bytes], disk: DiskWatch | None = None) -> None:
         self._identity, self._settings, self._reporter, self._controls = identity, settings, reporter, controls
         self._vm_beats, self._slots, self._pulls, self._cache = vm_beats, slots, pulls, cache
-        self._sandbox = sandbox  # how containers are confined (zen.agent.container)
         self._shutdown, self._clock, self._log, self._local = shutdown, clock, log, local
         self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
         self._base_env = base_env
-        self._read_secret = read_secret  # (a secret version's payload: adapters.secret_manager)
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
         self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus).at_start()  # after a job's failure
         self.jobs_run, self._lock = 0, threading.Lock()  # (the lock: jobs_run, from every attempt's thread)

@@ -68,7 +68,8 @@ class Prestart:
                  disk: DiskWatch | None, transfer: Transfer, listen: Listen) -> None:
         self._identity, self._settings, self._controls, self._pulls = identity, settings, controls, pulls
         self._cache, self._sandbox, self._shutdown, self._clock = cache, sandbox, shutdown, clock
-        self._log, self._local, self._read_secret, self._disk = log, local, read_secret, disk
+        self._log, self._local, self._disk = log, local, disk
+        self._read_secret = read_secret  # (a secret version's payload: adapters.secret_manager)
         self._transfer, self._listen = transfer, listen  # heartbeating the attempt meanwhile
 
     def prepare(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...],
