@@ -197,3 +197,22 @@ def test_the_next_function_instance_keeps_the_subscriptions_of_a_pool_put_back(c
     zen.on_scale_tick()
 
     assert made.get_subscription(subscription=path(config, "zen-a-3")).filter == 'attributes.vm = "zen-a-3"'
+
+
+def test_a_failed_read_of_the_vms_seen_leaving_deletes_none_and_still_makes_the_new_vms_subscriptions(
+        config, made):
+    """The read of which VMs a pass saw leave (the database's) failing raised out of ``ensure``: that tick's step
+    made no subscription for the VMs that came, whose agents waited for theirs. Now none is deleted then (the next
+    tick reads again) and the new ones are made."""
+    controls = ControlSubscriptions(config, config.project, ACCOUNTS, made)
+    fleet_now = [("zen-a-1", "4xa100-40gb", "us-central1"), ("zen-a-3", "4xa100-40gb", "us-west1")]
+    assert controls.ensure(fleet_now) == 2
+
+    def unreadable(names):
+        raise ConnectionError("the database did not answer")
+
+    assert controls.ensure([fleet_now[1], ("zen-a-4", "4xa100-40gb", "us-central1")], left=unreadable) == 1
+    for vm in ("zen-a-1", "zen-a-3", "zen-a-4"):
+        assert made.get_subscription(subscription=path(config, vm)).filter == f'attributes.vm = "{vm}"'
+    fresh = ControlSubscriptions(config, config.project, ACCOUNTS, made)  # a new instance: its read of those gone fails
+    assert fresh.ensure([("zen-a-5", "4xa100-40gb", "us-central1")], gone=lambda: unreadable([])) == 1

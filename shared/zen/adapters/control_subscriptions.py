@@ -86,9 +86,12 @@ class ControlSubscriptions:
         the names it is given, those a pass saw leave their MIG; only theirs are deleted (None: all not listed)."""
         instances = list(instances)
         if not self._gone_read and gone is not None:
-            for key in gone():  # (a read that fails is tried again at the next tick)
-                self._made.setdefault(key, self._clock())
-            self._gone_read = True
+            try:
+                for key in gone():
+                    self._made.setdefault(key, self._clock())
+                self._gone_read = True
+            except Exception as exc:  # noqa: BLE001 - logged; read again at the next tick, the new VMs' made now
+                log.warning("VMs gone in the last day unread", extra={"error": f"{type(exc).__name__}: {exc}"})
         deadline = self._clock() + self._budget_s
         self._delete_gone({vm for vm, _, _ in instances}, self._clock() + self._budget_s / 2, left)
         done = 0
@@ -122,7 +125,12 @@ class ControlSubscriptions:
         pools = {cluster.name: cluster.pools() for cluster in self._config.clusters}
         candidates = [key for key in self._made if key[0] not in listed and key[2] in pools.get(key[1], ())]
         if candidates and left is not None:
-            seen_leaving = left([key[0] for key in candidates])
+            try:
+                seen_leaving = left([key[0] for key in candidates])
+            except Exception as exc:  # noqa: BLE001 - logged; none deleted now, the next tick reads again
+                log.warning("control subscriptions of VMs gone not deleted: which left unread", extra={
+                    "error": f"{type(exc).__name__}: {exc}"})
+                return  # (raised, it failed the tick's step: no new VM got its subscription either)
             candidates = [key for key in candidates if key[0] in seen_leaving]
         for key in candidates:
             if self._clock() >= deadline:
