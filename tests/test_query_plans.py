@@ -9,43 +9,34 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from tests.databases import cloned_database
+
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture(scope="module")
 def big_db(pg_server, template_db):
     """A migrated database with 60k jobs: mostly finished, 5k queued, 5k running, a third in queues; 60k outbox rows."""
-    from zen.store.db import Database
-
-    name = "plans_big"
-    admin = Database.from_target(pg_server)
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        session.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
-    db = Database.from_target(pg_server.with_database(name))
-    with db.transaction() as session:
-        session.sql("""
-            INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
-                              request_hash, last_seq, submitted_at, queued_at, start_published_at, updated_at,
-                              vm, last_heartbeat_at, queue, gpus)
-            SELECT 'job-' || i,
-                   CASE WHEN i % 12 = 0 THEN 'QUEUED' WHEN i % 12 = 1 THEN 'RUNNING' ELSE 'SUCCEEDED' END,
-                   1, 3, CASE WHEN i % 2 = 0 THEN '1xl4' ELSE '4xa100-40gb' END, 'u', 0, '["us-central1"]', '{}',
-                   'h', 0, t.now - i * interval '1 second', t.now, t.now, t.now,
-                   CASE WHEN i % 12 = 1 THEN 'vm-' || i END, t.now,
-                   CASE WHEN i % 3 = 0 THEN 'q' || (i % 4) END, 4
-            FROM generate_series(1, 60000) AS i, (SELECT CAST(:now AS timestamptz) AS now) AS t""", now=NOW)
-        session.sql("""
-            INSERT INTO outbox (topic, data, attributes, created_at, sent_at)
-            SELECT 'zen-job-events', '\\x7b7d', '{}', t.now, CASE WHEN i > 100 THEN t.now END
-            FROM generate_series(1, 60000) AS i, (SELECT CAST(:now AS timestamptz) AS now) AS t""", now=NOW)
-    with db.session() as session:
-        session.execute("ANALYZE")
-    yield db
-    db.close()
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    admin.close()
+    with cloned_database(pg_server, template_db, "plans_big") as db:
+        with db.transaction() as session:
+            session.sql("""
+                INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
+                                  request_hash, last_seq, submitted_at, queued_at, start_published_at, updated_at,
+                                  vm, last_heartbeat_at, queue, gpus)
+                SELECT 'job-' || i,
+                       CASE WHEN i % 12 = 0 THEN 'QUEUED' WHEN i % 12 = 1 THEN 'RUNNING' ELSE 'SUCCEEDED' END,
+                       1, 3, CASE WHEN i % 2 = 0 THEN '1xl4' ELSE '4xa100-40gb' END, 'u', 0, '["us-central1"]', '{}',
+                       'h', 0, t.now - i * interval '1 second', t.now, t.now, t.now,
+                       CASE WHEN i % 12 = 1 THEN 'vm-' || i END, t.now,
+                       CASE WHEN i % 3 = 0 THEN 'q' || (i % 4) END, 4
+                FROM generate_series(1, 60000) AS i, (SELECT CAST(:now AS timestamptz) AS now) AS t""", now=NOW)
+            session.sql("""
+                INSERT INTO outbox (topic, data, attributes, created_at, sent_at)
+                SELECT 'zen-job-events', '\\x7b7d', '{}', t.now, CASE WHEN i > 100 THEN t.now END
+                FROM generate_series(1, 60000) AS i, (SELECT CAST(:now AS timestamptz) AS now) AS t""", now=NOW)
+        with db.session() as session:
+            session.execute("ANALYZE")
+        yield db
 
 
 def _listing(**given):

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from tests.databases import cloned_database
 from zen.store import stats
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
@@ -17,40 +18,29 @@ JOBS = 20_000  # one a minute: two weeks of history, four history rows each (a t
 
 @pytest.fixture(scope="module")
 def history_db(pg_server, template_db):
-    from zen.store.db import Database
-
-    name = "stats_history"
-    admin = Database.from_target(pg_server)
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        session.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
-    db = Database.from_target(pg_server.with_database(name))
-    with db.transaction() as session:
-        session.sql("""
-            INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
-                              request_hash, last_seq, submitted_at, updated_at)
-            SELECT 'job-' || i, 'SUCCEEDED', 1, 3, CASE WHEN i % 2 = 0 THEN '1xl4' ELSE '4xa100-40gb' END, 'u', 0,
-                   '["us-central1"]', '{}', 'h', 0, t.at, t.at
-            FROM generate_series(1, CAST(:jobs AS integer)) AS i,
-                 LATERAL (SELECT CAST(:now AS timestamptz) - i * interval '1 minute' AS at) AS t""", now=NOW, jobs=JOBS)
-        session.sql("""
-            INSERT INTO job_events (job_id, at, actor, attempt, from_status, to_status, reason)
-            SELECT 'job-' || i, CAST(:now AS timestamptz) - i * interval '1 minute', 'a', 1, step.from_status,
-                   CASE WHEN step.to_status = 'SUCCEEDED' AND i % 10 = 0 THEN 'LOST' ELSE step.to_status END, 'r'
-            FROM generate_series(1, CAST(:jobs AS integer)) AS i,
-                 (VALUES ('PENDING', 'QUEUED'), ('QUEUED', 'ASSIGNED'), ('ASSIGNED', 'RUNNING'),
-                         ('RUNNING', 'SUCCEEDED')) AS step(from_status, to_status)""", now=NOW, jobs=JOBS)
-        session.sql("""
-            INSERT INTO scaling_decisions (at, cluster, region, action, count, vm, reason)
-            SELECT CAST(:now AS timestamptz) - i * interval '1 minute', '1xl4', 'us-central1', 'HOLD', 0, NULL, 'r'
-            FROM generate_series(1, CAST(:jobs AS integer)) AS i""", now=NOW, jobs=JOBS)
-    with db.session() as session:
-        session.execute("ANALYZE")
-    yield db
-    db.close()
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    admin.close()
+    with cloned_database(pg_server, template_db, "stats_history") as db:
+        with db.transaction() as session:
+            session.sql("""
+                INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
+                                  request_hash, last_seq, submitted_at, updated_at)
+                SELECT 'job-' || i, 'SUCCEEDED', 1, 3, CASE WHEN i % 2 = 0 THEN '1xl4' ELSE '4xa100-40gb' END, 'u', 0,
+                       '["us-central1"]', '{}', 'h', 0, t.at, t.at
+                FROM generate_series(1, CAST(:jobs AS integer)) AS i,
+                     LATERAL (SELECT CAST(:now AS timestamptz) - i * interval '1 minute' AS at) AS t""", now=NOW, jobs=JOBS)
+            session.sql("""
+                INSERT INTO job_events (job_id, at, actor, attempt, from_status, to_status, reason)
+                SELECT 'job-' || i, CAST(:now AS timestamptz) - i * interval '1 minute', 'a', 1, step.from_status,
+                       CASE WHEN step.to_status = 'SUCCEEDED' AND i % 10 = 0 THEN 'LOST' ELSE step.to_status END, 'r'
+                FROM generate_series(1, CAST(:jobs AS integer)) AS i,
+                     (VALUES ('PENDING', 'QUEUED'), ('QUEUED', 'ASSIGNED'), ('ASSIGNED', 'RUNNING'),
+                             ('RUNNING', 'SUCCEEDED')) AS step(from_status, to_status)""", now=NOW, jobs=JOBS)
+            session.sql("""
+                INSERT INTO scaling_decisions (at, cluster, region, action, count, vm, reason)
+                SELECT CAST(:now AS timestamptz) - i * interval '1 minute', '1xl4', 'us-central1', 'HOLD', 0, NULL, 'r'
+                FROM generate_series(1, CAST(:jobs AS integer)) AS i""", now=NOW, jobs=JOBS)
+        with db.session() as session:
+            session.execute("ANALYZE")
+        yield db
 
 
 @pytest.mark.parametrize("name, table", [("job_status_changes", "job_events"), ("lost_attempts", "job_events"),

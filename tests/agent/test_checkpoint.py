@@ -37,6 +37,22 @@ def attempt(tmp_path, client, n: int, *, every: int = 600, max_bytes: int = 10**
     return checkpoint
 
 
+def lost_and_rerun(tmp_path, client, saved_before: bool, *, max_bytes: int = 10**6):
+    """Attempt 1 (lost: it runs on, its output in ``lines``; its own save landed first if ``saved_before``) and its
+    rerun, attempt 2, which restored and saved step 7 (the latest). Returns (lost, lines)."""
+    lines: list[str] = []
+    lost = attempt(tmp_path, client, 1, max_bytes=max_bytes, lines=lines)
+    lost.restore(Progress(), threading.Event())
+    if saved_before:
+        (lost.directory / "step").write_text("5")
+        assert lost.save("every 600 s") is True
+    rerun = attempt(tmp_path, client, 2)
+    rerun.restore(Progress(), threading.Event())
+    (rerun.directory / "step").write_text("7")
+    assert rerun.save("every 600 s") is True
+    return lost, lines
+
+
 def manifest(client) -> dict:
     return json.loads(client.bucket("ckpt-bkt").blob(PREFIX + MANIFEST).download_as_bytes())
 

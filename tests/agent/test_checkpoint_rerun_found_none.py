@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from tests.agent.test_checkpoint import attempt, manifest
+from tests.agent.test_checkpoint import attempt, lost_and_rerun, manifest
 from tests.agent.test_checkpoint import client  # noqa: F401 - fixture
 from zen.agent.staging import Progress, TransferError
 
@@ -53,16 +53,7 @@ def test_a_lost_attempts_save_after_its_rerun_found_no_checkpoint_never_becomes_
 
 @pytest.mark.parametrize("saved_before", [True, False])
 def test_a_lost_attempts_save_failing_otherwise_says_the_later_attempts_stays_the_latest(tmp_path, client, saved_before):  # noqa: F811
-    lines: list[str] = []
-    lost = attempt(tmp_path, client, 1, max_bytes=8, lines=lines)
-    lost.restore(Progress(), threading.Event())
-    if saved_before:
-        (lost.directory / "step").write_text("5")
-        assert lost.save("every 600 s") is True
-    rerun = attempt(tmp_path, client, 2)
-    rerun.restore(Progress(), threading.Event())
-    (rerun.directory / "step").write_text("7")
-    assert rerun.save("every 600 s") is True
+    lost, lines = lost_and_rerun(tmp_path, client, saved_before, max_bytes=8)
 
     (lost.directory / "step").write_text("6, above max_bytes")  # refused before any write: not for the rerun's
     with pytest.raises(TransferError) as failed:

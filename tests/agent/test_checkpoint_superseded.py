@@ -16,7 +16,7 @@ from google.cloud import storage as gcs
 
 from tests.agent.fakes import FakeTransport
 from tests.agent.test_agent_loop import VM, make_agent, start_message
-from tests.agent.test_checkpoint import attempt, manifest
+from tests.agent.test_checkpoint import lost_and_rerun, manifest
 from tests.agent.test_checkpoint import client  # noqa: F401 - fixture
 from tests.agent.test_checkpoint_end import URI, _confirm
 from tests.agent.test_upload_end import finals, settings
@@ -75,16 +75,7 @@ def manifest_of(client, job_id: str) -> dict:  # noqa: F811 - the fixture
 def test_a_save_refused_for_a_later_attempts_says_that_one_stays_the_latest(client, tmp_path, saved_before):  # noqa: F811
     """The periodic save's note (the job's output, and the report's preface): the lost attempt's own save before, if
     any, is not kept (the rerun's replaced it), and the next attempt does not start afresh."""
-    lines: list[str] = []
-    lost = attempt(tmp_path, client, 1, lines=lines)
-    lost.restore(Progress(), threading.Event())
-    if saved_before:
-        (lost.directory / "step").write_text("5")
-        assert lost.save("every 600 s") is True
-    rerun = attempt(tmp_path, client, 2)
-    rerun.restore(Progress(), threading.Event())
-    (rerun.directory / "step").write_text("7")
-    assert rerun.save("every 600 s") is True
+    lost, lines = lost_and_rerun(tmp_path, client, saved_before)
 
     (lost.directory / "step").write_text("6")
     with pytest.raises(TransferError) as refused:
