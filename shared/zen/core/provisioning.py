@@ -49,10 +49,15 @@ def check_accepted(value: object, field: str = "provisioning") -> str:
 Accepted = Annotated[str, BeforeValidator(check_accepted)]  # a message's ``provisioning``: checked before its type
 
 
+def only_model(accepts: object) -> str | None:
+    """The one model a job's ``provisioning`` accepts; None where it accepts any (``any``, or none named)."""
+    return None if accepts in (None, ANY) else str(accepts)
+
+
 def accepted_models(accepts: str | None, models: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """The models of a cluster listing ``models`` that a job accepting ``accepts`` (None: any) may use,
     in the cluster's order."""
-    return tuple(models) if accepts in (None, ANY) else tuple(m for m in models if m == accepts)
+    return tuple(models) if only_model(accepts) is None else tuple(m for m in models if m == accepts)
 
 
 def pool_key(region: str, model: str, primary: str) -> str:

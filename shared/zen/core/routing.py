@@ -17,7 +17,7 @@ from typing import Any, Callable
 from zen.core.config import ZenConfig
 from zen.core.locality import nearest_regions
 from zen.core.models import InputSpec, Job
-from zen.core.provisioning import ANY, accepted_models, blocked_for
+from zen.core.provisioning import accepted_models, blocked_for, only_model
 
 
 MAX_OFFERS = 3  # warm VMs a start is offered to at once
@@ -96,7 +96,7 @@ def _accepts(config: ZenConfig, job: Job, vm: str, region: str, recorded: str | 
     tells standard, and a standard-only job's start, offered to it alone, waited there ``data_wait_s``). A job that
     names no model (or ``any``) accepts the VM's whatever it is, one its cluster no longer lists too."""
     cluster, accepts = config.cluster(job.cluster), job.request.get("provisioning")
-    if cluster is None or accepts in (None, ANY):
+    if cluster is None or only_model(accepts) is None:
         return True
     model = recorded or cluster.model_of(vm, region)
     return model is None or model in accepted_models(accepts, cluster.provisioning)

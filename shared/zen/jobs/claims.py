@@ -23,7 +23,7 @@ from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
-from zen.core.provisioning import ANY, accepted_models, flex_run_left_s, flex_too_short, outlasts_flex
+from zen.core.provisioning import accepted_models, flex_run_left_s, flex_too_short, only_model, outlasts_flex
 from zen.core.reports import refused_floor
 from zen.core.routing import next_route
 from zen.jobs.placement import gpus_short, regions_cleared_now, required_now
@@ -229,7 +229,7 @@ def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat, tx: JobTx
     that VM stop (``JobTx.vm_model``): its MIG recreates it under the name from the template its name now means. A job
     that names no model (or ``any``) accepts the VM's whatever it is, one its cluster no longer lists too (a VM left
     from before, billed all the same)."""
-    if (accepts := job.request.get("provisioning")) in (None, ANY):
+    if only_model(accepts := job.request.get("provisioning")) is None:
         return None
     model = tx.vm_model(hb.vm) or cluster.model_of(hb.vm, hb.region)
     return model if model is not None and model not in accepted_models(accepts, cluster.provisioning) else None

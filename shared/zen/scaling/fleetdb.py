@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from zen.core.cluster_config import ClusterConfig
 from zen.core.prices import Pricing, snapshot
-from zen.core.provisioning import ANY, accepted_models, model_of_pool, outlasts_flex, pool_key, region_of
+from zen.core.provisioning import accepted_models, model_of_pool, only_model, outlasts_flex, pool_key, region_of
 from zen.scaling.model import Action, Decision, DemandGroup, ErrorKind, MigError, RegionMemory, Timing, fold_demand
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
 from zen.store import fleet
@@ -86,17 +86,9 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
         if pools:
             nodes = row.get("nodes") or 1  # a gang: its VMs not claimed yet (``need`` each)
             key = (row["priority"], pools, wait, _every(row), nodes, (row.get("need") or 0) if nodes > 1 else 0,
-                   _accepts(row))
+                   only_model(row.get("provisioning")))  # no idle VM recorded as another is theirs (flexrun.hidden)
             parts[bool(row.get("late"))].append((key, row.get("vms", row["jobs"]), row["oldest"], _seconds(row.get("longest"))))
     return fold_demand(parts[1]) + fold_demand(parts[0])
-
-
-def _accepts(row: Mapping[str, Any]) -> str | None:
-    """The one model a row's jobs accept (its ``provisioning``), None: any. The planner counts no idle VM recorded as
-    another model as theirs (``zen.scaling.flexrun.hidden``): a primary MIG's VMs booted as spot stay spot after the
-    cluster's models were reordered or narrowed, and refuse such a job's claim (``zen.jobs.claims``)."""
-    accepts = row.get("provisioning")
-    return None if accepts in (None, ANY) else str(accepts)
 
 
 def _every(row: dict[str, Any]) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from zen.core.provisioning import ANY
+from zen.core.provisioning import only_model
 from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
 
 
@@ -45,7 +45,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
         count, need, matched = row["jobs"], row["gpus"] or vm_gpus, 0
         longest = None if row.get("longest") is None else float(row["longest"])
-        accepts = None if row.get("provisioning") in (None, ANY) else str(row["provisioning"])
+        accepts = only_model(row.get("provisioning"))
         for region in row["regions"]:
             for vm, free in room.get(region, ()):
                 if count <= 0 or ends is not None and ends(vm, longest) or (
