@@ -93,16 +93,16 @@ class Ranking:
                 and not quotas.short(self.memory[pool], self.s.cluster.max_vms_per_region)
                 and not any(self._blocked(r) for r in regions if r in self.memory))
 
-    def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
+    def rank(self, regions: tuple[str, ...], patient: bool = True, within_s: float | None = None,
              checkpoint_every_s: float | None = None) -> list[str]:
         """Allowed, unblocked pools, best first. By expected seconds to a usable VM (boot, stockout risk,
         one ``preference_s`` per step down the region order; of equal ones, the lower price first, then the cluster's
         order: past its start bound a job was put on standard beside spot as fast); where pools are priced and the demand is
-        ``patient``, the pools expected within ``slack_s`` (None: ``cost_slack_s``) of the fastest come
-        first, cheapest first (the rest after, fastest first). Computed after ``learn``, the only step
-        that changes its inputs."""
+        ``patient``, the pools expected within ``cost_slack_s`` of the fastest, or within ``within_s`` from now (what
+        is left of a bound the jobs named; None: no such bound), come first, cheapest first (the rest after, fastest
+        first). Computed after ``learn``, the only step that changes its inputs."""
         # Unpriced, patience, slack and checkpoints change nothing: one ranking per pool list.
-        key = (regions, patient, slack_s, checkpoint_every_s) if self.priced else (regions, True, None, None)
+        key = (regions, patient, within_s, checkpoint_every_s) if self.priced else (regions, True, None, None)
         ranked = self._ranks.get(key)
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
@@ -116,7 +116,9 @@ class Ranking:
             ranked = sorted(usable, key=lambda r: (  # equally fast: the lower price first (past a start bound too;
                 eta[r], self.price(r) if self.priced else 0.0, order[r]))  # by cost with preemptions: dearer runs)
             if patient and self.priced and ranked:
-                fastest = eta[ranked[0]] + (self.timing.cost_slack_s if slack_s is None else slack_s)
+                # A named bound widens the choice to what is expected within it, never past it (counted from the
+                # fastest pool, a flex-start queue expected past the bound was asked where a standard VM met it).
+                fastest = max(eta[ranked[0]] + self.timing.cost_slack_s, -math.inf if within_s is None else within_s)
                 soon = [r for r in ranked if eta[r] <= fastest]
                 ranked = sorted(soon, key=lambda r: (self.cost(r, checkpoint_every_s), eta[r], order[r])) + ranked[len(soon):]
             self._ranks[key] = ranked
@@ -206,10 +208,10 @@ class Ranking:
         own bound (``max_wait_s``) may take any pool expected within what is left of it, cheapest first
         (a flex-start pool's queue included), else within ``cost_slack_s`` of the fastest."""
         patient = self.patient(group)
-        slack = None
+        within = None  # what is left of the bound its oldest job named
         if patient and group.max_wait_s is not None:
-            slack = max(self.timing.cost_slack_s, group.max_wait_s - (self.now - group.oldest).total_seconds())
-        return self.rank(group.regions, patient, slack, group.checkpoint_every_s)
+            within = group.max_wait_s - (self.now - group.oldest).total_seconds()
+        return self.rank(group.regions, patient, within, group.checkpoint_every_s)
 
     def patient(self, group: DemandGroup) -> bool:
         """Whether a group may still wait for its cheapest pools: its oldest job has waited less than its
