@@ -37,22 +37,29 @@ def _public_connection(address: tuple[str, int], timeout: float | None = None, s
                        **_: Any) -> socket.socket:
     """``socket.create_connection`` to an address the host resolves to only if every one is public: checked
     and connected to in one step, so a name cannot resolve to a public address for a check and to a private
-    one for the connection (DNS rebinding). TLS then checks the certificate against the host's name."""
+    one for the connection (DNS rebinding). TLS then checks the certificate against the host's name. The addresses
+    are tried in the resolver's order, as ``socket.create_connection`` tries them: the next when one cannot be
+    reached (an IPv6 address where the network has no IPv6 route)."""
     host, port = address
     found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     if any(not ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_global for info in found):
         raise _PrivateAddress("private address")
-    family, kind, proto, _name, peer = found[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.settimeout(timeout)
-        if source_address:
-            sock.bind(source_address)
-        sock.connect(peer)
-        return sock
-    except BaseException:
-        sock.close()
-        raise
+    failure: OSError = OSError("its host resolves to no address")
+    for family, kind, proto, _name, peer in found:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(peer)
+            return sock
+        except OSError as exc:
+            sock.close()
+            failure = exc
+        except BaseException:
+            sock.close()
+            raise
+    raise failure
 
 
 _posting = threading.local()  # the deadline of the POST this thread makes
@@ -120,7 +127,11 @@ class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
 
 
 class _PublicHTTPSConnection(_WatchedHTTPSConnection):
-    _create_connection = staticmethod(_public_connection)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # http.client sets its own on each connection as it is made: one set on the class was never used, and a name
+        # was connected to wherever it resolved (the metadata server, the VPC, this machine)
+        self._create_connection = _public_connection
 
 
 class _WatchedHTTPHandler(urllib.request.HTTPHandler):
