@@ -10,7 +10,7 @@ from tests.notify_support import notifying_config, secret
 from tests.test_notify_edge import failed_notice
 from zen.adapters.webhooks import HttpPoster
 from zen.core.errors import TransientError
-from zen.core.notify import url_problem
+from zen.core.notify import DeliveryFailed, DeliveryRefused, url_problem
 from zen.jobs.notifications import Notifier
 from zen.store import notifications
 from zen.store.notifications import PostgresNotifications
@@ -60,3 +60,40 @@ def test_a_webhook_name_resolving_to_a_private_address_is_refused_and_not_connec
         [row] = notifications.of_job(session, "private-host")
     assert (reached, answers, row["state"]) == ([], [200, 200], "refused"), (reached, answers, row["detail"])
     assert "private address" in row["detail"] and HOST not in row["detail"], row["detail"]
+
+
+def test_a_proxy_the_environment_names_is_not_what_the_public_address_check_reads(monkeypatch):
+    """With ``HTTPS_PROXY`` set, urllib connected to the proxy, and the public-only connection checked the proxy's
+    address: a proxy in the VPC had every webhook refused for good ("its URL's host resolves to a private
+    address", never retried), a public one left the webhook's own address unchecked. The webhooks' poster
+    connects to the webhook's host itself; the operator's email API still goes through the proxy."""
+    public, proxy = "93.184.216.34", ("10.8.0.2", 3128)
+    for name in ("HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, f"http://{proxy[0]}:{proxy[1]}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    real_lookup, real_connect, peers = socket.getaddrinfo, socket.socket.connect, []
+
+    def getaddrinfo(host, port_, *args, **kwargs):
+        if host == "hooks.public.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (public, port_))]
+        return real_lookup(host, port_, *args, **kwargs)
+
+    def connect(sock, peer):
+        if peer in ((public, 443), proxy):  # nothing of the test's network: recorded, refused
+            peers.append(peer)
+            raise ConnectionRefusedError()
+        return real_connect(sock, peer)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+
+    def outcome(poster: HttpPoster) -> str:
+        try:
+            return str(poster.post("https://hooks.public.example/hook", {"x": 1}, {}, 1.0))
+        except (DeliveryFailed, DeliveryRefused) as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    assert (outcome(HttpPoster()), peers) == ("NoAnswer: connection refused", [(public, 443)])
+    peers.clear()
+    assert (outcome(HttpPoster(public_only=False)), peers) == ("NoAnswer: connection refused", [proxy])

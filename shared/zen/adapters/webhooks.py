@@ -153,11 +153,15 @@ class _PublicHTTPSHandler(_WatchedHTTPSHandler):
 class HttpPoster:
     """POSTs JSON; returns the answer's status code, or raises ``DeliveryFailed`` when there is none.
     ``public_only``: an https URL's host must resolve to public addresses only, checked as it is connected to
-    (the URLs users keep in secrets); the operator's own email API is not held to it."""
+    (the URLs users keep in secrets), and so connected to directly, whatever proxy the environment names
+    (``HTTPS_PROXY``: through it, the proxy's address was the one checked, and one in the VPC had every webhook
+    refused for good as "a private address"); the operator's own email API is not held to it."""
 
     def __init__(self, public_only: bool = True) -> None:
         handlers: list[Any] = [_NoRedirects(), _WatchedHTTPHandler(),
                                _PublicHTTPSHandler() if public_only else _WatchedHTTPSHandler()]
+        if public_only:  # no proxy: the address checked is the webhook's own, the one connected to
+            handlers.append(urllib.request.ProxyHandler({}))
         self._opener = urllib.request.build_opener(*handlers)
 
     def post(self, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> int:
