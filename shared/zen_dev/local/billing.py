@@ -158,7 +158,7 @@ def serve(state: CatalogStandIn, port: int = 0, host: str = "127.0.0.1") -> Thre
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="a Cloud Billing Catalog stand-in")
+    parser = argparse.ArgumentParser(prog="python -m zen_dev.local.billing", description="a Cloud Billing Catalog stand-in")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT_PATH)
     args = parser.parse_args(argv)

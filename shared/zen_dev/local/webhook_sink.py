@@ -59,7 +59,7 @@ def make_server(port: int, out: Path, host: str = "127.0.0.1") -> ThreadingHTTPS
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="zen local webhook-sink", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m zen_dev.local.webhook_sink", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True, help="the JSON-lines file each POST is appended to")
     args = parser.parse_args(argv)
