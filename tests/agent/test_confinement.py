@@ -86,6 +86,13 @@ def test_without_a_shape_there_are_no_resource_limits_but_with_one_each_slot_get
     assert option(quarter, "--oom-score-adj") == "500"
 
 
+def test_a_slot_gets_shared_memory_for_its_processes_to_pass_data_through():
+    """Docker's /dev/shm is 64 MB unless told: PyTorch's DataLoader workers died of a bus error ("insufficient
+    shared memory (shm)") and NCCL failed between a job's GPUs. A slot's /dev/shm is half its memory, as its /tmp."""
+    quarter = docker_argv(spec((0, 1), sandbox=Sandbox(shape=BIG)))
+    assert option(quarter, "--shm-size") == f"{(BIG.memory_bytes - 4 * GIB) // MIB // 8}m"
+
+
 @pytest.mark.parametrize("shape", [BIG, Shape(memory_bytes=85 * GIB, cpus=12, gpus=1), Shape(2 * GIB, 1, 4, 4, 32768),
                                    Shape(memory_bytes=170 * GIB, cpus=24, gpus=2, max_jobs=2, tasks=32768)])
 def test_the_slots_of_a_full_vm_never_add_up_to_more_than_it_has(shape):

@@ -152,8 +152,12 @@ def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> lis
     tmp = "rw,exec,nosuid,nodev,mode=1777"
     if limits is not None:
         tmp += f",size={limits.memory_bytes // 2 // MIB}m"
+        # /dev/shm as large as /tmp (counted in the memory limit as it is written): docker's 64 MB failed
+        # PyTorch's DataLoader workers ("bus error ... insufficient shared memory") and NCCL between a
+        # job's GPUs, which pass their data through it.
         options += ["--memory", f"{limits.memory_bytes // MIB}m", "--memory-swap", f"{limits.memory_bytes // MIB}m",
-                    "--cpus", f"{limits.cpus:g}", "--pids-limit", str(limits.tasks)]
+                    "--cpus", f"{limits.cpus:g}", "--pids-limit", str(limits.tasks),
+                    "--shm-size", f"{limits.memory_bytes // 2 // MIB}m"]
     options += ["--oom-score-adj", str(OOM_SCORE_ADJ), "--tmpfs", f"/tmp:{tmp}"]
     if sandbox.run_as != IMAGE_USER:
         options += ["--user", sandbox.run_as]
