@@ -131,6 +131,20 @@ def test_the_agent_makes_its_slots_networks_once(tmp_path):
     assert "cannot make the job network zen-net" in ensure_networks(Sandbox(), broken.path)
 
 
+def test_the_slots_bridges_are_named_as_nccl_leaves_them_out(tmp_path):
+    """A gang's node shares the VM's network (``--network host``), where the VM's slot networks have their bridges.
+    Unless told (``NCCL_SOCKET_IFNAME``), NCCL uses every interface but ``docker*`` and ``lo``: named by docker,
+    ``br-<id>`` with 172.18.0.1 on every VM, the bridge was among them, an address no peer can reach."""
+    for max_jobs, expected in ((1, {"zen-net": "docker-zen"}), (8, {f"zen-net-{i}": f"docker-zen-{i}" for i in range(8)})):
+        docker = FakeDocker(tmp_path / f"docker-{max_jobs}")
+        assert ensure_networks(Sandbox(shape=dataclasses.replace(BIG, max_jobs=max_jobs)), docker.path) is None
+        made = [c for c in docker.calls() if c[:2] == ["network", "create"]]
+        bridges = {c[-1]: next((o.split("=", 1)[1] for o in c if o.startswith("com.docker.network.bridge.name=")), None)
+                   for c in made}
+        assert bridges == expected
+        assert all(bridge.startswith("docker") and len(bridge) <= 15 for bridge in expected.values())  # IFNAMSIZ - 1
+
+
 def test_the_shape_is_read_from_the_host(tmp_path):
     (tmp_path / "sys" / "kernel").mkdir(parents=True)
     (tmp_path / "meminfo").write_text("MemTotal:       87654321 kB\nMemFree:          1234 kB\n")

@@ -34,6 +34,7 @@ TASK_SHARE = 0.75  # of the kernel's task limit, shared among the slots
 MIN_TASKS = 256  # a job's task limit, however small the VM's
 OOM_SCORE_ADJ = 500  # a job's processes go before the agent's (0) when the VM runs out of memory
 NETWORK_OPTIONS = ["--driver", "bridge", "--opt", "com.docker.network.bridge.enable_icc=false"]
+BRIDGE_PREFIX = "docker-"  # of a slot network's bridge on the VM (``bridge_name``), within Linux's 15 characters
 DOCKER_TIMEOUT_S = 30.0  # each docker network call
 
 
@@ -102,6 +103,15 @@ def slot_limits(shape: Shape, gpu_ids: tuple[int, ...] | None) -> SlotLimits:
 def network_name(gpu_ids: tuple[int, ...] | None) -> str:
     """The slot's network: ``zen-net-<its first GPU>``, or ``zen-net`` when the job holds the whole VM."""
     return "zen-net" if not gpu_ids else f"zen-net-{min(gpu_ids)}"
+
+
+def bridge_name(network: str) -> str:
+    """The Linux bridge of ``network`` on the VM: ``docker-zen``, ``docker-zen-<index>``. NCCL leaves interfaces
+    named ``docker*`` and ``lo`` out of those it picks by itself (``NCCL_SOCKET_IFNAME`` unset); docker's own
+    name for a network's bridge, ``br-<id>``, it takes: a gang's node shares the VM's network, where NCCL
+    before 2.28 also took the bridge's address (the same on every VM, each VM's own bridge) for its peers
+    to connect to, which none of them can reach."""
+    return BRIDGE_PREFIX + "zen" + network.removeprefix("zen-net")
 
 
 def network_names(gpus: int, max_jobs: int) -> list[str]:
@@ -199,7 +209,8 @@ def ensure_networks(sandbox: Sandbox, docker: str = "docker") -> str | None:
     for name in network_names(shape.gpus, shape.max_jobs):
         if _docker(docker, "network", "inspect", name) is None:
             continue
-        failed = _docker(docker, "network", "create", *NETWORK_OPTIONS, name)
+        failed = _docker(docker, "network", "create", *NETWORK_OPTIONS,
+                         "--opt", f"com.docker.network.bridge.name={bridge_name(name)}", name)
         if failed is not None and _docker(docker, "network", "inspect", name) is not None:
             return f"cannot make the job network {name}: {failed}"
         log.info("job network made", extra={"network": name})
@@ -336,11 +347,17 @@ def oom_killed(container: str, docker: str = "docker", timeout_s: float = 10.0) 
     return done.returncode == 0 and done.stdout.strip() == "true"
 
 
-def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None) -> str | None:
+# What a program prints when it wrote where its container may not: strerror(EROFS), in Python's words too.
+READ_ONLY = "Read-only file system"
+
+
+def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None,
+              read_only_root: bool = False) -> str | None:
     """What a container job's end means when the kernel (``oom``: ``oom_killed``) or docker (``docker_lines``), not
-    the job's program, chose its exit code: the note before its output in its final report, ``memory_bytes`` its
-    container's memory limit (None: none). None: the job's own exit code says it. The VM's faults
-    (``docker_fault``) are the caller's to tell first."""
+    the job's program, chose its exit code, or when the job failed writing where its container is read-only
+    (``READ_ONLY`` in its output, its root read-only: ``read_only_root``): the note before its output in its final
+    report, ``memory_bytes`` its container's memory limit (None: none). None: the job's own exit code says it. The
+    VM's faults (``docker_fault``) are the caller's to tell first."""
     if oom:
         how = f"{OUT_OF_MEMORY} (exit code 137)" if exit_code == 137 else (  # (the history's words: zen.core.retries)
             f"exit code {exit_code}, after one of its processes was {OUT_OF_MEMORY}")
@@ -352,6 +369,14 @@ def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None) ->
                 "VMs have more memory")
     said = docker_lines(exit_code, tail)
     if not said:
+        # The image's WORKDIR is on the read-only root, not writable: a script saving ./checkpoints, or Lightning's
+        # ./lightning_logs, failed with "OSError: [Errno 30] Read-only file system" alone, Zen's choice unsaid.
+        if exit_code != 0 and read_only_root and READ_ONLY in tail:
+            return (f"zen: exit code {exit_code}, after the job wrote where its container is read-only: its root, its "
+                    "working directory (the image's WORKDIR, where it starts) included, and ZEN_INPUT_DIR; it may "
+                    "write /tmp and /dev/shm (memory, gone with the container) and, kept, its ZEN_OUTPUT_DIR and "
+                    "ZEN_CHECKPOINT_DIR (a job given outputs or a checkpoint has them): point its outputs, "
+                    "checkpoints and logs there")
         return None
     line = said[-1]  # an error of several lines names its cause last (``docker_lines``)
     line = line[line.find(IMAGE_REQUIRES):] if IMAGE_REQUIRES in line else line  # the version it needs, not cut off

@@ -338,9 +338,9 @@ class RunningJob:
             if self._lease is not None:
                 self._lease.close()
                 self._lease = None
-            tail, shape = self.output.recent_text(), self.spec.sandbox.shape if self.spec.sandbox else None
-            memory = slot_limits(shape, self.spec.gpu_ids).memory_bytes if shape else None
-            self._outcome = Outcome(code, tail, exit_note(code, tail, oom, memory) if self.launch.container else None)
+            tail, box = self.output.recent_text(), self.spec.sandbox or Sandbox()  # (None: the defaults, read-only)
+            memory = slot_limits(box.shape, self.spec.gpu_ids).memory_bytes if box.shape else None
+            self._outcome = Outcome(code, tail, exit_note(code, tail, oom, memory, box.read_only_root) if self.launch.container else None)
         return self._outcome
 
     def _kill_all(self, wait_s: float = 3.0) -> None:
