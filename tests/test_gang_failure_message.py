@@ -34,7 +34,7 @@ def test_a_gangs_failure_message_is_the_failed_nodes_not_rank_0s_answer(function
 
 
 OOM = ("zen: killed: out of memory (exit code 137): the job's container reached its memory limit, 80.0 GiB (its share "
-       "of the VM's memory; its files in /tmp count), or the VM ran out of memory; make the job use less\n"
+       "of the VM's memory; its files in /tmp and /dev/shm count), or the VM ran out of memory; make the job use less\n"
        "Traceback (most recent call last): ...")
 
 

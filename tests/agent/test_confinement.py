@@ -21,7 +21,8 @@ from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from zen.agent.__main__ import _runs_containers
 from zen.agent.agent import Agent
 from zen.agent.container import (
-    GIB, MIB, Sandbox, Shape, container_options, ensure_networks, network_name, reserved_memory, slot_limits,
+    GIB, MIB, Sandbox, Shape, container_options, ensure_networks, exit_note, network_name, reserved_memory,
+    slot_limits,
 )
 from zen.agent.runner import JobSpec, RunningJob, docker_argv, plan_launch
 from zen.agent.slots import Capacity, Slots
@@ -91,6 +92,9 @@ def test_a_slot_gets_shared_memory_for_its_processes_to_pass_data_through():
     shared memory (shm)") and NCCL failed between a job's GPUs. A slot's /dev/shm is half its memory, as its /tmp."""
     quarter = docker_argv(spec((0, 1), sandbox=Sandbox(shape=BIG)))
     assert option(quarter, "--shm-size") == f"{(BIG.memory_bytes - 4 * GIB) // MIB // 8}m"
+    # What a job writes there is memory of its container's, as /tmp's is: out of memory, it is told both count.
+    note = exit_note(137, "", True, slot_limits(BIG, (0, 1)).memory_bytes) or ""
+    assert "(its share of the VM's memory; its files in /tmp and /dev/shm count)" in note, note
 
 
 @pytest.mark.parametrize("shape", [BIG, Shape(memory_bytes=85 * GIB, cpus=12, gpus=1), Shape(2 * GIB, 1, 4, 4, 32768),

@@ -362,7 +362,7 @@ def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None,
         how = f"{OUT_OF_MEMORY} (exit code 137)" if exit_code == 137 else (  # (the history's words: zen.core.retries)
             f"exit code {exit_code}, after one of its processes was {OUT_OF_MEMORY}")
         where = (f"the job's container reached its memory limit, {memory_bytes / GIB:.1f} GiB (its share of the VM's "
-                 "memory; its files in /tmp count), or the VM ran out of memory" if memory_bytes else
+                 "memory; its files in /tmp and /dev/shm count), or the VM ran out of memory" if memory_bytes else
                  "the VM ran out of memory (the job's container has no memory limit)")
         return (f"zen: {how}: {where}; make the job use less (a smaller batch, fewer data loader workers), or give it "
                 "more: more GPUs (a job has the share of its VM's memory its GPUs are of the VM's), or a cluster whose "
