@@ -8,7 +8,8 @@ as a real one does.
   ``ends(code, stderr, oom_killed)``, the container ends at once: the CLI writes ``stderr`` and exits ``code``,
   and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it);
   ``only``: that container alone ends so, the others run as without ``ends``;
-  ``writes``: files the job writes in its ``ZEN_OUTPUT_DIR`` (mounted at the same path) before it ends.
+  ``writes``: files the job writes in its ``ZEN_OUTPUT_DIR`` (mounted at the same path) before it ends, ``caches``:
+  in its ``HOME``. ``home(name)``: the HOME a container was given, and its mode as it started.
 - ``inspect --format {{.State.OOMKilled}} NAME`` (or its id): ``true`` for a container ``ends(..., oom_killed=True)`` ended,
   else ``false``; ``{{.State.Running}}``: ``false`` for a container ``ends`` ended, else ``true``; exits 1 for a
   container that does not exist.
@@ -102,12 +103,19 @@ if args[0] == "run":
     if (root / "image-volume").exists():
         (root / "volumes").mkdir(exist_ok=True)
         (root / "volumes" / name).write_text("written by the job")
+    home = next((a.split("=", 1)[1] for a in args if a.startswith("HOME=")), None)
+    if home is not None:  # what the job's HOME is as it starts
+        seen = os.stat(home) if os.path.isdir(home) else None
+        (root / ("home-" + name)).write_text(json.dumps({{"path": home, "mode": seen and seen.st_mode & 0o7777}}))
     end = json.loads((root / "ends").read_text()) if (root / "ends").exists() else None
     if end and end.get("only") in (None, name):
         (root / ("oom-" + name)).write_text("true" if end["oom_killed"] else "false")
         outputs = next((a.split("=", 1)[1] for a in args if a.startswith("ZEN_OUTPUT_DIR=")), None)
         for file, text in end.get("writes", {{}}).items() if outputs else ():
             (pathlib.Path(outputs) / file).write_text(text)
+        for file, text in end.get("caches", {{}}).items() if home else ():
+            (pathlib.Path(home) / file).parent.mkdir(parents=True, exist_ok=True)
+            (pathlib.Path(home) / file).write_text(text)
         if "--rm" in args:
             (containers / name).unlink()
         sys.stderr.write(end["stderr"])
@@ -207,12 +215,19 @@ class FakeDocker:
         (self.root / "leaves").touch()
 
     def ends(self, code: int, stderr: str = "", oom_killed: bool = False, writes: dict[str, str] | None = None,
-             only: str | None = None) -> None:
+             only: str | None = None, caches: dict[str, str] | None = None) -> None:
         """Every container run from now on ends at once: the CLI writes ``stderr`` and exits ``code``; ``oom_killed``:
         the kernel killed it for want of memory (docker's ``State.OOMKilled``); ``writes``: the files (name: text) it
-        wrote in its ``ZEN_OUTPUT_DIR`` first; ``only``: the container of that name alone (the others run on)."""
+        wrote in its ``ZEN_OUTPUT_DIR`` first, ``caches``: in its ``HOME``; ``only``: the container of that name alone
+        (the others run on)."""
         (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed,
-                                                    "writes": writes or {}, "only": only}))
+                                                    "writes": writes or {}, "only": only, "caches": caches or {}}))
+
+    def home(self, name: str) -> dict | None:
+        """The ``HOME`` container ``name`` was given (``-e HOME=...``) as it started: its path, and its mode then
+        (None: not a directory), or None when it was given none."""
+        seen = self.root / f"home-{name}"
+        return json.loads(seen.read_text()) if seen.exists() else None
 
     def add(self, name: str, container_id: str, volume: bool = False, exited: bool = False) -> None:
         """A container some earlier agent started; ``volume``: with an anonymous volume (its image's ``VOLUME``);

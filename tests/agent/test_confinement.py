@@ -46,12 +46,13 @@ def spec(gpu_ids=None, **fields) -> JobSpec:
 
 
 def test_by_default_a_container_runs_as_nobody_without_capabilities_on_a_read_only_root():
-    argv = docker_argv(spec())
+    argv = docker_argv(spec(data_dirs={"ZEN_SCRATCH_DIR": "/work/a/scratch"}))  # every attempt's (on the VM's disk)
     options = argv[:argv.index("--")]
     assert option(argv, "--user") == "65534:65534"
     assert option(argv, "--cap-drop") == "ALL" and option(argv, "--security-opt") == "no-new-privileges"
     assert "--read-only" in options and option(argv, "--tmpfs").startswith("/tmp:rw,exec,")
-    assert ["-e", "HOME=/tmp"] == options[options.index("HOME=/tmp") - 1:options.index("HOME=/tmp") + 1]
+    home = "HOME=/work/a/scratch"  # nobody's HOME does not exist: its caches go to disk, not /tmp's memory
+    assert ["-e", home] == options[options.index(home) - 1:options.index(home) + 1] and "HOME=/tmp" not in options
     assert option(argv, "--network") == "zen-net"
     assert "--privileged" not in options and "--cap-add" not in options
     assert argv[argv.index("--") + 1:] == ["img:1", "python", "train.py"]
@@ -64,13 +65,15 @@ def test_a_cluster_may_run_the_images_own_user_and_a_job_may_set_its_home():
     assert "HOME=/tmp" not in docker_argv(spec(env={"HOME": "/work"}))  # the job's own HOME is kept
 
 
-def test_inputs_are_mounted_read_only_and_outputs_writable_for_nobody(tmp_path):
+def test_inputs_are_mounted_read_only_and_outputs_and_scratch_writable_for_nobody(tmp_path):
     data = AttemptData("train", 1, [], "gs://b/out", tmp_path / "work")
     data.prepare()
     argv = docker_argv(spec(data_dirs=data.env()))
     mounts = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-v"]
-    assert mounts == [f"{data.input_dir}:{data.input_dir}:ro", f"{data.output_dir}:{data.output_dir}"]
+    assert mounts == [f"{data.input_dir}:{data.input_dir}:ro", f"{data.output_dir}:{data.output_dir}",
+                      f"{data.scratch_dir}:{data.scratch_dir}"]
     assert data.output_dir.stat().st_mode & 0o777 == 0o777  # uid 65534 can write its outputs
+    assert data.scratch_dir.stat().st_mode & 0o777 == 0o777  # and its scratch directory
     data.cleanup()
 
 

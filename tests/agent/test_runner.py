@@ -32,13 +32,16 @@ def run(spec: JobSpec, **kwargs) -> RunningJob:
 def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
     spec = JobSpec(job_id="train-42", attempt=2, image="us-docker.pkg.dev/p/r/train:1",
                    command=["python", "train.py", "--name", "$USER; rm -rf /"], env={"WANDB_MODE": "offline",
-                                                                                      "NOTE": "a b=c"})
+                                                                                      "NOTE": "a b=c"},
+                   data_dirs={"ZEN_SCRATCH_DIR": (scratch := "/work/zen-train-42-2/scratch")})  # every attempt's
     assert docker_argv(spec) == [
         "docker", "run", "--gpus", "all", "--name", container_name("train-42", 2),
         "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none", "--read-only",
         "--oom-score-adj", "500",
-        "--tmpfs", "/tmp:rw,exec,nosuid,nodev,mode=1777", "--user", "65534:65534", "-e", "HOME=/tmp",
-        "--network", "zen-net", "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
+        "--tmpfs", "/tmp:rw,exec,nosuid,nodev,mode=1777", "--user", "65534:65534", "-e", f"HOME={scratch}",
+        "--network", "zen-net", "-v", f"{scratch}:{scratch}",
+        "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
+        "-e", f"ZEN_SCRATCH_DIR={scratch}",
         "--", "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",
     ]
 

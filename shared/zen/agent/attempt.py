@@ -208,7 +208,7 @@ class AttemptRunner:
                 journal.exited(attempt.job_id, attempt.attempt,
                                resume.ended(exited, final, exit_code, note, tail, data, limit_s, attempt, self._clock(),
                                             output.numbered()))
-            if data is not None and upload:
+            if data is not None and upload and not data.scratch_only:  # (its scratch directory: never uploaded)
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded,
                                      lambda: data.upload(final, exit_code),
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
@@ -232,7 +232,8 @@ class AttemptRunner:
             budget = self._shutdown.budget(0.0) if self._shutdown.stopping else FINAL_BUDGET_S
             if report:  # (not: a container the agent stopped may run on, zen.agent.leftover)
                 self._reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
-                                   over_limit=over_limit, data=data.heartbeat_fields() if data is not None else None)
+                                   over_limit=over_limit,
+                                   data=data.heartbeat_fields() if data is not None and not data.scratch_only else None)
         finally:
             if data is not None:
                 self._log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,

@@ -148,8 +148,8 @@ class ContainedJob(Protocol):
 
 def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> list[str]:
     """The ``docker run`` options that confine ``spec``'s container (the module's docstring), its data
-    directories' mounts included (``ZEN_INPUT_DIR`` read-only, ``ZEN_OUTPUT_DIR`` writable, each at the
-    same path inside); ``sandbox`` None: the defaults, with no resource limits."""
+    directories' mounts included (``ZEN_INPUT_DIR`` read-only, ``ZEN_OUTPUT_DIR`` and ``ZEN_SCRATCH_DIR``
+    writable, each at the same path inside); ``sandbox`` None: the defaults, with no resource limits."""
     sandbox = sandbox or Sandbox()
     # No copy of the output in docker's own log: its default (json-file, never rotated) kept every byte a job
     # printed under /var/lib/docker, on the disk the jobs share, outside any share the disk quota measures (a
@@ -171,8 +171,11 @@ def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> lis
     options += ["--oom-score-adj", str(OOM_SCORE_ADJ), "--tmpfs", f"/tmp:{tmp}"]
     if sandbox.run_as != IMAGE_USER:
         options += ["--user", sandbox.run_as]
-        if "HOME" not in spec.env:  # nobody's HOME is not writable (or does not exist): caches go to /tmp
-            options += ["-e", "HOME=/tmp"]
+        # Its user's HOME is not writable (nobody's does not exist): the job's caches (Hugging Face's, pip's,
+        # torch hub's) go to its ZEN_SCRATCH_DIR, on the VM's disk; /tmp is memory, counted in its memory limit
+        # (a model of many GB there failed "No space left on device", or was killed for want of memory).
+        if "HOME" not in spec.env:
+            options += ["-e", f"HOME={spec.data_dirs.get('ZEN_SCRATCH_DIR', '/tmp')}"]
     # A gang's node (zen.core.gang) shares the VM's network: its peers reach rank 0's MASTER_PORT, and the
     # collectives their own ports, on the VM's address (the VM runs it alone: gangs need max_jobs_per_vm 1).
     # Zen's word (the attempt's gang), never the job's own env, decides it.
@@ -374,7 +377,8 @@ def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None,
         if exit_code != 0 and read_only_root and READ_ONLY in tail:
             return (f"zen: exit code {exit_code}, after the job wrote where its container is read-only: its root, its "
                     "working directory (the image's WORKDIR, where it starts) included, and ZEN_INPUT_DIR; it may "
-                    "write /tmp and /dev/shm (memory, gone with the container) and, kept, its ZEN_OUTPUT_DIR and "
+                    "write /tmp and /dev/shm (memory, gone with the container), its ZEN_SCRATCH_DIR (its HOME unless "
+                    "its env sets one: on the VM's disk, gone with the attempt) and, kept, its ZEN_OUTPUT_DIR and "
                     "ZEN_CHECKPOINT_DIR (a job given outputs or a checkpoint has them): point its outputs, "
                     "checkpoints and logs there")
         return None

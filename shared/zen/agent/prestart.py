@@ -26,7 +26,7 @@ from zen.agent.secrets import SecretsFailed, resolve
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import Shutdown
 from zen.agent.slots import ControlRouter, Key
-from zen.agent.staging import AttemptData, Progress
+from zen.agent.staging import AttemptData, Progress, Unavailable
 from zen.core.gang_records import node_env
 from zen.core.models import AgentStatus, ControlMessage, OverLimit, StartMessage
 
@@ -83,7 +83,10 @@ class Prestart:
         data = self._attempt_data(start, attempt.gang.rank if attempt.gang else None)
         checkpoint = self._checkpoint(start, data, output, attempt.gang.rank if attempt.gang else None)
         runtime, counted = (None if limit is None else float(limit)), list[str]()  # counted: staging's, the pull's
-        if data is not None:
+        if data.scratch_only:  # nothing to stage: its scratch directory alone
+            if (failed := self._scratch(key, data)) is not None:
+                return failed
+        else:
             staged = self._stage(attempt, key, data, checkpoint, limit, runtime, counted)
             if isinstance(staged, Ended):  # the job never ran: nothing to upload
                 return staged
@@ -91,7 +94,7 @@ class Prestart:
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
                        gang_node=attempt.gang is not None, stop_grace_s=settings.stop_grace_s,
-                       data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
+                       data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})},
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
                        sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
                        secret_env=secrets)
@@ -144,6 +147,19 @@ class Prestart:
                              over_limit="max_runtime_s")
         return runtime
 
+    def _scratch(self, key: Key, data: AttemptData) -> Ended | None:
+        """The directory of an attempt with no data to stage (its ``ZEN_SCRATCH_DIR``), in its disk share;
+        ``Ended`` (PREEMPTED: the VM's disk) when it cannot be made."""
+        try:
+            data.prepare()
+        except Unavailable as exc:
+            self._pulls.staged(data.disk_fault)  # a worn disk retires the VM (zen.agent.limits)
+            return Ended(AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} could not prepare the job's "
+                                                f"directory (requeued): {exc}", data=data)
+        if self._disk is not None:
+            self._disk.add(key, data.root)
+        return None
+
     def _secrets(self, start: StartMessage, output: AttemptOutput) -> dict[str, str] | Ended:
         """The job's secrets, read before anything of it runs, and hidden in its output from the first line;
         ``Ended`` when one cannot be read (``zen.agent.secrets``; STOPPED if a STOP came)."""
@@ -167,9 +183,9 @@ class Prestart:
             start.checkpoint, data.root, start.attempt, data.client, say=lambda line: output.add("zen", line),
             node=node)
 
-    def _attempt_data(self, start: StartMessage, node: int | None) -> AttemptData | None:
-        if not start.inputs and not start.outputs and start.checkpoint is None:
-            return None
+    def _attempt_data(self, start: StartMessage, node: int | None) -> AttemptData:
+        """Every attempt's directory: its scratch directory, and its inputs and outputs when it has data."""
         return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
                            Path(self._settings.work_dir), project=self._identity.project, cache=self._cache,
-                           node=node, share=self._disk and self._disk.share)
+                           node=node, share=self._disk and self._disk.share,
+                           scratch_only=not start.inputs and not start.outputs and start.checkpoint is None)

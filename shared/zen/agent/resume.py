@@ -45,7 +45,8 @@ def ended(base: dict[str, object], final: AgentStatus, exit_code: int | None, no
     """The mark's record of how the job ended (``Journal.exited``), as its upload begins (``now``, the agent's clock;
     ``numbered``: the last ``seq`` its output may reach, ``AttemptOutput.numbered``)."""
     return {**base, "status": final.value, "exit_code": exit_code, "note": note, "tail": tail, "numbered": numbered,
-            "summary": data.summary() if data is not None else "", "had_data": data is not None, "limit_s": limit_s,
+            "summary": data.summary() if data is not None else "", "limit_s": limit_s,
+            "had_data": data is not None and not data.scratch_only,  # (a scratch directory alone: nothing to upload)
             "at": now, "boot": boot_id(), "renewed_at": attempt.accepted_at}
 
 

@@ -54,7 +54,7 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     max_runtime_s: float | None = None  # what staging left of the start's max_runtime_s
     stop_grace_s: float | None = None
-    data_dirs: dict[str, str] = field(default_factory=dict)  # ZEN_INPUT_DIR, ZEN_OUTPUT_DIR (zen.agent.staging)
+    data_dirs: dict[str, str] = field(default_factory=dict)  # ZEN_INPUT_DIR, ZEN_OUTPUT_DIR, ZEN_SCRATCH_DIR (staging)
     gpu_ids: tuple[int, ...] | None = None  # its GPUs on a VM that runs several jobs (zen.agent.slots); None: all
     sandbox: Sandbox | None = None  # how its container is confined (zen.agent.container); None: the defaults
     # Its secrets' values (zen.agent.secrets): in its environment, never in an argv or a repr.

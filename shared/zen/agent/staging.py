@@ -1,9 +1,8 @@
-"""A job's data on the VM: its ``inputs`` staged into ``ZEN_INPUT_DIR`` before it runs (from the warm
-cache, ``zen.agent.cache``, when it holds them), and ``ZEN_OUTPUT_DIR`` uploaded to its ``outputs`` after
-it ends, with the official Cloud Storage client, under ``<work dir>/<attempt name>/`` (locked while in
-use). Transfers run in a worker thread so the agent keeps heartbeating; ``cancel`` stops them.
-Layout and failures: docs/reference/messages.md (inputs, outputs) and docs/reference/agent.md
-"""
+"""A job's data on the VM: its ``inputs`` staged into ``ZEN_INPUT_DIR`` before it runs (from the warm cache,
+``zen.agent.cache``, when it holds them), and ``ZEN_OUTPUT_DIR`` uploaded to its ``outputs`` after it ends, with the
+official Cloud Storage client, under ``<work dir>/<attempt name>/`` (locked while in use), with ``ZEN_SCRATCH_DIR``
+(every attempt's, never uploaded). Transfers run in a worker thread so the agent keeps heartbeating; ``cancel`` stops
+them. Layout and failures: docs/reference/messages.md (inputs, outputs) and docs/reference/agent.md"""
 
 from __future__ import annotations
 
@@ -111,6 +110,7 @@ class AttemptData:
     cache: InputCache | None = None  # the VM's warm cache: hits are not downloaded again
     node: int | None = None  # a gang's node: its rank (its outputs go to node-<rank>/ of the attempt's)
     share: Any = None  # the job's share of the VM's disk (zen.agent.diskquota.DiskShare), if the agent keeps one
+    scratch_only: bool = False  # a job given no inputs, outputs nor checkpoint: its ZEN_SCRATCH_DIR alone
     staged: Progress = field(default_factory=Progress)
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -137,8 +137,13 @@ class AttemptData:
     def output_dir(self) -> Path:
         return self.root / "outputs"
 
-    def env(self) -> dict[str, str]:
-        return {"ZEN_INPUT_DIR": str(self.input_dir), "ZEN_OUTPUT_DIR": str(self.output_dir)}
+    @property
+    def scratch_dir(self) -> Path:  # every attempt's, on the VM's disk (not /tmp's memory): never uploaded
+        return self.root / "scratch"
+
+    def env(self) -> dict[str, str]:  # ZEN_SCRATCH_DIR: its container's HOME too (zen.agent.container)
+        data = {} if self.scratch_only else {"ZEN_INPUT_DIR": str(self.input_dir), "ZEN_OUTPUT_DIR": str(self.output_dir)}
+        return {**data, "ZEN_SCRATCH_DIR": str(self.scratch_dir)}
 
     def prepare(self) -> None:
         """Fresh, empty directories, locked (``flock``) until ``cleanup``: made as ``<name>.new`` and renamed
@@ -150,9 +155,10 @@ class AttemptData:
             self._held = os.open(new, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             fcntl.flock(self._held, fcntl.LOCK_EX)
             new.rename(self.root)
-            self.input_dir.mkdir()
-            self.output_dir.mkdir()
-            self.output_dir.chmod(0o777)  # the job's container runs as nobody (zen.agent.container); inputs: read-only
+            for path in (() if self.scratch_only else (self.input_dir, self.output_dir)) + (self.scratch_dir,):
+                path.mkdir()
+                if path != self.input_dir:  # the job's container runs as nobody (zen.agent.container); inputs: read-only
+                    path.chmod(0o777)
         except OSError as exc:
             self.disk_fault = f"cannot prepare {self.root}: {exc}"
             raise Unavailable(self.disk_fault) from None
@@ -191,8 +197,7 @@ class AttemptData:
         return self._client
 
     def destination(self) -> str | None:
-        """``gs://bucket/prefix/<job_id>/attempt-<n>/`` (a gang's node: ``.../node-<rank>/``): where
-        ``ZEN_OUTPUT_DIR`` goes."""
+        """``gs://bucket/prefix/<job_id>/attempt-<n>/`` (a gang's node: ``.../node-<rank>/``): ``ZEN_OUTPUT_DIR``'s."""
         if self.outputs is None:
             return None
         return output_destination(self.outputs, self.job_id, self.attempt, self.node)
@@ -225,7 +230,8 @@ class AttemptData:
             blob = bucket.get_blob(path)
             if blob is not None:
                 keys.add(self._download(blob, target, disk))
-                self._staged(uri, keys)
+                if self.cache is not None:
+                    self.cache.staged(uri, keys)
                 return
         prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
         found = placeholders = 0
@@ -242,16 +248,12 @@ class AttemptData:
         if not found:
             only = f" (only {placeholders} folder placeholder{'s' * (placeholders > 1)})" if placeholders else ""
             raise TransferError(f"no such object, and no object under it as a prefix{only}")
-        self._staged(uri, keys)
-
-    def _staged(self, uri: str, keys: set[str | None]) -> None:
         if self.cache is not None:
             self.cache.staged(uri, keys)
 
     def _download(self, blob, target: Path, disk: float = math.inf) -> str | None:
-        """Stage one object (from the cache when it holds it); returns its cache key (None: not kept).
-        Inputs that need more than the whole disk (``disk`` bytes), or than the job's share of it (``share``),
-        fail as the job's fault."""
+        """Stage one object (from the cache when it holds it); returns its cache key (None: not kept). Inputs that
+        need more than the whole disk (``disk`` bytes), or than the job's share of it (``share``), fail as the job's."""
         if self.cancel.is_set():
             raise Cancelled("cancelled")
         self._needed += blob.size or 0

@@ -112,8 +112,8 @@ class ContainerPolicy(Strict):
     network: Literal["job", "none"] = Field(default="job", description=(
         "'job': a bridge network per slot (internet, no neighbours); 'none': no network at all"))
     read_only_root: bool = Field(default=True, description=(
-        "A read-only root filesystem (/tmp and ZEN_OUTPUT_DIR writable); false for a GPU runtime whose hooks "
-        "write into it"))
+        "A read-only root filesystem (/tmp, /dev/shm, ZEN_SCRATCH_DIR and ZEN_OUTPUT_DIR writable); false for a GPU "
+        "runtime whose hooks write into it"))
 
     @field_validator("run_as")
     @classmethod
