@@ -149,13 +149,15 @@ class Prestart:
 
     def _scratch(self, key: Key, data: AttemptData) -> Ended | None:
         """The directory of an attempt with no data to stage (its ``ZEN_SCRATCH_DIR``), in its disk share;
-        ``Ended`` (PREEMPTED: the VM's disk) when it cannot be made."""
+        ``Ended`` (PREEMPTED: the VM's disk) when it cannot be made. Counted as a staging is, made or not: made, it
+        breaks the disk's faults in a row (else the VM retired for three faults a working attempt stood between)."""
         try:
             data.prepare()
         except Unavailable as exc:
             self._pulls.staged(data.disk_fault)  # a worn disk retires the VM (zen.agent.limits)
             return Ended(AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} could not prepare the job's "
                                                 f"directory (requeued): {exc}", data=data)
+        self._pulls.staged(None)
         if self._disk is not None:
             self._disk.add(key, data.root)
         return None
