@@ -1,10 +1,11 @@
 """What the notifier's tests share: a webhook sink (a small HTTP server that records what it receives and
-answers as told: a status, or no answer until the caller gave up), and a Zen whose notifier reads its URLs
-from the Secret Manager stand-in through the official client."""
+answers as told: a status, or no answer until the caller gave up), a Zen whose notifier reads its URLs
+from the Secret Manager stand-in through the official client, and a name made to resolve where a test says."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,3 +77,15 @@ def notifying_config(config: ZenConfig, timeout_s: float = 1.0) -> ZenConfig:
 
 def secret(config: ZenConfig, name: str) -> str:
     return f"projects/{config.project}/secrets/{name}"
+
+
+def resolving(monkeypatch: Any, host: str, address: str) -> None:
+    """``host`` resolves to ``address`` alone for the rest of the test (every other name as it does)."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(name: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        if name == host:
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+        return real(name, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)

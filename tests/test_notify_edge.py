@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.messages import agent_run, job_request
-from tests.notify_support import WebhookSink, notifying_config, secret
+from tests.notify_support import WebhookSink, notifying_config, resolving, secret
 from zen.adapters.webhooks import HttpPoster
 from zen.app import Zen
 from zen.core.events import PubSubEnvelope
@@ -186,14 +186,7 @@ def test_an_operators_email_api_on_a_private_relay_is_not_refused_for_good(monke
     from zen.adapters import webhooks
     from zen.core.notify import DeliveryFailed, DeliveryRefused
 
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host, port, *args, **kwargs):
-        if host == "mail-relay.corp.example":
-            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("10.20.0.5", port))]
-        return real(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    resolving(monkeypatch, "mail-relay.corp.example", "10.20.0.5")
     monkeypatch.setattr(socket, "create_connection", lambda *a, **kw: (_ for _ in ()).throw(ConnectionRefusedError()))
     try:
         webhooks.HttpPoster(public_only=False).post("https://mail-relay.corp.example/v3/mail/send", {}, {}, 1.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from tests.notify_support import notifying_config, secret
+from tests.notify_support import notifying_config, resolving, secret
 from tests.test_notify_edge import failed_notice
 from zen.adapters.webhooks import HttpPoster
 from zen.core.errors import TransientError
@@ -24,13 +24,6 @@ def test_a_webhook_name_resolving_to_a_private_address_is_refused_and_not_connec
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
     port = listener.getsockname()[1]
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host, port_, *args, **kwargs):
-        if host == HOST:
-            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", port_))]
-        return real(host, port_, *args, **kwargs)
-
     url = f"https://{HOST}:{port}/hook"
     assert url_problem(url) is None  # a name: only its address, as it is connected to, says where it leads
     cfg = notifying_config(config)
@@ -38,7 +31,7 @@ def test_a_webhook_name_resolving_to_a_private_address_is_refused_and_not_connec
     notifier = Notifier(cfg, PostgresNotifications(db), {ref: url}.__getitem__, HttpPoster(), clock)
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     envelope = failed_notice(cfg, db, publisher, clock, notifier, "private-host", ref)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    resolving(monkeypatch, HOST, "127.0.0.1")
     answers = []
     try:
         for _ in range(2):  # a second delivery changes nothing
@@ -72,12 +65,7 @@ def test_a_proxy_the_environment_names_is_not_what_the_public_address_check_read
         monkeypatch.setenv(name, f"http://{proxy[0]}:{proxy[1]}")
     for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
-    real_lookup, real_connect, peers = socket.getaddrinfo, socket.socket.connect, []
-
-    def getaddrinfo(host, port_, *args, **kwargs):
-        if host == "hooks.public.example":
-            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (public, port_))]
-        return real_lookup(host, port_, *args, **kwargs)
+    real_connect, peers = socket.socket.connect, []
 
     def connect(sock, peer):
         if peer in ((public, 443), proxy):  # nothing of the test's network: recorded, refused
@@ -85,7 +73,7 @@ def test_a_proxy_the_environment_names_is_not_what_the_public_address_check_read
             raise ConnectionRefusedError()
         return real_connect(sock, peer)
 
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    resolving(monkeypatch, "hooks.public.example", public)
     monkeypatch.setattr(socket.socket, "connect", connect)
 
     def outcome(poster: HttpPoster) -> str:

@@ -129,8 +129,7 @@ class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
 class _PublicHTTPSConnection(_WatchedHTTPSConnection):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # http.client sets its own on each connection as it is made: one set on the class was never used, and a name
-        # was connected to wherever it resolved (the metadata server, the VPC, this machine)
+        # on each connection: http.client's __init__ sets its own there, which hides one set on the class
         self._create_connection = _public_connection
 
 
@@ -154,8 +153,8 @@ class HttpPoster:
     """POSTs JSON; returns the answer's status code, or raises ``DeliveryFailed`` when there is none.
     ``public_only``: an https URL's host must resolve to public addresses only, checked as it is connected to
     (the URLs users keep in secrets), and so connected to directly, whatever proxy the environment names
-    (``HTTPS_PROXY``: through it, the proxy's address was the one checked, and one in the VPC had every webhook
-    refused for good as "a private address"); the operator's own email API is not held to it."""
+    (``HTTPS_PROXY``: through it, the address checked would be the proxy's); the operator's own email API is not
+    held to it."""
 
     def __init__(self, public_only: bool = True) -> None:
         handlers: list[Any] = [_NoRedirects(), _WatchedHTTPHandler(),

@@ -195,6 +195,7 @@ class AttemptRunner:
         had the VM died without a word (the sweep's LOST): its outputs are not all saved, and an infrastructure event
         must not fail it for good. A job that failed on its own stays FAILED with its exit code (requeued it would run
         its failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
+        uploads = data if data is not None and not data.scratch_only else None  # a scratch directory alone: never sent
         try:
             if self._disk is not None and data is not None and upload:  # its directory is only read from now
                 self._disk.ended((attempt.job_id, attempt.attempt))
@@ -208,9 +209,9 @@ class AttemptRunner:
                 journal.exited(attempt.job_id, attempt.attempt,
                                resume.ended(exited, final, exit_code, note, tail, data, limit_s, attempt, self._clock(),
                                             output.numbered()))
-            if data is not None and upload and not data.scratch_only:  # (its scratch directory: never uploaded)
-                cut = self._transfer(attempt, data, "uploading outputs", data.uploaded,
-                                     lambda: data.upload(final, exit_code),
+            if uploads is not None and upload:
+                cut = self._transfer(attempt, uploads, "uploading outputs", uploads.uploaded,
+                                     lambda: uploads.upload(final, exit_code),
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                                      over=f"zen: uploading outputs exceeded its budget, max_runtime_s={limit_s}")
                 if cut is not None and final is AgentStatus.SUCCEEDED:
@@ -233,7 +234,7 @@ class AttemptRunner:
             if report:  # (not: a container the agent stopped may run on, zen.agent.leftover)
                 self._reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
                                    over_limit=over_limit,
-                                   data=data.heartbeat_fields() if data is not None and not data.scratch_only else None)
+                                   data=uploads.heartbeat_fields() if uploads is not None else None)
         finally:
             if data is not None:
                 self._log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,

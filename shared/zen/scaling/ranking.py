@@ -116,10 +116,10 @@ class Ranking:
             ranked = sorted(usable, key=lambda r: (  # equally fast: the lower price first (past a start bound too;
                 eta[r], self.price(r) if self.priced else 0.0, order[r]))  # by cost with preemptions: dearer runs)
             if patient and self.priced and ranked:
-                # A named bound widens the choice to what is expected within it, never past it (counted from the
-                # fastest pool, a flex-start queue expected past the bound was asked where a standard VM met it).
-                fastest = max(eta[ranked[0]] + self.timing.cost_slack_s, -math.inf if within_s is None else within_s)
-                soon = [r for r in ranked if eta[r] <= fastest]
+                horizon = eta[ranked[0]] + self.timing.cost_slack_s  # seconds from now, as ``eta`` and ``within_s``
+                if within_s is not None:  # a named bound widens the choice to what is expected within it
+                    horizon = max(horizon, within_s)
+                soon = [r for r in ranked if eta[r] <= horizon]
                 ranked = sorted(soon, key=lambda r: (self.cost(r, checkpoint_every_s), eta[r], order[r])) + ranked[len(soon):]
             self._ranks[key] = ranked
         return ranked
@@ -206,7 +206,7 @@ class Ranking:
     def for_group(self, group: DemandGroup) -> list[str]:
         """:meth:`rank` for a demand group: patient while within its start bound; a group that named its
         own bound (``max_wait_s``) may take any pool expected within what is left of it, cheapest first
-        (a flex-start pool's queue included), else within ``cost_slack_s`` of the fastest."""
+        (a flex-start pool's queue included); every patient group, any within ``cost_slack_s`` of the fastest."""
         patient = self.patient(group)
         within = None  # what is left of the bound its oldest job named
         if patient and group.max_wait_s is not None:
