@@ -10,7 +10,6 @@ attempt (``zen.agent.staging.AttemptData.scratch_dir``). The agent in container 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import sys
 from pathlib import Path
 
@@ -21,13 +20,12 @@ from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from tests.agent.test_confinement import BIG, option, spec
 from tests.agent.test_staging import client  # noqa: F401 (fixture)
-from tests.agent.test_staging_faults import retiring_agent
+from tests.agent.test_staging_faults import WORDS, on_a_worn_disk
 from zen.agent.agent import Agent
 from zen.agent.container import Sandbox, container_options
 from zen.agent.runner import attempt_name, docker_argv
 from zen.agent.slots import Capacity, Slots
-from zen.agent.staging import AttemptData
-from zen.core.models import Heartbeat, InputSpec
+from zen.core.models import Heartbeat
 
 
 def run_until_ended(transport: FakeTransport, agent: Agent) -> None:
@@ -124,30 +122,9 @@ def test_a_job_without_data_whose_directory_is_made_breaks_the_vms_disk_faults_i
     data whose scratch directory was made on that disk, between them, is an attempt that worked, as a staging that
     worked is: the faults start again from none. Not counted, the VM retired at the next fault, saying three attempts
     in a row could not stage, and took no more jobs."""
-    broken = {"disk": True}
-    download = AttemptData._download
-
-    def worn(self, blob, target, disk):
-        if broken["disk"]:  # a write to this VM's disk
-            raise OSError(errno.EIO, "Input/output error", str(target))
-        return download(self, blob, target, disk)
-
-    monkeypatch.setattr(AttemptData, "_download", worn)
-    words = [InputSpec(uri="gs://data-bkt/corpus/words.txt")]
-    transport = FakeTransport(VM, virtual_time=False)
-    for job_id in ("d1", "d2", "plain", "d3", "later"):
-        transport.add_start(start_message(job_id, **({} if job_id == "plain" else {"inputs": words})))
-    agent = retiring_agent(tmp_path, transport)
-    transport.when_idle = lambda: agent.request_shutdown("nothing left")
-    original = agent.attempts.run
-
-    def run(start, attempt, gpu_ids):
-        broken["disk"] = start.job_id != "later"
-        return original(start, attempt, gpu_ids)
-
-    monkeypatch.setattr(agent.attempts, "run", run)
-    assert agent.run() == 0
-    ended = {job_id: status for job_id, _, status, _ in transport.job_reports() if status not in ("CLAIMED", "RUNNING")}
+    starts = [start_message(job_id, **({} if job_id == "plain" else {"inputs": WORDS}))
+              for job_id in ("d1", "d2", "plain", "d3", "later")]
+    agent, transport, _, ended = on_a_worn_disk(tmp_path, monkeypatch, starts, sound="later")
     assert ended == {"d1": "PREEMPTED", "d2": "PREEMPTED", "plain": "SUCCEEDED", "d3": "PREEMPTED",
                      "later": "SUCCEEDED"}, ended
     assert agent.pulls.exhausted() is None and "RETIRED" not in transport.vm_states()

@@ -142,10 +142,9 @@ def retiring_agent(tmp_path, transport):
     return agent
 
 
-def test_a_vm_whose_disk_fails_three_stagings_in_a_row_retires(client, tmp_path, monkeypatch):  # noqa: F811
-    """Each such attempt is PREEMPTED (requeued for free, up to FREE_PREEMPTIONS): one bad VM went on
-    taking job after job and spending each one's free preemptions. A missing input (the job's fault)
-    between two disk faults neither counts nor resets them; a staging that works resets them."""
+def on_a_worn_disk(tmp_path, monkeypatch, starts, sound: str):
+    """The agent of ``retiring_agent`` run over ``starts`` (start messages, in order) on a disk that fails every write
+    of a staging but the job ``sound``'s; returns the agent, its transport, the starts' acks and each job's end."""
     broken = {"disk": True}
     download = AttemptData._download
 
@@ -155,32 +154,36 @@ def test_a_vm_whose_disk_fails_three_stagings_in_a_row_retires(client, tmp_path,
         return download(self, blob, target, disk)
 
     monkeypatch.setattr(AttemptData, "_download", worn)
-    words = [InputSpec(uri="gs://data-bkt/corpus/words.txt")]
     transport = FakeTransport(VM, virtual_time=False)
-    for job_id in ("d1", "d2"):
-        transport.add_start(start_message(job_id, inputs=words))
-    transport.add_start(start_message("ok", inputs=words))
-    transport.add_start(start_message("d3", inputs=words))
-    transport.add_start(start_message("miss", inputs=[InputSpec(uri="gs://data-bkt/nothing/here")]))
-    transport.add_start(start_message("d4", inputs=words))
-    transport.add_start(start_message("d5", inputs=words))
-    left = transport.add_start(start_message("never", inputs=words))
+    acks = [transport.add_start(start) for start in starts]
     agent = retiring_agent(tmp_path, transport)
     transport.when_idle = lambda: agent.request_shutdown("nothing left")
     original = agent.attempts.run
 
     def run(start, attempt, gpu_ids):
-        broken["disk"] = start.job_id != "ok"
+        broken["disk"] = start.job_id != sound
         return original(start, attempt, gpu_ids)
 
     monkeypatch.setattr(agent.attempts, "run", run)
     assert agent.run() == 0
+    ended = {job_id: status for job_id, _, status, _ in transport.job_reports() if status not in ("CLAIMED", "RUNNING")}
+    return agent, transport, acks, ended
 
-    ended = {job_id: status for job_id, _, status, _ in transport.job_reports() if status != "CLAIMED"
-             and status != "RUNNING"}
+
+WORDS = [InputSpec(uri="gs://data-bkt/corpus/words.txt")]
+
+
+def test_a_vm_whose_disk_fails_three_stagings_in_a_row_retires(client, tmp_path, monkeypatch):  # noqa: F811
+    """Each such attempt is PREEMPTED (requeued for free, up to FREE_PREEMPTIONS): one bad VM went on
+    taking job after job and spending each one's free preemptions. A missing input (the job's fault)
+    between two disk faults neither counts nor resets them; a staging that works resets them."""
+    starts = [start_message(job_id, inputs=WORDS) for job_id in ("d1", "d2", "ok", "d3")]
+    starts.append(start_message("miss", inputs=[InputSpec(uri="gs://data-bkt/nothing/here")]))
+    starts += [start_message(job_id, inputs=WORDS) for job_id in ("d4", "d5", "never")]
+    agent, transport, acks, ended = on_a_worn_disk(tmp_path, monkeypatch, starts, sound="ok")
     assert ended == {"d1": "PREEMPTED", "d2": "PREEMPTED", "ok": "SUCCEEDED", "d3": "PREEMPTED",
                      "miss": "FAILED", "d4": "PREEMPTED", "d5": "PREEMPTED"}
-    assert [start.ack_id for start in transport.starts] == [left]  # never pulled: left for another VM
+    assert [start.ack_id for start in transport.starts] == [acks[-1]]  # never pulled: left for another VM
     assert agent.shutdown.reason == "deleted" and "RETIRED" in transport.vm_states()
     assert agent.pulls.exhausted().startswith("3 attempts in a row could not stage: this VM's disk (input "
                                               "gs://data-bkt/corpus/words.txt: [Errno 5] Input/output error: ")
