@@ -3,9 +3,10 @@ STOP, and the job ends FAILED as attempt 1 however they end: answering, silent, 
 (which reran it: the rerun meets the same limit). docs/explanations/delivery-guarantees.md."""
 from __future__ import annotations
 
-from tests.messages import heartbeat
+from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import job
 from tests.test_gang_fates import running
+from zen.store import repository
 
 
 def _timed_out_node(functions, zen):
@@ -44,3 +45,27 @@ def test_timed_out_gang_whose_other_node_is_preempted_as_it_stops_is_not_rerun(f
         history = [(r["attempt"], r["to_status"], r["reason"]) for r in repository.job_history(session, "g")]
     print("\n", record.status.value, record.attempt, history)
     assert (record.status.value, record.attempt) == ("FAILED", 1), history
+
+
+def test_a_gang_whose_peer_fails_on_the_kill_before_the_timed_out_nodes_report_is_failed_not_retried(
+        functions, zen, clock):
+    """Node 1's limit fires first (its staging began first); its SIGTERM breaks the collectives and node 0 exits 1 at
+    once, while node 1 still saves its checkpoint and uploads its outputs: node 0's FAILED comes first. The attempt
+    ran into max_runtime_s all the same: FAILED, said so, never retried (the retry would run into it again)."""
+    functions.submit(job_request("g", nodes=2, max_runtime_s=60, max_retries=2, retry_backoff_s=0))
+    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    clock.advance(60)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=1, message="NCCL error: peer closed"))
+    assert job(zen, "g").status.value == "STOPPING"
+    clock.advance(30)  # node 1's last checkpoint and outputs uploaded
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-2", exit_code=143, over_limit="max_runtime_s",
+                                  message="zen: killed after exceeding max_runtime_s=60"))
+    record = job(zen, "g")
+    with zen.db.transaction() as session:
+        history = [r["reason"] or "" for r in repository.job_history(session, "g")]
+    assert (record.status.value, record.attempt, record.retries) == ("FAILED", 1, 0), history
+    assert history[-1] == "node 1 (vm-2) failed: stopped at max_runtime_s=60 (exit code 143)", history
+    assert record.exit_code == 143 and record.message.startswith("node 1: zen: killed after exceeding"), record.message

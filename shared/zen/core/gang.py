@@ -168,9 +168,9 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
         decision.fields["last_heartbeat_at"] = most_silent(nodes).beat_at  # node says it runs (it heard no STOP)
     elif hb.status is AgentStatus.RUNNING and status == AgentStatus.RUNNING.value and (job.preempted_by or losing_node(job)):
         decision.fields["last_heartbeat_at"] = now
-    # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and the first failure's
-    # once one came (the others' answers to the STOP that followed, SIGTERM tails or a peer's error, are not why it ended)
-    failed_before = any(n.status == AgentStatus.FAILED.value for n in job.gang or ())
+    # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and the first failure's, or a
+    # kill's at its limit (_settle), once one came (the others' answers to the STOP, SIGTERM tails or a peer's error, are not why)
+    failed_before = any(n.status == AgentStatus.FAILED.value and (n.over_limit or not hb.over_limit) for n in job.gang or ())
     if hb.message is not None and not failed_before and (
             hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
@@ -261,15 +261,15 @@ def losing_node(job: Job) -> bool:
 
 def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
     """A gang that lost or failed a node, its others stopped (or past their fence): a node stopped at its limit no later
-    than any preemption ends it FAILED; else a node the cloud took or a silent one loses the attempt (a failure beside
-    it was likely the lost peer's), else the first failure ends it. With none, a node that succeeded as the others were
-    stopped was the silent one (its own exit replaced SILENT, late): the attempt is lost to its silence."""
+    than any preemption ends it FAILED, a peer its SIGTERM broke reporting first or not; else a node the cloud took or a
+    silent one loses the attempt (a failure beside it, likely the lost peer's), else the first failure ends it. With
+    none, a node that succeeded as the others were stopped was the silent one (its exit replaced SILENT, late): lost."""
     if (back := next((n for n in nodes if n.status == GAVE_BACK), None)) is not None:
         return _given_back(job.model_copy(update={"gang": nodes}), back.vm)
-    failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
+    failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: (not n.over_limit, n.beat_at), default=None)
     gone = next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)
     if failed is not None and failed.over_limit and (gone is None or failed.beat_at <= gone.beat_at):
-        return _failed(job, nodes, failed, now)  # stopped at its limit first: a rerun meets it again (never rerun)
+        return _failed(job, nodes, failed, now)  # stopped at its limit: a rerun meets it again (never rerun)
     if gone is not None:
         return _node_preempted(job, nodes, gone, now)
     if (quiet := next((n for n in nodes if n.status == SILENT), None) or (next(  # spent, as one silent VM's
