@@ -10,11 +10,16 @@ The sweep asks what the scaling passes saw of the VM (``JobTx.vm_stop_seen``): a
 report listed it stopped (neither RUNNING nor STOPPING: GCE bills it no more), or saw it leave its MIG, and Zen did
 not delete it (Zen deletes only VMs it drained, and drains none that holds a job). A spot VM so stopped was preempted,
 or its guest was shut down, which its agent reports PREEMPTED too when the report gets out: ``FREE_PREEMPTIONS``
-bounds both alike. A flex-start VM so stopped or gone, its run within ``deadlines.flex_end_margin_s`` of its end by
-Zen's count at its last report (``zen.core.provisioning.flex_run_left_s``), reached its run's end. Either attempt is
-counted as a PREEMPTED report's is, its history saying why. Only the count and the words change: the STOP sent to
-the VM (alive but cut off, it must not run on) and when the attempt ends are the silence's. A VM still RUNNING, a
-standard VM, and a VM no pass has seen stop yet spend an attempt as before.
+bounds both alike. A standard VM so stopped met a host event (a GPU VM cannot live-migrate: GCE terminates it for
+host maintenance or a host error, ``on_host_maintenance = "TERMINATE"``, and restarts it under its name), or a hand
+stopped or deleted it, or its agent powered it off (a container it could not remove: ``zen.agent.leftover``, as on a
+spot VM): a host error leaves its agent no shutdown to report from, and its restarted agent's PREEMPTED
+(``zen.agent.restart``) reran the attempt unspent only when the restart beat the sweep. A flex-start VM so stopped or
+gone, its run within ``deadlines.flex_end_margin_s`` of its end by Zen's count at its last report
+(``zen.core.provisioning.flex_run_left_s``), reached its run's end. Each attempt is counted as a PREEMPTED report's
+is, its history saying why. Only the count and the words change: the STOP sent to the VM (alive but cut off, it must
+not run on) and when the attempt ends are the silence's. A VM still RUNNING, and a VM no pass has seen stop yet,
+spend an attempt as before.
 
 A gang's node (``zen.core.gang``) so taken is counted as its agent's PREEMPTED would be, all or nothing kept: the most
 silent node of a running gang, its VM taken, is PREEMPTED, not SILENT, the others stopped first (STOPPING) unless all
@@ -64,7 +69,7 @@ _FLEX = "a scaling pass saw its flex-start VM"
 
 def taken_because(config: ZenConfig, job: Job, seen: tuple[str | None, datetime | None, bool] | None) -> str | None:
     """Why ``job``'s silent VM is the cloud's doing, seen stopped (``seen``: ``JobTx.vm_stop_seen``); None: it is not
-    known to be (not seen stopped, a standard VM, or a flex-start VM whose run was not near its end)."""
+    known to be (not seen stopped, or a flex-start VM whose run was not near its end)."""
     cluster = config.cluster(job.cluster)
     if seen is None or cluster is None or job.last_heartbeat_at is None:
         return None
@@ -73,6 +78,10 @@ def taken_because(config: ZenConfig, job: Job, seen: tuple[str | None, datetime 
     how = "left its MIG" if left else "stopped"
     if model == "spot":
         return f"a scaling pass saw its spot VM {how} since, not deleted by Zen: taken as preempted"
+    if model == "standard":  # (no preemption: the words leave its notice "was requeued", zen.core.notify.verb)
+        return (f"a scaling pass saw its standard VM {how} since, not by Zen: a host event (a GPU VM stops for host "
+                "maintenance or a host error, and restarts), a hand, or its agent's power-off: taken as the VM's "
+                "doing, not the job's")
     if model != "flex-start":
         return None
     if (run_left := near_run_end(config, cluster, job.last_heartbeat_at, None, running_at)) is None:
