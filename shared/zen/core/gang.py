@@ -29,8 +29,8 @@ from typing import Any
 from zen.core import gave_back, lifecycle
 from zen.core.gang_assembly import RESET as _RESET, assembly_expired as assembly_expired, keep_deadline as keep_deadline
 from zen.core.gang_assembly import claimed_again, confirm as _confirm, order as _order, place as place, successor
-from zen.core.gang_records import GangConfig, GangNode, master_port as master_port, node_wait_s as node_wait_s
-from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, word_after
+from zen.core.gang_records import GangConfig, GangNode, failure_told, master_port as master_port, node_wait_s as node_wait_s
+from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, first_failure, word_after
 from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, agents_line, most_silent, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
@@ -170,7 +170,7 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
         decision.fields["last_heartbeat_at"] = now
     # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and the first failure's, or a
     # kill's at its limit (_settle), once one came (the others' answers to the STOP, SIGTERM tails or a peer's error, are not why)
-    failed_before = any(n.status == AgentStatus.FAILED.value and (n.over_limit or not hb.over_limit) for n in job.gang or ())
+    failed_before = failure_told(node, job.gang or [], job.max_runtime_s)
     if hb.message is not None and not failed_before and (
             hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
@@ -261,12 +261,12 @@ def losing_node(job: Job) -> bool:
 
 def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
     """A gang that lost or failed a node, its others stopped (or past their fence): a node stopped at its limit no later
-    than any preemption ends it FAILED, a peer its SIGTERM broke reporting first or not; else a node the cloud took or a
+    than any preemption ends it FAILED, a peer its SIGTERM broke reporting first or not (``first_failure``); else one the cloud took or a
     silent one loses the attempt (a failure beside it, likely the lost peer's), else the first failure ends it. With
     none, a node that succeeded as the others were stopped was the silent one (its exit replaced SILENT, late): lost."""
     if (back := next((n for n in nodes if n.status == GAVE_BACK), None)) is not None:
         return _given_back(job.model_copy(update={"gang": nodes}), back.vm)
-    failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: (not n.over_limit, n.beat_at), default=None)
+    failed = first_failure(nodes, job.max_runtime_s)  # a node stopped at its limit before a peer its stop broke
     gone = next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)
     if failed is not None and failed.over_limit and (gone is None or failed.beat_at <= gone.beat_at):
         return _failed(job, nodes, failed, now)  # stopped at its limit: a rerun meets it again (never rerun)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,6 +120,34 @@ def most_silent(nodes: list[GangNode]) -> GangNode:
     """The node heard from longest ago among those at work (one that sent its final report is silent on purpose)."""
     return min((n for n in nodes if n.status not in ENDED), key=lambda n: n.beat_at,
                default=max(nodes, key=lambda n: n.beat_at))
+
+
+def broken_by(killed: GangNode, failed: GangNode, max_runtime_s: int | None) -> bool:
+    """Whether ``failed`` (at no limit) may be a peer that ``killed``'s stop at its limit broke, reporting first (its
+    report waits for no last save nor upload): not if Zen heard it before that limit could fire, ``max_runtime_s`` after
+    the CONFIRM (a node stages and runs its part after it): that failure came first, on its own (``first_failure``)."""
+    if killed.over_limit is None:
+        return False
+    if killed.over_limit != "max_runtime_s" or max_runtime_s is None or killed.confirmed_at is None:
+        return True  # (its share of the disk: full at any time)
+    return failed.beat_at >= killed.confirmed_at + timedelta(seconds=max_runtime_s)
+
+
+def failure_told(node: GangNode, nodes: Iterable[GangNode], max_runtime_s: int | None) -> bool:
+    """Whether a failure heard before ``node``'s report is the job's message, not ``node``'s (``zen.core.gang``'s
+    ``_node_report``): any, but one that ``node``, stopped at its limit, may have broken (``broken_by``)."""
+    return any(n.status == AgentStatus.FAILED.value and (n.over_limit or not broken_by(node, n, max_runtime_s))
+               for n in nodes)
+
+
+def first_failure(nodes: list[GangNode], max_runtime_s: int | None) -> GangNode | None:
+    """The failure that ends a gang's attempt (``zen.core.gang._settle``): the first heard, but a node stopped at its
+    limit before any that its stop may have broken (``broken_by``)."""
+    failures = sorted((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at)
+    killed = next((n for n in failures if n.over_limit), None)
+    if killed is not None and all(broken_by(killed, n, max_runtime_s) for n in failures[:failures.index(killed)]):
+        return killed
+    return next(iter(failures), None)
 
 
 # A planner pass that read the fleet less than this after a claim may not have seen it: the claim's time is
