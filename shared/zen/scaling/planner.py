@@ -101,7 +101,7 @@ class _Planning:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                     recovered[region] = memory
                 memory = _with(memory, strikes=0, silent=0, blocked_until=None, last_boot_at=self.now,
-                               boot_s=learned_boot(memory, booted, self.s.heard_since))  # (a flex pool's: unread)
+                               boot_s=learned_boot(memory, booted, self.s.heard_since, self.timing.spill_after_s))  # (flex: unread)
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
                                                              self.index.busy(region))
             if booted or self._blocked(region):

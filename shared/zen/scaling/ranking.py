@@ -16,16 +16,29 @@ from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory, Vm
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 
 
-def learned_boot(memory: RegionMemory, booted: list[Vm], heard_since: datetime | None = None) -> float | None:
+def learned_boot(memory: RegionMemory, booted: list[Vm], heard_since: datetime | None = None,
+                 spill_after_s: float = math.inf) -> float | None:
     """A pool's asked-to-usable seconds (``Ranking.boot_s``) with the VMs seen booting at the last plan and
     usable now folded into its moving average; not one asked before Zen could hear again after an outage of its own
-    (``heard_since``): its agent's first word waited in Pub/Sub, and the outage was learnt as the pool's boot."""
-    asked = dict(zip(memory.booting, memory.booting_since))
+    (``heard_since``): its agent's first word waited in Pub/Sub, and the outage was learnt as the pool's boot.
+    A VM that waited for capacity past ``spill_after_s`` (a probe in a stockout, a recreated spot VM waiting for
+    its place) counts from when a pass first saw it get capacity (``RegionMemory.started_since``), and not at all
+    where none did: that wait is the stockout's, which the pool's risk weighs (``Ranking.risk``, decaying); counted
+    from the ask, a probe that waited out a two-hour stockout put its pool's boot at 36 minutes, ranked behind the
+    others long after, and, asked no more, the pool never learnt better."""
+    asked, got = dict(zip(memory.booting, memory.booting_since)), dict(zip(memory.started, memory.started_since))
     average, heard_s = memory.boot_s, heard_since.timestamp() if heard_since is not None else float("-inf")
     for vm in booted:
-        seconds = vm.since.timestamp() - asked[vm.name] if vm.name in asked and asked[vm.name] >= heard_s else 0
-        if seconds <= 0:  # not seen booting, or booting across an outage of Zen's; or
-            continue  # the phase's start is not the boot's end (e.g. a VM known busy from the start)
+        end, start = vm.since.timestamp(), asked.get(vm.name)
+        if start is None or start < heard_s:  # not seen booting, or booting across an outage of Zen's
+            continue
+        if end - start > spill_after_s:  # it may have waited for capacity
+            if (got_s := got.get(vm.name)) is None:  # no pass saw it get capacity: its wait and boot are one
+                continue
+            start = got_s if got_s - start > spill_after_s else start  # it waited: from its capacity
+        seconds = end - start
+        if seconds <= 0:  # the phase's start is not the boot's end (e.g. a VM known busy from the start)
+            continue
         average = seconds if average is None else (1 - _BOOT_WEIGHT) * average + _BOOT_WEIGHT * seconds
     return average
 
