@@ -23,7 +23,9 @@ from typing import Sequence
 
 from zen.agent.container import Sandbox, Shape, ensure_networks
 from zen.agent.fence import fence_s
-from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
+from zen.agent.identity import (
+    IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_maintenance, watch_preemption,
+)
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.leftover import PowerOffAtStart
 from zen.agent.ranlog import ran_since_boot
@@ -31,6 +33,7 @@ from zen.agent.retired import RetiredMark
 from zen.agent.retired import path_for as retired_path
 from zen.agent.removal import ContainersLeft, may_run, remove_leftover_containers
 from zen.agent.settings import AgentSettings, with_deadlines, work_dir_of
+from zen.agent.shutdown import HOST_MAINTENANCE
 from zen.agent.slots import Slots, resolve_capacity
 from zen.core.config import load_config
 from zen.core.errors import ConfigError
@@ -202,10 +205,13 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()
-    notices = env.get("ZEN_PREEMPTION_METADATA_HOST")  # another metadata server's instance/preempted (a stand-in)
+    # another metadata server's instance/preempted and instance/maintenance-event (a stand-in)
+    notices = env.get("ZEN_PREEMPTION_METADATA_HOST")
     if notices or not identity.from_environment:
         watch_preemption(MetadataServer(notices) if notices else metadata, lambda: agent.request_shutdown("preempted"),
                          done)
+        watch_maintenance(MetadataServer(notices) if notices else metadata,  # as a preemption (zen.agent.shutdown)
+                          lambda: agent.request_shutdown(HOST_MAINTENANCE), done)
     try:
         return agent.run()
     except TransportError as exc:

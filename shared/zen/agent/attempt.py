@@ -291,7 +291,8 @@ class AttemptRunner:
                     notice()
                 job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown.left(SHUTDOWN_S))),  # its grace is left
                          within_s=max(0.0, self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S)))
-                return AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} shut down ({self._shutdown.reason})"
+                vm, why = self._identity.vm, self._shutdown.reason  # (a host maintenance: not "shut down")
+                return AgentStatus.PREEMPTED, f"zen: {self._shutdown.said(vm, f'VM {vm} shut down ({why})')}"
             if job.over_time():
                 self._log.warning("stopping the job: max_runtime_s exceeded",
                                   extra={**fields, "max_runtime_s": job.spec.max_runtime_s})

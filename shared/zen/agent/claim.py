@@ -86,7 +86,7 @@ class Claimer:
                     self._leases.nack(delivery)
                     # If our claim won, this requeues the attempt now instead of after the deadline.
                     self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
-                                       message=f"VM {self._vm} is shutting down")
+                                       message=self._shutdown.said(self._vm, f"VM {self._vm} is shutting down"))
                     return "shutdown"
                 if self._clock() >= next_lease:
                     self._leases.extend(delivery, self._settings.lease_s)
@@ -122,7 +122,7 @@ class Claimer:
                     if self._shutdown.stopping:  # read as the shutdown began (the same slice): not run on a VM going
                         self._log.info("claim confirmed as the VM shuts down: not run", extra=fields)  # away
                         self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
-                                           message=f"VM {self._vm} is shutting down")
+                                           message=self._shutdown.said(self._vm, f"VM {self._vm} is shutting down"))
                         return "shutdown"
                     self._log.info("claim confirmed", extra={**fields, **(
                         {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})

@@ -1,4 +1,5 @@
-"""Who this VM is: project, VM name, cluster, region, zone, tags; and whether it is being preempted.
+"""Who this VM is: project, VM name, cluster, region, zone, tags; and whether it is being preempted, or terminated
+for a host maintenance.
 
 Each field comes from the environment when set (the local Compute stand-in sets them all), otherwise
 from the GCE metadata server (``GCE_METADATA_HOST`` points elsewhere). :class:`ProofSource` fetches the
@@ -13,6 +14,7 @@ import logging
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -66,15 +68,20 @@ class MetadataServer:
 
     def get(self, path: str, *, timeout_s: float | None = None) -> str | None:
         """The value at ``path``; ``None`` when the server says it does not exist (404)."""
+        return self.fetch(path, timeout_s=timeout_s)[0]
+
+    def fetch(self, path: str, *, timeout_s: float | None = None) -> tuple[str | None, str | None]:
+        """The value at ``path`` (``None``: 404) and its ETag, which a ``wait_for_change`` request names as
+        ``last_etag`` to wait for a change from the value read, not from the one it finds."""
         request = urllib.request.Request(self.base_url + path, headers={"Metadata-Flavor": "Google"})
         try:
             with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
                 if response.headers.get("Metadata-Flavor") != "Google":
                     raise IdentityError(f"{self.base_url} did not answer as a metadata server")
-                return response.read().decode()
+                return response.read().decode(), response.headers.get("ETag")
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
-                return None
+                return None, None
             raise IdentityError(f"metadata server: {path}: HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise IdentityError(f"metadata server unreachable at {self.base_url} ({exc})") from None
@@ -181,6 +188,52 @@ def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None],
                 stop.wait(error_pause_s)
 
     thread = threading.Thread(target=watch, name="zen-preemption-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+MAINTENANCE_EVENT = "instance/maintenance-event"
+TERMINATE_ON_HOST_MAINTENANCE = "TERMINATE_ON_HOST_MAINTENANCE"
+
+
+def watch_maintenance(metadata: MetadataServer, on_maintenance: Callable[[], None], stop: threading.Event,
+                      *, wait_s: float = 60.0, error_pause_s: float = 5.0) -> threading.Thread:
+    """Call ``on_maintenance`` once when the metadata server's ``instance/maintenance-event`` says
+    ``TERMINATE_ON_HOST_MAINTENANCE``: a VM with GPUs cannot live-migrate, and GCE terminates it for a host
+    maintenance about 60 s after this notice (a standard VM restarts, under its name; its jobs' work since their
+    last checkpoint save would be lost). The agent takes it as a preemption's notice (``zen.agent.shutdown``).
+
+    Runs in a daemon thread until ``stop`` is set. Each long poll names the ETag of the value last read, so a notice
+    that came between two polls answers the next at once (a poll from the value it finds would wait past the VM's
+    end). Errors, and a server without the key (404), are logged and the key read again after a pause.
+    """
+
+    def watch() -> None:
+        etag: str | None = None
+        read = False  # the key read once: long polls from then on
+        while not stop.is_set():
+            try:
+                path = MAINTENANCE_EVENT
+                if read:
+                    path += f"?wait_for_change=true&timeout_sec={int(wait_s)}" + (
+                        f"&last_etag={urllib.parse.quote(etag)}" if etag else "")
+                value, etag = metadata.fetch(path, timeout_s=wait_s + 5 if read else None)
+            except IdentityError as exc:
+                log.warning("maintenance check failed; retrying", extra={"error": str(exc)})
+                read = False
+                stop.wait(error_pause_s)
+                continue
+            if value is None:
+                read = False
+                stop.wait(error_pause_s)
+                continue
+            read = True
+            if value.strip().upper() == TERMINATE_ON_HOST_MAINTENANCE:
+                log.warning("metadata server reports a host maintenance: GCE terminates this VM in about 60 s")
+                on_maintenance()
+                return
+
+    thread = threading.Thread(target=watch, name="zen-maintenance-watch", daemon=True)
     thread.start()
     return thread
 

@@ -19,10 +19,14 @@ SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted 
 SHUTDOWN_S = 10.0
 VM_STOPPING_S = 2.0
 POWER_OFF_S = 5.0  # a power-off the agent asks for comes this soon at most, the VM's other attempts reported first
+# The reason of a shutdown the metadata server's host maintenance notice asked for (zen.agent.identity.watch_maintenance):
+# a GPU VM cannot live-migrate, GCE terminates it about 60 s after the notice (a standard one restarts).
+HOST_MAINTENANCE = "host maintenance"
 
 
 class Shutdown:
-    """Asked for once (a signal, the VM's preemption, a test); read by the loop, the claims and the attempts."""
+    """Asked for once (a signal, the VM's preemption or host maintenance, a test); read by the loop, the claims and the
+    attempts."""
 
     def __init__(self, clock: Callable[[], float], stop_grace_s: float) -> None:
         self._clock = clock
@@ -48,6 +52,12 @@ class Shutdown:
         # the deadline (``left``) no later than POWER_OFF_S from now: the stop grace cut to what leaves that
         self._stop_grace_s = min(self._stop_grace_s, now + POWER_OFF_S - SHUTDOWN_S - self._at)
         self.power_off_reason = why
+
+    def said(self, vm: str, otherwise: str) -> str:
+        """What a report of an attempt the shutdown ended says of the VM: ``otherwise`` (its words for a shutdown, which
+        Zen tells the job's user as its VM's preemption: ``zen.core.gave_back.shut_down``), but for a host maintenance,
+        no preemption (of a standard VM, none could be), words of its own: Zen tells the user the job was requeued."""
+        return f"VM {vm} is stopping for host maintenance" if self.reason == HOST_MAINTENANCE else otherwise
 
     @property
     def stopping(self) -> bool:

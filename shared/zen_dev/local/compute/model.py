@@ -31,6 +31,7 @@ class Instance:
         self.errors: list[tuple[str, str]] = []
         self.gen = 0
         self.preempted = False  # its metadata's instance/preempted (notice.py)
+        self.maintenance = False  # its metadata's instance/maintenance-event: TERMINATE_ON_HOST_MAINTENANCE (notice.py)
 
     def status(self, now: float) -> str | None:
         if self.phase == WAITING:

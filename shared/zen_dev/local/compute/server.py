@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from zen_dev.local.compute import resources as r
-from zen_dev.local.compute import notice, views
+from zen_dev.local.compute import maintenance, notice, views
 from zen_dev.local.compute.faults import Outages, RateLimiter
 from zen_dev.local.compute.issuer import TokenIssuer
 from zen_dev.local.compute.world import World
@@ -100,7 +100,7 @@ class ComputeApi:
             return 200, self.issuer.user_token(email=query["email"], audience=query["audience"]), {
                 "Content-Type": "application/text"}
         if (preempted := notice.answer(self.world, path, query)) is not None:
-            return preempted  # instance/preempted, as the metadata server serves it
+            return preempted  # instance/preempted and instance/maintenance-event, as the metadata server serves them
         match = _IDENTITY.match(path)
         if match is None:
             return None
@@ -201,14 +201,15 @@ class ComputeApi:
         return views.operation_resource(world, op)
 
     def _simulate_maintenance_event(self, project: str, zone: str, name: str) -> dict[str, Any]:
-        """Preempt the named spot VM, as GCE does for this call; a standard or flex-start VM is migrated
-        live by GCE: nothing happens to it."""
+        """Preempt the named spot VM, as GCE does for this call; a standard or flex-start VM, which has GPUs and
+        cannot live-migrate, gets the host maintenance notice and is terminated at its end (maintenance.py)."""
         world = self.world
         world.check_project(project)
         for mig in world.migs.values():
             instance = mig.instances.get(name)
             if instance is not None and not instance.removed:
-                if mig.preemptible and not world.preempt(instance, "preempted (simulateMaintenanceEvent)"):
+                if not (world.preempt(instance, "preempted (simulateMaintenanceEvent)") if mig.preemptible
+                        else maintenance.announce(world, instance)):
                     raise r.ApiError(400, "resourceNotReady", f"The resource '{name}' is not running")
                 link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
                 return {"kind": "compute#operation", "id": str(instance.id if hasattr(instance, "id") else 0),

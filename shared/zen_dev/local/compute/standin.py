@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from zen.core.config import ZenConfig, load_config
 from zen_dev.capacity.scenario import Scenario, load_scenario, scenario_from_dict
+from zen_dev.local.compute import maintenance
 from zen_dev.local.compute.build import MigDef, build_capacity, project_of, resolve_migs
 from zen_dev.local.compute.clock import ScaledClock
 from zen_dev.local.compute.faults import Outages, RateLimiter
@@ -54,6 +55,7 @@ class ComputeStandIn:
         log_dir: str | os.PathLike | None = None,
         tick_interval_s: float = 0.05,
         preempt_notice_s: float = 30.0,
+        maintenance_notice_s: float = maintenance.NOTICE_S,
         names_salt: str = "",
     ):
         self.scenario = coerce_scenario(scenario)
@@ -78,6 +80,10 @@ class ComputeStandIn:
         # A preempted VM's processes get SIGTERM with its notice and SIGKILL this many real seconds later
         # (GCE: about 30 s); its metadata's instance/preempted turns TRUE meanwhile (notice.py).
         self.world.preempt_notice_s = preempt_notice_s
+        # A standard or flex-start VM's host maintenance (simulateMaintenanceEvent): its metadata's
+        # instance/maintenance-event turns TERMINATE_ON_HOST_MAINTENANCE, and it is terminated this many real seconds
+        # later (GCE: about 60 s), then boots again under its name (maintenance.py).
+        self.world.maintenance_notice_s = maintenance_notice_s
         self.rate_limiter = RateLimiter(self.scenario.faults.rate_limit, random.Random(f"{self.scenario.seed}/ratelimit"))
         self.outages = Outages(self.scenario.faults.unavailable)
         self.api = ComputeApi(self.world, self.rate_limiter, self.outages)

@@ -122,10 +122,11 @@ def operation_list(world: World, region: str, query: dict[str, str]) -> dict[str
 
 def instance_template(world: World, mig: Mig) -> dict[str, Any]:
     """The MIG's instance template as ``instanceTemplates.get`` answers: its machine type and scheduling
-    (the provisioning model: SPOT VMs are deleted when preempted; FLEX_START ones at their run's end)."""
+    (the provisioning model: SPOT VMs are deleted when preempted; FLEX_START ones at their run's end). Every model
+    terminates on host maintenance, as GPU VMs must (terraform's ``on_host_maintenance``); STANDARD ones restart."""
     model = mig.provisioning_model
     scheduling: dict[str, Any] = {"provisioningModel": model, "automaticRestart": model == "STANDARD",
-                                  "onHostMaintenance": "MIGRATE" if model == "STANDARD" else "TERMINATE"}
+                                  "onHostMaintenance": "TERMINATE"}
     if model != "STANDARD":
         scheduling["instanceTerminationAction"] = "DELETE"
     if model == "SPOT":
