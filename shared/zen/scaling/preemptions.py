@@ -73,15 +73,20 @@ def cost_factor(memory: RegionMemory, checkpoint_every_s: float | None, boot_s: 
     Without checkpoints (``checkpoint_every_s`` None) a preemption throws the run so far away (as
     learned); with them, half the job's own checkpoint interval (at most the run); each also pays the
     rerun's boot. The busy time is the finished runs' (decayed), the running VMs' so far at ``now_s`` and
-    ``prior_s`` of a VM that lost nothing."""
+    ``prior_s`` of a VM that lost nothing. The sums decay over ``prior_s`` (``Timing.trust_s``) from when they
+    were last folded in (``RegionMemory.runs_seen_s``) to ``now_s``: :func:`learn` folds them in only when the
+    pool's busy VMs change, and a pool its losses priced out keeps none busy (its factor stayed as in the hour it
+    lost them, days on)."""
     if memory.preempted <= 0:
         return 1.0
+    decay = math.exp(-max(0.0, now_s - (memory.runs_seen_s or now_s)) / prior_s) if prior_s > 0 else 1.0
+    preempted, lost_s = memory.preempted * decay, memory.lost_s * decay
     if checkpoint_every_s is not None:
-        lost = memory.preempted * min(checkpoint_every_s / 2, memory.lost_s / memory.preempted)
+        lost = preempted * min(checkpoint_every_s / 2, memory.lost_s / memory.preempted)
     else:
-        lost = memory.lost_s
-    lost += memory.preempted * boot_s
-    busy = memory.busy_s + sum(max(0.0, now_s - since) for since in memory.busy_since) + prior_s
+        lost = lost_s
+    lost += preempted * boot_s
+    busy = memory.busy_s * decay + sum(max(0.0, now_s - since) for since in memory.busy_since) + prior_s
     if busy <= 0:
         return 1.0
     useful = max(busy - lost, 0.05 * busy)  # at most 20x: a pool that only loses stays ranked
