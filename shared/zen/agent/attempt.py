@@ -264,7 +264,8 @@ class AttemptRunner:
                        unavailable=unavailable, limit_s=limit_s, over=over,
                        fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
                        shutdown_left=lambda: self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
-                       report_left=lambda: attempt.report_by - self._clock(), verdict=verdict)
+                       report_left=lambda: attempt.report_by - self._clock(), verdict=verdict,
+                       shut_down=lambda cut: self._shutdown.cut(self._identity.vm, cut))
         if cut is not None:
             self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                                             "status": cut[0].value, "reason": cut[1]})

@@ -152,7 +152,8 @@ class Pull:
 
 def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], float], *, listen: Listen,
          stopping: Callable[[], bool], fenced: Callable[[], str | None], max_runtime_s: float | None = None,
-         spent: Sequence[str] = (), said: Callable[[str], None] = lambda line: None) -> JobSpec | PullCut | None:
+         spent: Sequence[str] = (), said: Callable[[str], None] = lambda line: None,
+         shut_down: Callable[[str], str] | None = None) -> JobSpec | PullCut | None:
     """Pull ``spec``'s image unless the VM holds it and it is not ``mutable`` (or it has none), heartbeating the attempt
     through ``listen``. ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or
     failed: the job's ``docker run`` then says why, pulling a ``mutable`` image again, ``pull_always``; docker pull not
@@ -160,7 +161,8 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
     (PREEMPTED, the VM retires), a STOP (STOPPED), the VM's shutdown or the fence (PREEMPTED), its ``max_runtime_s``
     (FAILED). ``spec.max_runtime_s`` is what is left of the job's ``max_runtime_s`` (the one its note names; staging
     may have taken some: ``spent`` says so, in the same note). ``said``: a line of the job's output (the copy held run
-    for a registry's rate limit)."""
+    for a registry's rate limit). ``shut_down(WHAT)``: the note of a pull the VM's shutdown cut ("VM ... shut down
+    while ...", Zen's word for a preemption; a host maintenance's own: ``zen.agent.shutdown.Shutdown.cut``)."""
     image, limit_s = spec.image, spec.max_runtime_s
     named = max_runtime_s if max_runtime_s is not None else limit_s
     if not image or (not (always := mutable(image)) and held(image, settings.docker)):
@@ -174,7 +176,8 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
     try:
         while pulling.process.poll() is None:
             if stopping():
-                return PullCut(AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {WHAT}")
+                said_so = shut_down(WHAT) if shut_down is not None else f"VM {vm} shut down while {WHAT}"
+                return PullCut(AgentStatus.PREEMPTED, f"zen: {said_so}")
             if (note := fenced()) is not None:
                 return PullCut(AgentStatus.PREEMPTED, note)
             if time.monotonic() >= limit_at:  # its command never ran: not "killed"

@@ -53,11 +53,19 @@ class Shutdown:
         self._stop_grace_s = min(self._stop_grace_s, now + POWER_OFF_S - SHUTDOWN_S - self._at)
         self.power_off_reason = why
 
-    def said(self, vm: str, otherwise: str) -> str:
+    def said(self, vm: str, otherwise: str, cut: str | None = None) -> str:
         """What a report of an attempt the shutdown ended says of the VM: ``otherwise`` (its words for a shutdown, which
         Zen tells the job's user as its VM's preemption: ``zen.core.gave_back.shut_down``), but for a host maintenance,
-        no preemption (of a standard VM, none could be), words of its own: Zen tells the user the job was requeued."""
-        return f"VM {vm} is stopping for host maintenance" if self.reason == HOST_MAINTENANCE else otherwise
+        no preemption (of a standard VM, none could be), words of its own: Zen tells the user the job was requeued.
+        ``cut``: the step the shutdown cut (a transfer, the image's pull), named after them ("... while <cut>")."""
+        if self.reason != HOST_MAINTENANCE:
+            return otherwise
+        return f"VM {vm} is stopping for host maintenance" + (f" while {cut}" if cut else "")
+
+    def cut(self, vm: str, what: str) -> str:
+        """The words of a step (``what``: a transfer, the image's pull) the shutdown cut: "VM ... shut down while ..."
+        (``zen.core.gave_back.shut_down``: a preemption), or a host maintenance's (``said``)."""
+        return self.said(vm, f"VM {vm} shut down while {what}", what)
 
     @property
     def stopping(self) -> bool:

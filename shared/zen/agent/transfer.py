@@ -57,7 +57,8 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
              report_left: Callable[[], float] = lambda: math.inf, unavailable: str | None = None,
              limit_s: float | None = None, over: str = "",
              fenced: Callable[[], str | None] = lambda: None,
-             verdict: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
+             verdict: Callable[[], str | None] = lambda: None,
+             shut_down: Callable[[str], str] | None = None) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
     STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
@@ -81,7 +82,9 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
 
     ``verdict()``: the note once the disk watch stopped the attempt (staging): the transfer is cut, FAILED.
     ``fenced()``: the note once the attempt's fence fell (``zen.agent.fence``): the transfer is cut,
-    PREEMPTED, whether it stages or uploads (Zen is about to run the job elsewhere)."""
+    PREEMPTED, whether it stages or uploads (Zen is about to run the job elsewhere).
+    ``shut_down(what)``: the note of the transfer the VM's shutdown cut ("VM ... shut down while ...", Zen's word for
+    a preemption; a host maintenance's own: ``zen.agent.shutdown.Shutdown.cut``)."""
     cut: list[tuple[AgentStatus, str]] = []
     next_beat, shutdown_at, join_s = clock(), None, grace_s
     limit_at = time.monotonic() + limit_s if limit_s is not None else math.inf
@@ -91,7 +94,8 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
         if stopping():
             shutdown_at = shutdown_at or clock() + shutdown_grace_s
             if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
-                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
+                said = shut_down(what) if shut_down is not None else f"VM {vm} shut down while {what}"
+                cut.append((AgentStatus.PREEMPTED, f"zen: {said}"))
                 join_s = min(grace_s, SHUTDOWN_JOIN_S)
                 return True
         if (note := fenced()) is not None:

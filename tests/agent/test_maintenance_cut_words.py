@@ -1,0 +1,70 @@
+"""A host maintenance that cuts an attempt's transfer or its image's pull is told as a host maintenance, not as a
+preemption. The agent takes the metadata server's maintenance notice as a preemption's (``zen.agent.shutdown``,
+``HOST_MAINTENANCE``), and a job it stopped so is reported "VM ... is stopping for host maintenance"; but an upload of
+outputs, a staging or a pull the shutdown cut said "VM ... shut down while ...", which Zen tells the job's user as its
+VM's preemption (``zen.core.gave_back.shut_down``): a standard VM, which no one preempts, "was preempted" in the
+job's history and notices. A real agent, a fake transport, the Cloud Storage stand-in and ``tests.agent.fakedocker``."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from tests.agent.fakedocker import FakeDocker
+from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, make_agent, start_message
+from tests.agent.test_container_ends_named import IMAGE
+from tests.agent.test_output_manifest import WRITES
+from tests.agent.test_staging import client  # noqa: F401 (fixture)
+from tests.agent.test_upload_end import finals, settings, uploading
+from zen.agent.agent import Agent
+from zen.agent.imagepull import WHAT
+from zen.agent.shutdown import HOST_MAINTENANCE
+from zen.core import gave_back
+from zen.core.models import AgentStatus, Heartbeat
+from zen.core.notify import verb
+
+
+def told(message: str | None) -> tuple[str | None, str]:
+    """What Zen says the VM did, by the report's message (None: "was preempted"), and the job's notice's verb."""
+    word = gave_back.why(VM, message)
+    return word, verb("PREEMPTED", {"reason": f"VM {VM} {word or 'was preempted'} (no attempt spent)"})
+
+
+def test_an_upload_a_host_maintenance_cut_is_not_told_as_a_preemption(client, tmp_path):  # noqa: F811
+    transport = FakeTransport(VM)  # the shutdown grace passes on the manual clock, while the upload runs
+    transport.add_start(start_message("up", command=[sys.executable, "-c", WRITES], outputs="gs://out-bkt/r"))
+    agent = make_agent(transport, settings(tmp_path, stop_grace_s=0.5))
+    confirm = confirm_claims(VM)
+    transport.answer = lambda m: (uploading(m) and agent.request_shutdown(HOST_MAINTENANCE)) or confirm(m)
+    agent.run()
+
+    final = finals(transport)["up"]
+    assert (final.status, final.exit_code) == (AgentStatus.PREEMPTED, 0), final.message
+    assert told(final.message) == ("is stopping for host maintenance while uploading outputs", "was requeued"), \
+        final.message
+
+
+def test_a_pull_a_host_maintenance_cut_is_not_told_as_a_preemption(tmp_path):
+    docker = FakeDocker(tmp_path / "docker")
+    docker.pulls(lines=1, every_s=0.1, stalls=True)  # pulling until the shutdown cuts it
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(start_message("pull", image=IMAGE, command=["python", "train.py"]))
+    agent = Agent(IDENTITY, dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"),
+                                                pull_stall_s=600), transport, local=False)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    confirm = confirm_claims(VM)
+
+    def zen(message):
+        if (isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING
+                and (message.message or "").startswith(f"zen: {WHAT}")):
+            agent.request_shutdown(HOST_MAINTENANCE)
+        return confirm(message)
+
+    transport.answer = zen
+    agent.run()
+
+    final = finals(transport)["pull"]
+    assert final.status is AgentStatus.PREEMPTED, final.message
+    assert told(final.message) == (f"is stopping for host maintenance while {WHAT}", "was requeued"), final.message
+    assert not [call for call in docker.calls() if call[0] == "run"]  # its command never ran
