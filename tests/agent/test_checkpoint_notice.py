@@ -10,13 +10,10 @@ import sys
 import time
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import compute_v1
 from google.cloud import storage as gcs
-from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
 
 from tests.agent.conftest import DEADLINES
-from tests.local.test_compute_standin import BASE, BOOT_S, PROJECT, Cloud
+from tests.local.test_compute_standin import BASE, BOOT_S, Cloud
 from tests.agent.helpers import names_a_save
 from tests.waiting import wait_for
 from zen.core.checkpoints import CheckpointConfig
@@ -74,11 +71,8 @@ def test_the_preemption_notice_saves_the_checkpoint_in_time_and_the_rerun_restor
     scheduler.wait_status("spot-1", "RUNNING")
     wait_for(ready.exists, timeout_s=30, what="the job's SIGTERM handler in place")
 
-    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
-        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
-    zone = inst.instance.split("/zones/")[1].split("/")[0]
     noticed = time.monotonic()
-    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=inst.name)
+    cloud.maintenance(inst)
 
     manifest = bucket.blob("checkpoints/4xa100-40gb/spot-1/LATEST.json")
     try:

@@ -13,28 +13,16 @@ import json
 import sys
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import compute_v1
 from google.cloud import storage as gcs
-from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
 
-from tests.agent.conftest import DEADLINES
 from tests.agent.helpers import names_a_save
-from tests.agent.test_checkpoint_notice import JOB
+from tests.agent.test_checkpoint_notice import JOB, config  # noqa: F401 (its fixture: checkpoints to ckpt-bkt)
 from tests.local.test_compute_maintenance import standard_standin
-from tests.local.test_compute_standin import BOOT_S, PROJECT, Cloud
+from tests.local.test_compute_standin import BOOT_S, Cloud
 from tests.waiting import wait_for
-from zen.core.checkpoints import CheckpointConfig
-from zen.core.config import load_config
 from zen.core.notify import verb
 
 NOTICE_S = 60.0  # GCE's maintenance notice: from it to the VM's termination
-
-
-@pytest.fixture
-def config(project):
-    return load_config().model_copy(update={"project": project, "deadlines": DEADLINES,
-                                            "checkpoints": CheckpointConfig(bucket="ckpt-bkt")})
 
 
 @pytest.fixture
@@ -59,10 +47,7 @@ def test_the_maintenance_notice_saves_the_checkpoint_and_requeues_the_job_unspen
     scheduler.wait_status("std-1", "RUNNING")
     wait_for(ready.exists, timeout_s=30, what="the job's SIGTERM handler in place")
 
-    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
-        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
-    zone = inst.instance.split("/zones/")[1].split("/")[0]
-    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=inst.name)
+    cloud.maintenance(inst)
 
     manifest = bucket.blob("checkpoints/4xa100-40gb/std-1/LATEST.json")
     try:

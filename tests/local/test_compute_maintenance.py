@@ -13,7 +13,6 @@ import time
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
-from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
 
 from tests.local.test_compute_notice import STUBBORN
 from tests.local.test_compute_standin import BASE, BOOT_S, PROJECT, REGION, Cloud, merged, pid_alive
@@ -63,10 +62,7 @@ def test_a_standard_vm_gets_the_maintenance_notice_then_is_terminated_and_restar
     time.sleep(0.3)
     assert not answers  # it waits for the change
 
-    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
-        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
-    zone = inst.instance.split("/zones/")[1].split("/")[0]
-    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=inst.name)
+    cloud.maintenance(inst)
     waiting.join(10)
     assert answers == ["TERMINATE_ON_HOST_MAINTENANCE"]
     assert metadata.get("instance/preempted") == "FALSE"  # not a preemption

@@ -11,11 +11,8 @@ import threading
 import time
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import compute_v1
-from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
 
-from tests.local.test_compute_standin import BASE, BOOT_S, PROJECT, Cloud, merged, pid_alive
+from tests.local.test_compute_standin import BASE, BOOT_S, Cloud, merged, pid_alive
 from tests.waiting import wait_for
 from zen.agent.identity import MetadataServer
 from zen_dev.local.compute import ComputeStandIn, ManualClock
@@ -53,11 +50,8 @@ def test_a_preemption_turns_instance_preempted_true_and_answers_the_long_poll(cl
     time.sleep(0.3)
     assert not answers  # it waits for the change
 
-    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
-        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
-    zone = inst.instance.split("/zones/")[1].split("/")[0]
     noticed = time.monotonic()
-    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=inst.name)
+    cloud.maintenance(inst)
     waiting.join(10)
 
     [(preempted, at)] = answers

@@ -87,6 +87,18 @@ class Cloud:
     def instances(self, **kw) -> list:
         return list(self.migs.list_managed_instances(**self.kw(**kw)))
 
+    def maintenance_event(self, name: str, zone: str) -> None:
+        """``instances.simulateMaintenanceEvent`` on the VM ``name`` in ``zone``, through the official client."""
+        from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
+
+        instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
+            host=self.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
+        instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=name)
+
+    def maintenance(self, inst) -> None:
+        """``maintenance_event`` on a managed instance, as ``instances()`` lists it."""
+        self.maintenance_event(inst.name, inst.instance.split("/zones/")[1].split("/")[0])
+
     def errors(self, **kw) -> list:
         return list(self.migs.list_errors(**self.kw(**kw)))
 
@@ -507,18 +519,13 @@ def test_command_line_serves_until_sigterm(tmp_path):
 
 
 def test_simulate_maintenance_event_preempts_that_vm(make_cloud, tmp_path):
-    from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
-
     cloud = make_cloud()
     cloud.resize(2)
     cloud.advance(BOOT_S + 1)
     first, second = cloud.instances()
-    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
-        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
-    zone = first.instance.split("/zones/")[1].split("/")[0]
-    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=first.name)
+    cloud.maintenance(first)
     by_name = {i.name: i for i in cloud.instances()}
     assert by_name[first.name].current_action == "RECREATING"
     assert by_name[second.name].current_action == "NONE"
     with pytest.raises(gexc.NotFound):
-        instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance="nope")
+        cloud.maintenance_event("nope", first.instance.split("/zones/")[1].split("/")[0])
