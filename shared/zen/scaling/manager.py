@@ -33,7 +33,7 @@ from zen.scaling.model import (Action, ClusterLimits, ClusterSnapshot, Decision,
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.pricing import PoolPrices, cluster_pools
 from zen.scaling.listing import region_summaries
-from zen.scaling.quotas import TickQuotas, planning_order
+from zen.scaling.quotas import Planned, TickQuotas, planning_order
 from zen.scaling.reported import Unreported
 from zen.scaling.sharing import absorb
 from zen.scaling.timing import timing_from_config
@@ -363,7 +363,7 @@ class ClusterOrchestrator:
         for (name, region), state in zip(reads, compute_pool().map(
                 lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1], summaries), reads)):
             states[name][region] = state
-        reports = {}  # in turn: the quota room one takes, the next is not given (quotas.planning_order)
+        reports, before = {}, list[Planned]()  # in turn: the quota room one takes, the next is not given
         for cluster in planning_order(self._config.clusters, self._fleet.queue_heads if quotas is not None else None):
             planned = managers[cluster.name][0] if cluster.name in managers and quotas is not None else None
             if planned is not None and quotas is not None:
@@ -371,6 +371,10 @@ class ClusterOrchestrator:
             reports[cluster.name] = self.scale(cluster.name, states.get(cluster.name), read_at)
             if planned is not None and quotas is not None:
                 quotas.took(planned.cluster, planned.pools, reports[cluster.name].added)
+                if not reports[cluster.name].skipped:
+                    before.append((planned.cluster, planned.pools, reports[cluster.name].added))
+        if quotas is not None:  # the room of those planned first, less what those after them took
+            quotas.settle(self._fleet, before, self._clock())
         return {cluster.name: reports[cluster.name] for cluster in self._config.clusters}
 
     def scale(self, cluster: str, states: dict[str, MigState | MigApiError] | None = None,

@@ -10,7 +10,8 @@ count against its PREEMPTIBLE_<GPU>_GPUS, and every pool against GPUS_ALL_REGION
 read found short is counted down by what every pool under it asks (:func:`left`): each pool given the whole of
 it asked Compute for more than it holds, and the refused part struck the pools as after a QUOTA_EXCEEDED. Clusters
 of one GPU type share the quotas too: the tick checks each against the read less what those it planned before asked
-for (:class:`TickQuotas`), in the order of their most urgent queued jobs (:func:`planning_order`)."""
+for (:class:`TickQuotas`), in the order of their most urgent queued jobs (:func:`planning_order`); and the memory of
+each planned before another is then held to the room those after it left (:meth:`TickQuotas.settle`)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from zen.core.config import ClusterConfig
 from zen.core.quotas import ALL_REGIONS, Quota, Shortfall, gpu_metric, shortfall
 from zen.scaling.model import Action, Decision, Pool, RegionMemory, Vm, VmPhase
-from zen.scaling.port import QuotaPort
+from zen.scaling.port import FleetPort, QuotaPort
 
 log = logging.getLogger("zen.scaling")
 PROJECT = ""  # the key of the project-wide quotas in ``read_quotas``' answer
@@ -177,6 +178,38 @@ class TickQuotas:
             for scope, metric in ((pool.region, gpu_metric(cluster.gpu_type, pool.model)), (PROJECT, ALL_REGIONS)):
                 if (quota := self.left.get(scope, {}).get(metric)) is not None:
                     self.left[scope][metric] = replace(quota, usage=quota.usage + count * cluster.gpu_count)
+
+    def settle(self, fleet: FleetPort, planned: Sequence[Planned], now: datetime) -> None:
+        """The memory of each cluster planned before another that asked for VMs in the tick (``planned``: in turn,
+        each with the VMs its pass added, in that room already), its pools' room held to what those after it left
+        (``held``): kept from its own pass, the room was the read's whole, and its passes between two ticks (a
+        submission's) asked for the VMs another cluster's took, which Compute refused with QUOTA_EXCEEDED."""
+        took = [i for i, (_, _, added) in enumerate(planned) if added]
+        for cluster, pools, added in planned[:took[-1]] if took else ():
+            try:
+                with fleet.cluster_lock(cluster.name) as locked:  # else a pass holds it: its own read is as old
+                    if locked and (memory := self.held(cluster, pools, fleet.memory(cluster.name), added)):
+                        fleet.record(cluster.name, memory, [], now)
+            except Exception as exc:  # noqa: BLE001 - logged; the next tick reads the quotas again
+                log.warning("could not keep the room other clusters left", extra={"cluster": cluster.name,
+                                                                                  "error": str(exc)})
+
+    def held(self, cluster: ClusterConfig, pools: Mapping[str, Pool], memory: Mapping[str, RegionMemory],
+             added: Mapping[str, int]) -> dict[str, RegionMemory]:
+        """``memory`` (a cluster's, as its pass of the tick left it, adding ``added``) where this tick's asks left its
+        pools less room than it keeps (:func:`left`): their room now, and the VMs listed then with those added."""
+        def listed(key: str) -> int:  # the VMs its pass listed with capacity (as ``remember`` counts), and its adds
+            m = memory[key]
+            return len(m.known) - len(m.booting) + len(m.started) + added.get(key, 0)
+
+        found = {key: shares(cluster, pool, self.left, pools.values()) for key, pool in pools.items() if key in memory}
+        rooms = {key: min(n for _, n in under) for key, under in found.items() if under}
+        return {key: memory[key].replaced(quota_room=room, quota_listed=listed(key), quota_shared=found[key])
+                for key, room in rooms.items()
+                if memory[key].quota_room is None or room < left(memory, key, listed)}
+
+
+Planned = tuple[ClusterConfig, Mapping[str, Pool], Mapping[str, int]]  # a cluster the tick planned, its pools, adds
 
 
 def planning_order(clusters: Sequence[ClusterConfig], heads: Callable[[list[str]], Mapping[str, tuple[int, datetime]]]
