@@ -8,7 +8,7 @@ import pytest
 
 from tests.agent.fakes import FakeMetadata
 from tests.agent.helpers import wait_for
-from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
+from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_notice
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.settings import AgentSettings, with_deadlines
 from zen.core.errors import ConfigError
@@ -109,11 +109,11 @@ def test_preemption_is_read_and_watched(metadata):
     assert server.preempted() is False
     noticed = threading.Event()
     stop = threading.Event()
-    watch_preemption(server, noticed.set, stop, wait_s=0, error_pause_s=0.05)
+    watch_notice(server, "instance/preempted", "TRUE", noticed.set, stop, wait_s=0, error_pause_s=0.05)
+    wait_for(lambda: any("wait_for_change=true" in path for path in metadata.requests), 5, what="a long poll")
     metadata.values["instance/preempted"] = "TRUE"
     wait_for(noticed.is_set, 5, what="preemption noticed")
     stop.set()
-    assert any("wait_for_change=true" in path for path in metadata.requests)
 
 
 # -- settings and sequence numbers -------------------------------------------------------------------

@@ -24,7 +24,8 @@ from typing import Sequence
 from zen.agent.container import Sandbox, Shape, ensure_networks
 from zen.agent.fence import fence_s
 from zen.agent.identity import (
-    IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_maintenance, watch_preemption,
+    MAINTENANCE_EVENT, PREEMPTED, TERMINATE_ON_HOST_MAINTENANCE, IdentityError, MetadataServer, resolve_identity,
+    resolve_tags, watch_notice,
 )
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.leftover import PowerOffAtStart
@@ -208,10 +209,10 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
     # another metadata server's instance/preempted and instance/maintenance-event (a stand-in)
     notices = env.get("ZEN_PREEMPTION_METADATA_HOST")
     if notices or not identity.from_environment:
-        watch_preemption(MetadataServer(notices) if notices else metadata, lambda: agent.request_shutdown("preempted"),
-                         done)
-        watch_maintenance(MetadataServer(notices) if notices else metadata,  # as a preemption (zen.agent.shutdown)
-                          lambda: agent.request_shutdown(HOST_MAINTENANCE), done)
+        server = MetadataServer(notices) if notices else metadata
+        watch_notice(server, PREEMPTED, "TRUE", lambda: agent.request_shutdown("preempted"), done)
+        watch_notice(server, MAINTENANCE_EVENT, TERMINATE_ON_HOST_MAINTENANCE,  # as a preemption (zen.agent.shutdown)
+                     lambda: agent.request_shutdown(HOST_MAINTENANCE), done)
     try:
         return agent.run()
     except TransportError as exc:

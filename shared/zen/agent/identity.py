@@ -95,8 +95,8 @@ class MetadataServer:
     def preempted(self, *, wait_s: float | None = None) -> bool:
         """Whether the VM is being preempted; with ``wait_s``, waits up to that long for a change."""
         if wait_s is None:
-            return (self.get("instance/preempted") or "").strip().upper() == "TRUE"
-        value = self.get(f"instance/preempted?wait_for_change=true&timeout_sec={int(wait_s)}",
+            return (self.get(PREEMPTED) or "").strip().upper() == "TRUE"
+        value = self.get(f"{PREEMPTED}?wait_for_change=true&timeout_sec={int(wait_s)}",
                          timeout_s=wait_s + 5)
         return (value or "").strip().upper() == "TRUE"
 
@@ -168,44 +168,25 @@ def reportable_tags(tags: list[str]) -> tuple[str, ...]:
     return tuple(kept[:MAX_TAGS])
 
 
-def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None], stop: threading.Event,
-                     *, wait_s: float = 60.0, error_pause_s: float = 5.0) -> threading.Thread:
-    """Call ``on_preempted`` once when the metadata server reports the VM preempted.
-
-    Runs in a daemon thread until ``stop`` is set. Errors (the server briefly unreachable) are
-    logged and retried after a pause: a missed notice only costs the SIGTERM path a little time.
-    """
-
-    def watch() -> None:
-        while not stop.is_set():
-            try:
-                if metadata.preempted(wait_s=wait_s):
-                    log.warning("metadata server reports this VM preempted")
-                    on_preempted()
-                    return
-            except IdentityError as exc:
-                log.warning("preemption check failed; retrying", extra={"error": str(exc)})
-                stop.wait(error_pause_s)
-
-    thread = threading.Thread(target=watch, name="zen-preemption-watch", daemon=True)
-    thread.start()
-    return thread
-
-
+PREEMPTED = "instance/preempted"  # TRUE once GCE preempts the VM (its ACPI soft off comes with it)
 MAINTENANCE_EVENT = "instance/maintenance-event"
 TERMINATE_ON_HOST_MAINTENANCE = "TERMINATE_ON_HOST_MAINTENANCE"
+_SAID = {PREEMPTED: "metadata server reports this VM preempted",
+         MAINTENANCE_EVENT: "metadata server reports a host maintenance: GCE terminates this VM in about 60 s"}
 
 
-def watch_maintenance(metadata: MetadataServer, on_maintenance: Callable[[], None], stop: threading.Event,
-                      *, wait_s: float = 60.0, error_pause_s: float = 5.0) -> threading.Thread:
-    """Call ``on_maintenance`` once when the metadata server's ``instance/maintenance-event`` says
-    ``TERMINATE_ON_HOST_MAINTENANCE``: a VM with GPUs cannot live-migrate, and GCE terminates it for a host
-    maintenance about 60 s after this notice (a standard VM restarts, under its name; its jobs' work since their
-    last checkpoint save would be lost). The agent takes it as a preemption's notice (``zen.agent.shutdown``).
+def watch_notice(metadata: MetadataServer, key: str, notice: str, on_notice: Callable[[], None],
+                 stop: threading.Event, *, wait_s: float = 60.0, error_pause_s: float = 5.0) -> threading.Thread:
+    """Call ``on_notice`` once when the metadata server's ``key`` says ``notice``: ``instance/preempted`` TRUE (a spot
+    VM's preemption: GCE stops it about 30 s later), or ``instance/maintenance-event``
+    ``TERMINATE_ON_HOST_MAINTENANCE`` (a VM with GPUs cannot live-migrate, and GCE terminates it for a host
+    maintenance about 60 s after this notice; a standard VM restarts, under its name). The agent takes either as a
+    preemption's notice (``zen.agent.shutdown``): its jobs' work since their last checkpoint save would be lost.
 
     Runs in a daemon thread until ``stop`` is set. Each long poll names the ETag of the value last read, so a notice
-    that came between two polls answers the next at once (a poll from the value it finds would wait past the VM's
-    end). Errors, and a server without the key (404), are logged and the key read again after a pause.
+    that came between two polls, or during an error's pause, answers the next at once (a poll from the value it finds
+    would wait past the VM's end). Errors, and a server without the key (404), are logged and the key read again
+    after a pause.
     """
 
     def watch() -> None:
@@ -213,13 +194,13 @@ def watch_maintenance(metadata: MetadataServer, on_maintenance: Callable[[], Non
         read = False  # the key read once: long polls from then on
         while not stop.is_set():
             try:
-                path = MAINTENANCE_EVENT
+                path = key
                 if read:
                     path += f"?wait_for_change=true&timeout_sec={int(wait_s)}" + (
                         f"&last_etag={urllib.parse.quote(etag)}" if etag else "")
                 value, etag = metadata.fetch(path, timeout_s=wait_s + 5 if read else None)
             except IdentityError as exc:
-                log.warning("maintenance check failed; retrying", extra={"error": str(exc)})
+                log.warning("metadata notice check failed; retrying", extra={"key": key, "error": str(exc)})
                 read = False
                 stop.wait(error_pause_s)
                 continue
@@ -228,12 +209,12 @@ def watch_maintenance(metadata: MetadataServer, on_maintenance: Callable[[], Non
                 stop.wait(error_pause_s)
                 continue
             read = True
-            if value.strip().upper() == TERMINATE_ON_HOST_MAINTENANCE:
-                log.warning("metadata server reports a host maintenance: GCE terminates this VM in about 60 s")
-                on_maintenance()
+            if value.strip().upper() == notice:
+                log.warning(_SAID.get(key, f"metadata server: {key} is {notice}"))
+                on_notice()
                 return
 
-    thread = threading.Thread(target=watch, name="zen-maintenance-watch", daemon=True)
+    thread = threading.Thread(target=watch, name=f"zen-watch-{key.rsplit('/', 1)[-1]}", daemon=True)
     thread.start()
     return thread
 

@@ -19,7 +19,7 @@ SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted 
 SHUTDOWN_S = 10.0
 VM_STOPPING_S = 2.0
 POWER_OFF_S = 5.0  # a power-off the agent asks for comes this soon at most, the VM's other attempts reported first
-# The reason of a shutdown the metadata server's host maintenance notice asked for (zen.agent.identity.watch_maintenance):
+# The reason of a shutdown the metadata server's host maintenance notice asked for (zen.agent.identity.watch_notice):
 # a GPU VM cannot live-migrate, GCE terminates it about 60 s after the notice (a standard one restarts).
 HOST_MAINTENANCE = "host maintenance"
 
