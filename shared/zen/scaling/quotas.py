@@ -196,17 +196,20 @@ class TickQuotas:
 
     def held(self, cluster: ClusterConfig, pools: Mapping[str, Pool], memory: Mapping[str, RegionMemory],
              added: Mapping[str, int]) -> dict[str, RegionMemory]:
-        """``memory`` (a cluster's, as its pass of the tick left it, adding ``added``) where this tick's asks left its
-        pools less room than it keeps (:func:`left`): their room now, and the VMs listed then with those added."""
+        """``memory`` (a cluster's, as its pass of the tick left it, adding ``added``) where this tick's asks left a
+        pool of it less room than it keeps (:func:`left`): every pool's room now, and the VMs listed then with those
+        added (a pool kept as it was counted its adds as growth against the quotas it shares with the others, whose
+        room held them already: those given room for one more VM found none)."""
         def listed(key: str) -> int:  # the VMs its pass listed with capacity (as ``remember`` counts), and its adds
             m = memory[key]
             return len(m.known) - len(m.booting) + len(m.started) + added.get(key, 0)
 
         found = {key: shares(cluster, pool, self.left, pools.values()) for key, pool in pools.items() if key in memory}
         rooms = {key: min(n for _, n in under) for key, under in found.items() if under}
+        if not any(memory[key].quota_room is None or room < left(memory, key, listed) for key, room in rooms.items()):
+            return {}
         return {key: memory[key].replaced(quota_room=room, quota_listed=listed(key), quota_shared=found[key])
-                for key, room in rooms.items()
-                if memory[key].quota_room is None or room < left(memory, key, listed)}
+                for key, room in rooms.items()}
 
 
 Planned = tuple[ClusterConfig, Mapping[str, Pool], Mapping[str, int]]  # a cluster the tick planned, its pools, adds
