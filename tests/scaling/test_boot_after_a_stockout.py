@@ -4,7 +4,7 @@ The pool's learned boot time (``RegionMemory.boot_s``, ``ranking.learned_boot``)
 usable VM; its stockout risk (``Ranking.risk``) weighs stockouts, and decays. A probe kept in a blocked pool
 waits for capacity as long as the stockout lasts, and once it boots with no job left to take (its job started
 elsewhere meanwhile, or every region's probe came up for fewer jobs), its time from the ask (two hours) went into
-the moving average: the pool's boot read as 36 minutes, it ranked behind every other pool long after its risk
+the moving average: the pool's boot read as 37 minutes, it ranked behind every other pool long after its risk
 had faded, and, asked no more, it never learnt better. Counted from when a pass first saw it get capacity, its
 wait is the risk's alone. Pure planner passes, one after another, as the manager runs them.
 """

@@ -185,8 +185,8 @@ def watch_notice(metadata: MetadataServer, key: str, notice: str, on_notice: Cal
 
     Runs in a daemon thread until ``stop`` is set. Each long poll names the ETag of the value last read, so a notice
     that came between two polls, or during an error's pause, answers the next at once (a poll from the value it finds
-    would wait past the VM's end). Errors, and a server without the key (404), are logged and the key read again
-    after a pause.
+    would wait past the VM's end). Errors are logged; after one, and from a server without the key (404), the key is
+    read again after a pause.
     """
 
     def watch() -> None:

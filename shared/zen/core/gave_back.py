@@ -6,11 +6,11 @@ also when a step before the job's command failed by the cloud's or the VM's faul
 Cloud Storage unavailable), docker's pull cut short (``zen.agent.container.PULL_CUT``), its agent dead and restarted
 (``zen.agent.restart``). Zen reruns each without spending an attempt (``FREE_PREEMPTIONS`` times). Only the first is
 "VM ... was preempted" (a host maintenance's notice aside: "VM ... is stopping for host maintenance",
-``zen.agent.shutdown.said``); the others are told by the agent's own note, the first line of the report's message: the
-step that failed and why, in the job's history, its notices and, once its free reruns are spent, its FAILED. A gang's
-node so is "node K (VM) gave the attempt back (...)" where one preempted is "node K (VM) was preempted"
-(``zen.core.gang``: the gang's fate as for a preemption), and a PREEMPTED notice of such an attempt says the job "was
-requeued" (``zen.core.notify.verb``: its notice kind stays PREEMPTED)."""
+``zen.agent.shutdown.Shutdown.said``); the others are told by the agent's own note, the first line of the report's
+message: the step that failed and why, in the job's history, its notices and, once its free reruns are spent, its
+FAILED. A gang's node so is "node K (VM) gave the attempt back (...)" where one preempted is "node K (VM) was
+preempted" (``zen.core.gang``: the gang's fate as for a preemption), and a PREEMPTED notice of such an attempt says
+the job "was requeued" (``zen.core.notify.verb``: its notice kind stays PREEMPTED)."""
 
 from __future__ import annotations
 

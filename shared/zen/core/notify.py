@@ -220,8 +220,8 @@ def verb(notice: str, event: dict[str, Any]) -> str:
     change to LOST) "was preempted" only where its reason says a preemption (its VM's, as an agent reported it or a
     scaling pass saw it taken; its queue's); else it "was requeued": its VM gave it back (``zen.core.gave_back``: a
     step before the command the cloud failed, its VM not shut down), went silent ("no heartbeat from ..."),
-    reached the end of its flex-start run, or is stopping for host maintenance (``zen.agent.shutdown.said``). A
-    queue's ``job.preempted`` event is a preemption."""
+    reached the end of its flex-start run, or is stopping for host maintenance
+    (``zen.agent.shutdown.Shutdown.said``). A queue's ``job.preempted`` event is a preemption."""
     reason = str(event.get("reason") or "")
     if notice == "PREEMPTED" and event.get("type") != "job.preempted" and (
             gave_back.told(reason) or "preempted" not in reason):

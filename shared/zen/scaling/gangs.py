@@ -7,7 +7,7 @@ A gang booted for starts at its N-th usable VM, so it waits for the slowest of t
 gang that needs two or more boots gets one more in the same pool, its spare boot (:class:`SpareBoots`),
 and starts at its N-th of N+1: with lognormal boots (median 90 s, sigma 0.3), the p95 of a 4-node gang's
 wait for its boots falls from about 176 s (the slowest of 4) to about 138 s (the 4th of 5). Spare boots
-are asked for after every job's first ask and hedge (they never take a place a job needs), where the
+are asked for after every job's first ask and hedge (they never take a place a job of their cluster needs), where the
 limits leave room, never in flex-start pools (``Ranking.spares``). A gang covered by booting VMs keeps
 one more booting while it waits, and a gang no node has claimed yet, whose first pool is uncertain (the
 planner hedged it), keeps a whole copy booting in another pool (its hedge, with its spare) racing too, as

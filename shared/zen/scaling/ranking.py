@@ -24,7 +24,7 @@ def learned_boot(memory: RegionMemory, booted: list[Vm], heard_since: datetime |
     A VM that waited for capacity past ``spill_after_s`` (a probe in a stockout, a recreated spot VM waiting for
     its place) counts from when a pass first saw it get capacity (``RegionMemory.started_since``), and not at all
     where none did: that wait is the stockout's, which the pool's risk weighs (``Ranking.risk``, decaying); counted
-    from the ask, a probe that waited out a two-hour stockout put its pool's boot at 36 minutes, ranked behind the
+    from the ask, a probe that waited out a two-hour stockout put its pool's boot at 37 minutes, ranked behind the
     others long after, and, asked no more, the pool never learnt better."""
     asked, got = dict(zip(memory.booting, memory.booting_since)), dict(zip(memory.started, memory.started_since))
     average, heard_s = memory.boot_s, heard_since.timestamp() if heard_since is not None else float("-inf")
