@@ -1,6 +1,7 @@
 """A host maintenance that cuts an attempt's transfer or its image's pull is told as a host maintenance, not as a
-preemption. The agent takes the metadata server's maintenance notice as a preemption's (``zen.agent.shutdown``,
-``HOST_MAINTENANCE``), and a job it stopped so is reported "VM ... is stopping for host maintenance"; but an upload of
+preemption. After the metadata server's maintenance notice, GCE's stop is a shutdown as a preemption's
+(``zen.agent.shutdown``, ``Shutdown.maintenance``), and a job it stopped is reported "VM ... is stopping for host
+maintenance"; but an upload of
 outputs, a staging or a pull the shutdown cut said "VM ... shut down while ...", which Zen tells the job's user as its
 VM's preemption (``zen.core.gave_back.shut_down``): a standard VM, which no one preempts, "was preempted" in the
 job's history and notices. A real agent, a fake transport, the Cloud Storage stand-in and ``tests.agent.fakedocker``."""
@@ -19,10 +20,15 @@ from tests.agent.test_staging import client  # noqa: F401 (fixture)
 from tests.agent.test_upload_end import finals, settings, uploading
 from zen.agent.agent import Agent
 from zen.agent.imagepull import WHAT
-from zen.agent.shutdown import HOST_MAINTENANCE
 from zen.core import gave_back
 from zen.core.models import AgentStatus, Heartbeat
 from zen.core.notify import verb
+
+
+def stopped_for_maintenance(agent: Agent) -> None:
+    """GCE's stop after a host maintenance's notice (``zen.agent.__main__._maintenance``)."""
+    agent.shutdown.maintenance = True
+    agent.request_shutdown("SIGTERM")
 
 
 def told(message: str | None) -> tuple[str | None, str]:
@@ -36,7 +42,7 @@ def test_an_upload_a_host_maintenance_cut_is_not_told_as_a_preemption(client, tm
     transport.add_start(start_message("up", command=[sys.executable, "-c", WRITES], outputs="gs://out-bkt/r"))
     agent = make_agent(transport, settings(tmp_path, stop_grace_s=0.5))
     confirm = confirm_claims(VM)
-    transport.answer = lambda m: (uploading(m) and agent.request_shutdown(HOST_MAINTENANCE)) or confirm(m)
+    transport.answer = lambda m: (uploading(m) and stopped_for_maintenance(agent)) or confirm(m)
     agent.run()
 
     final = finals(transport)["up"]
@@ -58,7 +64,7 @@ def test_a_pull_a_host_maintenance_cut_is_not_told_as_a_preemption(tmp_path):
     def zen(message):
         if (isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING
                 and (message.message or "").startswith(f"zen: {WHAT}")):
-            agent.request_shutdown(HOST_MAINTENANCE)
+            stopped_for_maintenance(agent)
         return confirm(message)
 
     transport.answer = zen

@@ -1,11 +1,13 @@
-"""A standard VM's host maintenance notice is a preemption's notice to its agent. A VM with GPUs cannot live-migrate:
-GCE terminates it about 60 s after its metadata's ``instance/maintenance-event`` turns ``TERMINATE_ON_HOST_MAINTENANCE``
-(and restarts a standard one). The agent watched only ``instance/preempted``: its job ran on to the termination, lost
-its work since its last periodic checkpoint save, and Zen found the attempt only when its heartbeats stopped. A real
-agent watches the Compute stand-in's metadata (ZEN_PREEMPTION_METADATA_HOST), the real scheduler and the Cloud
-Storage stand-in behind it: at the notice the job checkpoints (``ZEN_PREEMPTION_NOTICE``), the agent saves that
-checkpoint, reports PREEMPTED in words of a host maintenance (its user is told the job was requeued, not preempted),
-claims nothing more, and the job is requeued at once without spending an attempt; another VM's rerun restores it."""
+"""A standard VM's host maintenance notice: no more jobs there, its job runs on, and GCE's stop is told as such. A VM
+with GPUs cannot live-migrate: GCE stops it within the hour after its metadata's ``instance/maintenance-event`` turns
+``TERMINATE_ON_HOST_MAINTENANCE`` (and restarts a standard one). Stopped at the notice, a job lost up to an hour of
+work it could have done (or finished), and the VM stayed idle and billed to its end; ignored, the VM took new jobs
+it would cut within the hour, and its stop was told as a preemption. A real agent watches the Compute stand-in's
+metadata (ZEN_PREEMPTION_METADATA_HOST), the real scheduler and the Cloud Storage stand-in behind it: at the notice
+it takes no more jobs (RETIRED once its job is over) while its job runs on; GCE's stop (SIGTERM through systemd, as a preemption's) has
+the job checkpoint (``ZEN_PREEMPTION_NOTICE``), the agent save it and report PREEMPTED in words of a host
+maintenance (its user told the job was requeued, not preempted), and the job is requeued at once without spending
+an attempt; another VM's rerun restores it."""
 
 from __future__ import annotations
 
@@ -22,17 +24,15 @@ from tests.local.test_compute_standin import BOOT_S, Cloud
 from tests.waiting import wait_for
 from zen.core.notify import verb
 
-NOTICE_S = 60.0  # GCE's maintenance notice: from it to the VM's termination
-
 
 @pytest.fixture
 def cloud(tmp_path):
-    standin, mig = standard_standin(tmp_path, maintenance_notice_s=NOTICE_S)
+    standin, mig = standard_standin(tmp_path)  # GCE's hour: the test stops the agent itself, as GCE's stop would
     yield Cloud(standin.start()), mig
     standin.stop()
 
 
-def test_the_maintenance_notice_saves_the_checkpoint_and_requeues_the_job_unspent(
+def test_at_the_maintenance_notice_the_vm_takes_no_more_jobs_and_at_gces_stop_the_job_is_requeued_unspent(
         scheduler, agents, storage, cloud, tmp_path):
     cloud, mig = cloud
     bucket = gcs.Client().create_bucket("ckpt-bkt")
@@ -47,17 +47,23 @@ def test_the_maintenance_notice_saves_the_checkpoint_and_requeues_the_job_unspen
     scheduler.wait_status("std-1", "RUNNING")
     wait_for(ready.exists, timeout_s=30, what="the job's SIGTERM handler in place")
 
-    cloud.maintenance(inst)
-
+    cloud.maintenance(inst)  # the agent's long poll answers at once
+    for _ in range(3):  # three of its heartbeats later (stopped at the notice, it was requeued within one)
+        heard = scheduler.job("std-1").last_heartbeat_at
+        wait_for(lambda: (j := scheduler.job("std-1")).last_heartbeat_at != heard or j.status.value != "RUNNING",
+                 timeout_s=30, what="a heartbeat")
+    job = scheduler.job("std-1")
+    assert (job.status.value, job.attempt) == ("RUNNING", 1), scheduler.history("std-1")  # it runs on
+    assert agent.said("metadata server reports a host maintenance: GCE stops this VM within the hour")
     manifest = bucket.blob("checkpoints/4xa100-40gb/std-1/LATEST.json")
+
+    agent.process.terminate()  # GCE's stop: the ACPI power button, systemd's SIGTERM to the agent
     try:
-        wait_for(lambda: names_a_save(bucket, manifest.name),
-                 timeout_s=NOTICE_S / 2, what="the checkpoint saved after the maintenance notice")
+        wait_for(lambda: names_a_save(bucket, manifest.name), timeout_s=30, what="the checkpoint saved at GCE's stop")
     except AssertionError as missing:
         said = [line["message"] for line in agent.logs()][-15:]
         raise AssertionError(f"{missing}; the job's history: {scheduler.history('std-1')}; the agent's last "
                              f"words: {said}") from None
-    assert agent.said("metadata server reports a host maintenance: GCE terminates this VM in about 60 s")
     saved = json.loads(manifest.download_as_bytes())
     assert saved["attempt"] == 1 and [f["path"] for f in saved["files"]] == ["at-notice"]
     job = wait_for(lambda: (j := scheduler.job("std-1")).attempt == 2 and j, 10, what="requeued")
@@ -68,4 +74,4 @@ def test_the_maintenance_notice_saves_the_checkpoint_and_requeues_the_job_unspen
 
     agents.start("vm-b", STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work-b"))
     job = scheduler.wait_status("std-1", "SUCCEEDED", timeout_s=30)
-    assert "restored: step " in job.message and job.vm == "vm-b"  # the VM under maintenance took it no more
+    assert "restored: step " in job.message and job.vm == "vm-b"

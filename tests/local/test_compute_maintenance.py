@@ -1,7 +1,7 @@
 """A host maintenance on a standard VM of the Compute stand-in, as GCE carries it out for a VM with GPUs, which cannot
 live-migrate: ``simulateMaintenanceEvent`` turns its ``instance/maintenance-event`` from ``NONE`` to
 ``TERMINATE_ON_HOST_MAINTENANCE`` (a ``wait_for_change`` long poll answering at that moment), its processes run on
-through the notice, and ``maintenance_notice_s`` later (GCE's ~60 s) it is terminated (SIGTERM), then restarts under
+through the notice, and ``maintenance_notice_s`` later (GCE's hour for a GPU VM) it is terminated (SIGTERM), then restarts under
 its name (``automaticRestart``). Read as the agent reads it (``zen.agent.identity.MetadataServer``)."""
 
 from __future__ import annotations

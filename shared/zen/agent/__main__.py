@@ -211,8 +211,7 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
     if notices or not identity.from_environment:
         server = MetadataServer(notices) if notices else metadata
         watch_notice(server, PREEMPTED, "TRUE", lambda: agent.request_shutdown("preempted"), done)
-        watch_notice(server, MAINTENANCE_EVENT, TERMINATE_ON_HOST_MAINTENANCE,  # as a preemption (zen.agent.shutdown)
-                     lambda: agent.request_shutdown(HOST_MAINTENANCE), done)
+        watch_notice(server, MAINTENANCE_EVENT, TERMINATE_ON_HOST_MAINTENANCE, lambda: _maintenance(agent), done)
     try:
         return agent.run()
     except TransportError as exc:
@@ -220,6 +219,16 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
         return 1
     finally:
         done.set()
+
+
+def _maintenance(agent) -> None:
+    """A host maintenance's notice (``instance/maintenance-event``: GCE gives a GPU VM an hour, then stops it): the VM
+    takes no more jobs (RETIRED: Zen deletes it once its jobs are over and asks for VMs elsewhere meanwhile), its jobs
+    run on (one that ends within the hour loses nothing; stopped at the notice, an hour of work was thrown away and
+    the VM left idle and billed to the end), and GCE's stop, a shutdown as a preemption's (SIGTERM: the jobs' notice,
+    their last checkpoint save, PREEMPTED), is told as host maintenance, the job requeued, not preempted."""
+    agent.shutdown.maintenance = True
+    agent.pulls.retire(HOST_MAINTENANCE)
 
 
 if __name__ == "__main__":

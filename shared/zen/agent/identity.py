@@ -172,16 +172,17 @@ PREEMPTED = "instance/preempted"  # TRUE once GCE preempts the VM (its ACPI soft
 MAINTENANCE_EVENT = "instance/maintenance-event"
 TERMINATE_ON_HOST_MAINTENANCE = "TERMINATE_ON_HOST_MAINTENANCE"
 _SAID = {PREEMPTED: "metadata server reports this VM preempted",
-         MAINTENANCE_EVENT: "metadata server reports a host maintenance: GCE terminates this VM in about 60 s"}
+         MAINTENANCE_EVENT: "metadata server reports a host maintenance: GCE stops this VM within the hour"}
 
 
 def watch_notice(metadata: MetadataServer, key: str, notice: str, on_notice: Callable[[], None],
                  stop: threading.Event, *, wait_s: float = 60.0, error_pause_s: float = 5.0) -> threading.Thread:
     """Call ``on_notice`` once when the metadata server's ``key`` says ``notice``: ``instance/preempted`` TRUE (a spot
     VM's preemption: GCE stops it about 30 s later), or ``instance/maintenance-event``
-    ``TERMINATE_ON_HOST_MAINTENANCE`` (a VM with GPUs cannot live-migrate, and GCE terminates it for a host
-    maintenance about 60 s after this notice; a standard VM restarts, under its name). The agent takes either as a
-    preemption's notice (``zen.agent.shutdown``): its jobs' work since their last checkpoint save would be lost.
+    ``TERMINATE_ON_HOST_MAINTENANCE`` (a VM with GPUs cannot live-migrate, and GCE stops it for a host maintenance
+    within the hour after this notice; a standard VM restarts, under its name). The agent shuts down at a preemption's
+    notice (``zen.agent.shutdown``: its jobs' last checkpoint save, PREEMPTED), and takes no more jobs at a
+    maintenance's, its jobs running on to GCE's stop (``zen.agent.__main__._maintenance``).
 
     Runs in a daemon thread until ``stop`` is set. Each long poll names the ETag of the value last read, so a notice
     that came between two polls, or during an error's pause, answers the next at once (a poll from the value it finds

@@ -19,9 +19,11 @@ SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted 
 SHUTDOWN_S = 10.0
 VM_STOPPING_S = 2.0
 POWER_OFF_S = 5.0  # a power-off the agent asks for comes this soon at most, the VM's other attempts reported first
-# The reason of a shutdown the metadata server's host maintenance notice asked for (zen.agent.identity.watch_notice):
-# a GPU VM cannot live-migrate, GCE terminates it about 60 s after the notice (a standard one restarts).
-HOST_MAINTENANCE = "host maintenance"
+# Why a VM takes no more jobs once the metadata server gave it a host maintenance's notice
+# (zen.agent.identity.watch_notice): a GPU VM cannot live-migrate, and GCE stops it within the hour (a standard one
+# restarts). Its jobs run on meanwhile (those that end in time lose nothing); the shutdown that ends the others then
+# says host maintenance (``Shutdown.said``).
+HOST_MAINTENANCE = "host maintenance: GCE stops this VM within the hour"
 
 
 class Shutdown:
@@ -33,6 +35,7 @@ class Shutdown:
         self._stop_grace_s = stop_grace_s
         self.reason: str | None = None
         self.power_off_reason: str | None = None  # why the VM is powered off once its attempts are reported
+        self.maintenance = False  # a host maintenance's notice came: the shutdown to come is GCE stopping the VM
         self._at: float | None = None  # when asked for (the clock's): the deadline counts from it
 
     def request(self, reason: str) -> None:
@@ -58,7 +61,7 @@ class Shutdown:
         Zen tells the job's user as its VM's preemption: ``zen.core.gave_back.shut_down``), but for a host maintenance,
         no preemption (of a standard VM, none could be), words of its own: Zen tells the user the job was requeued.
         ``cut``: the step the shutdown cut (a transfer, the image's pull), named after them ("... while <cut>")."""
-        if self.reason != HOST_MAINTENANCE:
+        if not self.maintenance:
             return otherwise
         return f"VM {vm} is stopping for host maintenance" + (f" while {cut}" if cut else "")
 

@@ -1,8 +1,9 @@
 """A host maintenance event on a stand-in VM of a standard or flex-start MIG, as GCE carries it out for a VM with
 GPUs: such a VM cannot live-migrate (terraform's ``on_host_maintenance = "TERMINATE"``), so GCE gives it a notice,
 its metadata's ``instance/maintenance-event`` turning from ``NONE`` to ``TERMINATE_ON_HOST_MAINTENANCE``
-(``notice.py``) about 60 s before, then terminates it. Nothing else comes with the notice: its processes run on
-until the termination, ``maintenance_notice_s`` real seconds later (a ``ComputeStandIn`` argument, default 60),
+(``notice.py``) an hour before (GCE gives GPU VMs an hour, other VMs 60 s), then terminates it. Nothing else comes
+with the notice: its processes run on until the termination, ``maintenance_notice_s`` real seconds later (a
+``ComputeStandIn`` argument, default 3,600; tests give a few seconds),
 when they get SIGTERM and SIGKILL the startup's ``stop_grace_s`` after, and the VM is ``STOPPING`` for
 ``preempt_stop_s``. Then it is ``TERMINATED`` and boots again under the same name: a standard VM restarts
 (``automaticRestart``); a flex-start one, which does not, is recreated by its MIG (``RECREATING``), as a MIG repairs
@@ -18,7 +19,7 @@ from typing import Any
 from zen_dev.local.compute.model import BOOTING, RUNNING, STOPPING, WAITING, Instance
 
 log = logging.getLogger("zen_dev.local.compute")
-NOTICE_S = 60.0  # GCE: the maintenance-event notice comes 60 s before the maintenance
+NOTICE_S = 3600.0  # GCE: a GPU VM's maintenance-event notice comes an hour before the maintenance
 
 
 def announce(world: Any, inst: Instance) -> bool:

@@ -82,7 +82,7 @@ class ComputeStandIn:
         self.world.preempt_notice_s = preempt_notice_s
         # A standard or flex-start VM's host maintenance (simulateMaintenanceEvent): its metadata's
         # instance/maintenance-event turns TERMINATE_ON_HOST_MAINTENANCE, and it is terminated this many real seconds
-        # later (GCE: about 60 s), then boots again under its name (maintenance.py).
+        # later (GCE: an hour for a VM with GPUs), then boots again under its name (maintenance.py).
         self.world.maintenance_notice_s = maintenance_notice_s
         self.rate_limiter = RateLimiter(self.scenario.faults.rate_limit, random.Random(f"{self.scenario.seed}/ratelimit"))
         self.outages = Outages(self.scenario.faults.unavailable)
