@@ -200,7 +200,8 @@ class ClusterManager:
         """The plan, plus deleting the VMs on their way out that nobody deletes (``leftovers``)."""
         silence = self._timing.agent_silence_s  # (infinite in the simulator, whose agents only report changes)
         found = leftovers(self._views.leaving(snapshot.vms), self._views.view, {name for _, name in plan.delete},
-                          None if silence == float("inf") else snapshot.now - timedelta(seconds=silence))
+                          None if silence == float("inf") else snapshot.now - timedelta(seconds=silence),
+                          lambda vm: (vm.model or getattr(self.pools.get(vm.region), "model", None)) == "standard")
         if not found:
             return plan
         why = leftover_reasons(self.cluster.pull_limits_text(), silence)

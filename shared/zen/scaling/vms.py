@@ -87,14 +87,19 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
 
 
 def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], planned: set[str],
-              silent_before: datetime | None = None) -> list[tuple[Vm, str]]:
+              silent_before: datetime | None = None,
+              restarts: Callable[[Vm], bool] = lambda vm: False) -> list[tuple[Vm, str]]:
     """The DELETING VMs that nobody else deletes, each with why: ``retired`` (its agent is RETIRED: it
     only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
     every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through; so even
     once its agent, its claims refused, says RETIRED),
     or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``
     while its instance still runs: the VM did not go, and would be billed for ever); a ``HALTED`` one (the reason
-    itself); and the BUSY ones whose agent still runs a job that ended before ``silent_before`` (the reason
+    itself), but one that ``restarts`` (a standard VM: GCE restarts it under its name after a host event, its MIG
+    doing nothing meanwhile) only once its agent was not heard since ``silent_before``, as for ``silent`` (deleted at
+    the first sight of its termination, the VM a host maintenance stopped never came back, and its next job waited
+    for a new VM's boot, or for capacity in a stockout); and the BUSY ones whose agent still runs a job that ended
+    before ``silent_before`` (the reason
     itself): none of Zen's STOPs reached it (its control path broken), and it would run until the job's own limit,
     billed for nothing.
     Each holds no job, the plan does not delete it, and its MIG is not deleting it.
@@ -108,6 +113,8 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
         if state == "RETIRED" or view[5]:  # a drained VM's agent retires too (its claims refused): drained, by Zen
             out.append((vm, "drained" if view[5] else "retired"))
         elif view[0].status in HALTED and view[0].current_action == "NONE":  # its agent was heard: it ran, no boot
+            if restarts(vm) and silent_before is not None and vm.heard_at is not None and vm.heard_at >= silent_before:
+                continue  # (a host event's restart: its agent speaks again, or its silence deletes it)
             out.append((vm, f"its instance is {view[0].status} (stopped, suspended or under repair, not at Zen's asking) "
                             "and its MIG does nothing about it: no VM that runs jobs"))
         elif (state == "BUSY" and silent_before is not None and view[3] is not None  # its job ended long since: no STOP heard
