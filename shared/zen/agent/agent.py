@@ -254,8 +254,8 @@ class Agent:
             if start is None:
                 settled = True  # acked: it can never succeed
                 return True
-            if self.stopping:
-                return True  # nacked below: another VM takes it
+            if self.stopping or self.pulls.exhausted():  # (retired as it pulled: a host maintenance's notice, a
+                return True  # limit an attempt reached): nacked below, another VM takes it
             mismatch = self._mismatch(start)
             if mismatch:
                 self.log.error("start message not for this VM; giving it back", extra={
