@@ -8,7 +8,7 @@ import pytest
 
 from tests.agent.fakes import FakeMetadata
 from tests.agent.helpers import wait_for
-from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_notice
+from zen.agent.identity import PREEMPTED, IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_notice
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.settings import AgentSettings, with_deadlines
 from zen.core.errors import ConfigError
@@ -106,10 +106,10 @@ def test_an_unreachable_metadata_server_is_a_clear_error():
 
 def test_preemption_is_read_and_watched(metadata):
     server = MetadataServer(metadata.host)
-    assert server.preempted() is False
+    assert server.get(PREEMPTED) == "FALSE"
     noticed = threading.Event()
     stop = threading.Event()
-    watch_notice(server, "instance/preempted", "TRUE", noticed.set, stop, wait_s=0, error_pause_s=0.05)
+    watch_notice(server, PREEMPTED, "TRUE", noticed.set, stop, wait_s=0, error_pause_s=0.05)
     wait_for(lambda: any("wait_for_change=true" in path for path in metadata.requests), 5, what="a long poll")
     metadata.values["instance/preempted"] = "TRUE"
     wait_for(noticed.is_set, 5, what="preemption noticed")

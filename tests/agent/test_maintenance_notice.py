@@ -4,10 +4,10 @@ with GPUs cannot live-migrate: GCE stops it within the hour after its metadata's
 work it could have done (or finished), and the VM stayed idle and billed to its end; ignored, the VM took new jobs
 it would cut within the hour, and its stop was told as a preemption. A real agent watches the Compute stand-in's
 metadata (ZEN_PREEMPTION_METADATA_HOST), the real scheduler and the Cloud Storage stand-in behind it: at the notice
-it takes no more jobs (RETIRED once its job is over) while its job runs on; GCE's stop (SIGTERM through systemd, as a preemption's) has
-the job checkpoint (``ZEN_PREEMPTION_NOTICE``), the agent save it and report PREEMPTED in words of a host
-maintenance (its user told the job was requeued, not preempted), and the job is requeued at once without spending
-an attempt; another VM's rerun restores it."""
+it takes no more jobs (RETIRED once its job is over) while its job runs on; GCE's stop (SIGTERM through systemd, as a
+preemption's) has the job checkpoint (``ZEN_PREEMPTION_NOTICE``), the agent save it and report PREEMPTED in words of a
+host maintenance (its user told the job was requeued, not preempted), and the job is requeued at once without
+spending an attempt; another VM's rerun restores it."""
 
 from __future__ import annotations
 
@@ -32,15 +32,21 @@ def cloud(tmp_path):
     standin.stop()
 
 
+def booted(cloud: Cloud, mig: str, agents, storage, tmp_path):
+    """The standard MIG's one VM, booted, and its agent, which watches the stand-in's metadata for it."""
+    cloud.resize(1, mig=mig)
+    cloud.advance(BOOT_S + 1)
+    (inst,) = cloud.instances(mig=mig)
+    return inst, agents.start(inst.name, STORAGE_EMULATOR_HOST=storage.address,
+                              ZEN_AGENT_WORK_DIR=str(tmp_path / "work"),
+                              ZEN_PREEMPTION_METADATA_HOST=f"{cloud.standin.endpoint}/zen-local/vms/{inst.name}")
+
+
 def test_at_the_maintenance_notice_the_vm_takes_no_more_jobs_and_at_gces_stop_the_job_is_requeued_unspent(
         scheduler, agents, storage, cloud, tmp_path):
     cloud, mig = cloud
     bucket = gcs.Client().create_bucket("ckpt-bkt")
-    cloud.resize(1, mig=mig)
-    cloud.advance(BOOT_S + 1)
-    (inst,) = cloud.instances(mig=mig)
-    agent = agents.start(inst.name, STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work"),
-                         ZEN_PREEMPTION_METADATA_HOST=f"{cloud.standin.endpoint}/zen-local/vms/{inst.name}")
+    inst, agent = booted(cloud, mig, agents, storage, tmp_path)
     ready = tmp_path / "job-ready"
     scheduler.submit("std-1", [sys.executable, "-c", JOB], checkpoint={"every": 600}, env={"READY_FILE": str(ready)},
                      max_attempts=1)
@@ -75,3 +81,26 @@ def test_at_the_maintenance_notice_the_vm_takes_no_more_jobs_and_at_gces_stop_th
     agents.start("vm-b", STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work-b"))
     job = scheduler.wait_status("std-1", "SUCCEEDED", timeout_s=30)
     assert "restored: step " in job.message and job.vm == "vm-b"
+
+
+def test_a_job_that_ends_within_the_notice_leaves_its_vm_retired(scheduler, agents, storage, cloud, tmp_path):
+    cloud, mig = cloud
+    inst, agent = booted(cloud, mig, agents, storage, tmp_path)
+    go = tmp_path / "go"
+    scheduler.submit("std-1", [sys.executable, "-c", WAITS], env={"GO_FILE": str(go)}, max_attempts=1)
+    scheduler.wait_status("std-1", "RUNNING")
+
+    cloud.maintenance(inst)
+    wait_for(lambda: agent.said("metadata server reports a host maintenance: GCE stops this VM within the hour"),
+             timeout_s=30, what="the notice heard")
+    go.write_text("go")  # the job ends within the notice's hour
+    assert scheduler.wait_status("std-1", "SUCCEEDED", timeout_s=30).attempt == 1
+    wait_for(lambda: (scheduler.vm(inst.name) or {}).get("state") == "RETIRED", 30, what="the VM retired")
+
+
+# A job that runs until its GO_FILE exists.
+WAITS = r"""
+import os, time
+while not os.path.exists(os.environ["GO_FILE"]):
+    time.sleep(0.05)
+"""

@@ -1,8 +1,8 @@
 """A host maintenance on a standard VM of the Compute stand-in, as GCE carries it out for a VM with GPUs, which cannot
 live-migrate: ``simulateMaintenanceEvent`` turns its ``instance/maintenance-event`` from ``NONE`` to
 ``TERMINATE_ON_HOST_MAINTENANCE`` (a ``wait_for_change`` long poll answering at that moment), its processes run on
-through the notice, and ``maintenance_notice_s`` later (GCE's hour for a GPU VM) it is terminated (SIGTERM), then restarts under
-its name (``automaticRestart``). Read as the agent reads it (``zen.agent.identity.MetadataServer``)."""
+through the notice, and ``maintenance_notice_s`` later (GCE's hour for a GPU VM) it is terminated (SIGTERM), then
+restarts under its name (``automaticRestart``). Read as the agent reads it (``zen.agent.identity.MetadataServer``)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ from google.cloud import compute_v1
 from tests.local.test_compute_notice import STUBBORN
 from tests.local.test_compute_standin import BASE, BOOT_S, PROJECT, REGION, Cloud, merged, pid_alive
 from tests.waiting import wait_for
-from zen.agent.identity import MetadataServer
+from zen.agent.identity import MAINTENANCE_EVENT, PREEMPTED, TERMINATE_ON_HOST_MAINTENANCE, MetadataServer
 from zen.core.config import ZenConfig
 from zen_dev.local.compute import ComputeStandIn, ManualClock
 
 NOTICE_S = 1.5
-MAINTENANCE_EVENT = "instance/maintenance-event"
 STANDARD = {"project": PROJECT, "clusters": [{
     "name": "4xa100-40gb", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4, "machine_type": "a2-highgpu-4g",
     "regions": [REGION], "max_vms_per_region": 2, "max_vms": 2, "provisioning": ["standard"]}]}
@@ -64,8 +63,8 @@ def test_a_standard_vm_gets_the_maintenance_notice_then_is_terminated_and_restar
 
     cloud.maintenance(inst)
     waiting.join(10)
-    assert answers == ["TERMINATE_ON_HOST_MAINTENANCE"]
-    assert metadata.get("instance/preempted") == "FALSE"  # not a preemption
+    assert answers == [TERMINATE_ON_HOST_MAINTENANCE]
+    assert metadata.get(PREEMPTED) == "FALSE"  # not a preemption
     assert not (tmp_path / inst.name).exists() and pid_alive(pid)  # the notice alone: no SIGTERM with it
 
     wait_for(lambda: (tmp_path / inst.name).exists(), timeout_s=NOTICE_S + 10, what="SIGTERM at the notice's end")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.local.test_compute_standin import BASE, BOOT_S, Cloud, merged, pid_alive
 from tests.waiting import wait_for
-from zen.agent.identity import MetadataServer
+from zen.agent.identity import PREEMPTED, MetadataServer
 from zen_dev.local.compute import ComputeStandIn, ManualClock
 
 # A VM that ignores SIGTERM (an agent busy saving a checkpoint): only SIGKILL ends it. ``<vm>.ready`` once its handler
@@ -43,9 +43,10 @@ def test_a_preemption_turns_instance_preempted_true_and_answers_the_long_poll(cl
     metadata = MetadataServer(f"{cloud.standin.endpoint}/zen-local/vms/{inst.name}")
     pid = wait_for(lambda: cloud.standin.vm_pid(inst.name), what="the VM's process")
     wait_for((tmp_path / f"{inst.name}.ready").exists, what="the VM's SIGTERM handler in place")
-    assert metadata.preempted() is False
-    answers: list[tuple[bool, float]] = []
-    waiting = threading.Thread(target=lambda: answers.append((metadata.preempted(wait_s=20), time.monotonic())))
+    assert metadata.get(PREEMPTED) == "FALSE"
+    answers: list[tuple[str | None, float]] = []
+    waiting = threading.Thread(target=lambda: answers.append((
+        metadata.get(f"{PREEMPTED}?wait_for_change=true&timeout_sec=20", timeout_s=25), time.monotonic())))
     waiting.start()
     time.sleep(0.3)
     assert not answers  # it waits for the change
@@ -55,8 +56,8 @@ def test_a_preemption_turns_instance_preempted_true_and_answers_the_long_poll(cl
     waiting.join(10)
 
     [(preempted, at)] = answers
-    assert preempted is True and at - noticed < 1.0
-    assert metadata.preempted() is True
+    assert preempted == "TRUE" and at - noticed < 1.0
+    assert metadata.get(PREEMPTED) == "TRUE"
     wait_for(lambda: (tmp_path / inst.name).exists(), what="SIGTERM with the notice")
     time.sleep(max(0.0, noticed + 1.0 - time.monotonic()))  # from the notice, not from when its handler ran
     assert pid_alive(pid)  # past the stop grace (0.2 s): the notice's time is the VM's
@@ -64,8 +65,8 @@ def test_a_preemption_turns_instance_preempted_true_and_answers_the_long_poll(cl
 
     cloud.advance(10)  # preempt_stop_s: the MIG recreates it, not preempted
     cloud.advance(BOOT_S)
-    assert metadata.preempted() is False
+    assert metadata.get(PREEMPTED) == "FALSE"
 
 
 def test_an_unknown_vm_has_no_metadata(cloud):
-    assert MetadataServer(f"{cloud.standin.endpoint}/zen-local/vms/nope").get("instance/preempted") is None  # 404
+    assert MetadataServer(f"{cloud.standin.endpoint}/zen-local/vms/nope").get(PREEMPTED) is None  # 404

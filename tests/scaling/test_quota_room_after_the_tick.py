@@ -6,11 +6,8 @@ refused those VMs with QUOTA_EXCEEDED."""
 from __future__ import annotations
 
 from tests.messages import job_request
-from tests.scaling.test_gpu_quotas import quota_standin
-from zen.adapters.compute import MigManager, compute_clients_from_env
-from zen.adapters.quotas import QuotaReader
+from tests.scaling.test_quota_shared_by_clusters import shared_quotas
 from zen.app import Zen
-from zen.scaling.manager import ClusterOrchestrator
 from zen.scaling.model import ErrorKind
 from zen_dev.local.invoke import FunctionsInvoker
 
@@ -22,20 +19,13 @@ def test_a_submission_pass_of_the_cluster_planned_first_asks_not_for_the_room_a_
     # us-central1 has room for 16 A100 GPUs: the 8-GPU cluster's first VM, then the 4-GPU cluster's two.
     four, eight = config.cluster("4xa100-40gb"), config.cluster("8xa100-40gb")
     quotas = {"regions": {CENTRAL: {"NVIDIA_A100_GPUS": 16, "PREEMPTIBLE_NVIDIA_A100_GPUS": 16}}, "all_regions": 1000}
-    with quota_standin(config, monkeypatch, tmp_path, quotas):
-        clients = compute_clients_from_env()
-        scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients),
-                                     quotas=QuotaReader(config.project))
+    with shared_quotas(config, db, clock, monkeypatch, tmp_path, quotas) as (scaler, instances):
         submitter = Zen(config, db, publisher, clock)  # no scaling at submission: the tick plans both clusters
         FunctionsInvoker(submitter).submit(job_request("eight-0", cluster=eight.name, priority=5))  # planned first
         for n in range(2):
             FunctionsInvoker(submitter).submit(job_request(f"four-{n}", cluster=four.name))
         ticker = Zen(config, db, publisher, clock, scaler=scaler)
         ticker.on_scale_tick()
-
-        def instances(cluster, region):
-            return MigManager(config.project, region, cluster.mig_name(region), *clients).instances()
-
         asked = {c.name: len(instances(c, CENTRAL)) for c in (four, eight)}
         assert asked == {eight.name: 1, four.name: 2}, asked  # 16 GPUs: the quota is full
         west = len(instances(eight, "us-west1"))

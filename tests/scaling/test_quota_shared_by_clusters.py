@@ -4,6 +4,9 @@ the next (`zen.scaling.quotas.Read`)."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
 from tests.messages import job_request
 from tests.scaling.test_gpu_quotas import quota_standin
 from zen.adapters.compute import MigManager, compute_clients_from_env
@@ -16,6 +19,22 @@ from zen_dev.local.invoke import FunctionsInvoker
 CENTRAL = "us-central1"
 
 
+@contextmanager
+def shared_quotas(config, db, clock, monkeypatch, tmp_path, quotas: dict[str, Any]
+                  ) -> Iterator[tuple[ClusterOrchestrator, Callable[[Any, str], list]]]:
+    """The Compute stand-in with ``quotas``, a scale tick's orchestrator reading them, and the instances of a cluster's
+    MIG in a region."""
+    with quota_standin(config, monkeypatch, tmp_path, quotas):
+        clients = compute_clients_from_env()
+        scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients),
+                                     quotas=QuotaReader(config.project))
+
+        def instances(cluster, region):
+            return MigManager(config.project, region, cluster.mig_name(region), *clients).instances()
+
+        yield scaler, instances
+
+
 def test_a_tick_asks_no_cluster_for_the_quota_room_another_cluster_took_in_that_tick(config, db, publisher, clock,
                                                                                     monkeypatch, tmp_path):
     # us-central1 has room for 8 A100 GPUs: two 4-GPU VMs, or one 8-GPU VM, not both.
@@ -23,10 +42,7 @@ def test_a_tick_asks_no_cluster_for_the_quota_room_another_cluster_took_in_that_
     assert [c.name for c in config.clusters].index(four.name) < [c.name for c in config.clusters].index(eight.name)
     # (The stand-in counts a cluster that names no provisioning as spot, Zen as standard: both quotas are set.)
     quotas = {"regions": {CENTRAL: {"NVIDIA_A100_GPUS": 8, "PREEMPTIBLE_NVIDIA_A100_GPUS": 8}}, "all_regions": 1000}
-    with quota_standin(config, monkeypatch, tmp_path, quotas):
-        clients = compute_clients_from_env()
-        scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients),
-                                     quotas=QuotaReader(config.project))
+    with shared_quotas(config, db, clock, monkeypatch, tmp_path, quotas) as (scaler, instances):
         submitter = Zen(config, db, publisher, clock)  # no scaling at submission: the tick plans both clusters
         for n in range(2):
             FunctionsInvoker(submitter).submit(job_request(f"four-{n}", cluster=four.name))
@@ -35,10 +51,6 @@ def test_a_tick_asks_no_cluster_for_the_quota_room_another_cluster_took_in_that_
         report = ticker.on_scale_tick().scaling
         for zen in (submitter, ticker):
             zen.relay.marks.flush()
-
-        def instances(cluster, region):
-            return MigManager(config.project, region, cluster.mig_name(region), *clients).instances()
-
         asked = {c.name: {r: len(instances(c, r)) for r in c.regions} for c in (four, eight)}
         assert asked[four.name][CENTRAL] == 2, asked  # the first cluster planned takes the room
         assert asked[eight.name][CENTRAL] == 0, (asked, report[eight.name].decisions)  # none asked past the quota

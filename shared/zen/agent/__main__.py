@@ -224,8 +224,8 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
 def _maintenance(agent) -> None:
     """A host maintenance's notice (``instance/maintenance-event``: GCE gives a GPU VM an hour, then stops it): the VM
     takes no more jobs (RETIRED: Zen deletes it once its jobs are over and asks for VMs elsewhere meanwhile), its jobs
-    run on (one that ends within the hour loses nothing; stopped at the notice, an hour of work was thrown away and
-    the VM left idle and billed to the end), and GCE's stop, a shutdown as a preemption's (SIGTERM: the jobs' notice,
+    run on (one that ends within the hour loses nothing; stopped at the notice, it would lose up to an hour of work
+    and the VM sit idle, billed, to the end), and GCE's stop, a shutdown as a preemption's (SIGTERM: the jobs' notice,
     their last checkpoint save, PREEMPTED), is told as host maintenance, the job requeued, not preempted."""
     agent.shutdown.maintenance = True
     agent.pulls.retire(HOST_MAINTENANCE)

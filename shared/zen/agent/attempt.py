@@ -259,13 +259,13 @@ class AttemptRunner:
                   verdict: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
         """``transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
-                       stopping=lambda: self._shutdown.stopping, clock=self._clock, vm=self._identity.vm,
+                       stopping=lambda: self._shutdown.stopping, clock=self._clock,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self._settings.stop_grace_s, stops=stops,
                        unavailable=unavailable, limit_s=limit_s, over=over,
                        fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
                        shutdown_left=lambda: self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
                        report_left=lambda: attempt.report_by - self._clock(), verdict=verdict,
-                       shut_down=lambda cut: self._shutdown.cut(self._identity.vm, cut))
+                       shut_down=lambda step: self._shutdown.cut(self._identity.vm, step))
         if cut is not None:
             self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                                             "status": cut[0].value, "reason": cut[1]})

@@ -92,14 +92,6 @@ class MetadataServer:
             raise IdentityError(f"metadata server has no {path}")
         return value.strip()
 
-    def preempted(self, *, wait_s: float | None = None) -> bool:
-        """Whether the VM is being preempted; with ``wait_s``, waits up to that long for a change."""
-        if wait_s is None:
-            return (self.get(PREEMPTED) or "").strip().upper() == "TRUE"
-        value = self.get(f"{PREEMPTED}?wait_for_change=true&timeout_sec={int(wait_s)}",
-                         timeout_s=wait_s + 5)
-        return (value or "").strip().upper() == "TRUE"
-
 
 def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = None,
                      default_project: str | None = None) -> Identity:

@@ -152,8 +152,8 @@ class Pull:
 
 def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], float], *, listen: Listen,
          stopping: Callable[[], bool], fenced: Callable[[], str | None], max_runtime_s: float | None = None,
-         spent: Sequence[str] = (), said: Callable[[str], None] = lambda line: None,
-         shut_down: Callable[[str], str] | None = None) -> JobSpec | PullCut | None:
+         shut_down: Callable[[str], str], spent: Sequence[str] = (),
+         said: Callable[[str], None] = lambda line: None) -> JobSpec | PullCut | None:
     """Pull ``spec``'s image unless the VM holds it and it is not ``mutable`` (or it has none), heartbeating the attempt
     through ``listen``. ``spec`` with what the pull left of its ``max_runtime_s`` once docker is done (pulled, or
     failed: the job's ``docker run`` then says why, pulling a ``mutable`` image again, ``pull_always``; docker pull not
@@ -176,8 +176,7 @@ def pull(spec: JobSpec, settings: AgentSettings, vm: str, clock: Callable[[], fl
     try:
         while pulling.process.poll() is None:
             if stopping():
-                said_so = shut_down(WHAT) if shut_down is not None else f"VM {vm} shut down while {WHAT}"
-                return PullCut(AgentStatus.PREEMPTED, f"zen: {said_so}")
+                return PullCut(AgentStatus.PREEMPTED, f"zen: {shut_down(WHAT)}")
             if (note := fenced()) is not None:
                 return PullCut(AgentStatus.PREEMPTED, note)
             if time.monotonic() >= limit_at:  # its command never ran: not "killed"

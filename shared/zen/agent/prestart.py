@@ -103,7 +103,7 @@ class Prestart:
             stopping=lambda: self._shutdown.stopping,
             fenced=lambda: fence.fenced(attempt, settings, self._clock(), imagepull.WHAT),
             max_runtime_s=limit, spent=counted, said=lambda line: output.add("zen", line),
-            shut_down=lambda cut: self._shutdown.cut(self._identity.vm, cut))
+            shut_down=lambda step: self._shutdown.cut(self._identity.vm, step))
         if isinstance(pulled, imagepull.PullCut):  # its image's pull ended the attempt (zen.agent.imagepull)
             if pulled.retire is not None:  # it stalled: as a pull the network cut short (zen.agent.container.PULL_CUT)
                 self._pulls.retire(pulled.retire)

@@ -52,13 +52,12 @@ def run_in_background(work: Callable[[], object], tick: Callable[[], bool], canc
 
 
 def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Listen,
-             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
-             grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
-             report_left: Callable[[], float] = lambda: math.inf, unavailable: str | None = None,
-             limit_s: float | None = None, over: str = "",
+             stopping: Callable[[], bool], clock: Callable[[], float], shut_down: Callable[[str], str],
+             shutdown_grace_s: float = 0.0, grace_s: float = 10.0, stops: bool = True,
+             shutdown_left: Callable[[], float] = lambda: math.inf, report_left: Callable[[], float] = lambda: math.inf,
+             unavailable: str | None = None, limit_s: float | None = None, over: str = "",
              fenced: Callable[[], str | None] = lambda: None,
-             verdict: Callable[[], str | None] = lambda: None,
-             shut_down: Callable[[str], str] | None = None) -> tuple[AgentStatus, str] | None:
+             verdict: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
     STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
@@ -94,8 +93,7 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
         if stopping():
             shutdown_at = shutdown_at or clock() + shutdown_grace_s
             if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
-                said = shut_down(what) if shut_down is not None else f"VM {vm} shut down while {what}"
-                cut.append((AgentStatus.PREEMPTED, f"zen: {said}"))
+                cut.append((AgentStatus.PREEMPTED, f"zen: {shut_down(what)}"))
                 join_s = min(grace_s, SHUTDOWN_JOIN_S)
                 return True
         if (note := fenced()) is not None:

@@ -261,9 +261,9 @@ def losing_node(job: Job) -> bool:
 
 def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
     """A gang that lost or failed a node, its others stopped (or past their fence): a node stopped at its limit no later
-    than any preemption ends it FAILED, a peer its SIGTERM broke reporting first or not (``first_failure``); else one the cloud took or a
-    silent one loses the attempt (a failure beside it, likely the lost peer's), else the first failure ends it. With
-    none, a node that succeeded as the others were stopped was the silent one (its exit replaced SILENT, late): lost."""
+    than any preemption ends it FAILED, whether a peer its SIGTERM broke reported first or not (``first_failure``);
+    else one the cloud took or a silent one loses the attempt (a failure beside it, likely the lost peer's), else the
+    first failure ends it. With none, a node that succeeded as the others stopped was the silent one (late): lost."""
     if (back := next((n for n in nodes if n.status == GAVE_BACK), None)) is not None:
         return _given_back(job.model_copy(update={"gang": nodes}), back.vm)
     failed = first_failure(nodes, job.max_runtime_s)  # a node stopped at its limit before a peer its stop broke

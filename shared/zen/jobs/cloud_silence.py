@@ -14,12 +14,12 @@ bounds both alike. A standard VM so stopped met a host event (a GPU VM cannot li
 host maintenance or a host error, ``on_host_maintenance = "TERMINATE"``, and restarts it under its name), or a hand
 stopped or deleted it, or its agent powered it off (a container it could not remove: ``zen.agent.leftover``, as on a
 spot VM): a host error leaves its agent no shutdown to report from, and its restarted agent's PREEMPTED
-(``zen.agent.restart``) reran the attempt unspent only when the restart beat the sweep. A flex-start VM so stopped or
+(``zen.agent.restart``) reruns the attempt unspent only when the restart beats the sweep. A flex-start VM so stopped or
 gone, its run within ``deadlines.flex_end_margin_s`` of its end by Zen's count at its last report
 (``zen.core.provisioning.flex_run_left_s``), reached its run's end. Each attempt is counted as a PREEMPTED report's
 is, its history saying why. Only the count and the words change: the STOP sent to the VM (alive but cut off, it must
 not run on) and when the attempt ends are the silence's. A VM still RUNNING, and a VM no pass has seen stop yet,
-spend an attempt as before.
+spend an attempt, as any silence does.
 
 A gang's node (``zen.core.gang``) so taken is counted as its agent's PREEMPTED would be, all or nothing kept: the most
 silent node of a running gang, its VM taken, is PREEMPTED, not SILENT, the others stopped first (STOPPING) unless all

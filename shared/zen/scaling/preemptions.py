@@ -75,8 +75,7 @@ def cost_factor(memory: RegionMemory, checkpoint_every_s: float | None, boot_s: 
     rerun's boot. The busy time is the finished runs' (decayed), the running VMs' so far at ``now_s`` and
     ``prior_s`` of a VM that lost nothing. The sums decay over ``prior_s`` (``Timing.trust_s``) from when they
     were last folded in (``RegionMemory.runs_seen_s``) to ``now_s``: :func:`learn` folds them in only when the
-    pool's busy VMs change, and a pool its losses priced out keeps none busy (its factor stayed as in the hour it
-    lost them, days on)."""
+    pool's busy VMs change, and a pool its losses priced out keeps none busy, its factor fading all the same."""
     if memory.preempted <= 0:
         return 1.0
     decay = math.exp(-max(0.0, now_s - (memory.runs_seen_s or now_s)) / prior_s) if prior_s > 0 else 1.0

@@ -182,8 +182,8 @@ class TickQuotas:
     def settle(self, fleet: FleetPort, planned: Sequence[Planned], now: datetime) -> None:
         """The memory of each cluster planned before another that asked for VMs in the tick (``planned``: in turn,
         each with the VMs its pass added, in that room already), its pools' room held to what those after it left
-        (``held``): kept from its own pass, the room was the read's whole, and its passes between two ticks (a
-        submission's) asked for the VMs another cluster's took, which Compute refused with QUOTA_EXCEEDED."""
+        (``held``): kept from its own pass, the room would be the read's whole, and its passes between two ticks (a
+        submission's) would ask for the VMs another cluster's took, refused by Compute with QUOTA_EXCEEDED."""
         took = [i for i, (_, _, added) in enumerate(planned) if added]
         for cluster, pools, added in planned[:took[-1]] if took else ():
             try:
@@ -198,8 +198,8 @@ class TickQuotas:
              added: Mapping[str, int]) -> dict[str, RegionMemory]:
         """``memory`` (a cluster's, as its pass of the tick left it, adding ``added``) where this tick's asks left a
         pool of it less room than it keeps (:func:`left`): every pool's room now, and the VMs listed then with those
-        added (a pool kept as it was counted its adds as growth against the quotas it shares with the others, whose
-        room held them already: those given room for one more VM found none)."""
+        added (a pool kept as it is would count its adds as growth against the quotas it shares with the others,
+        whose room holds them already: given room for one more VM, it would find none)."""
         def listed(key: str) -> int:  # the VMs its pass listed with capacity (as ``remember`` counts), and its adds
             m = memory[key]
             return len(m.known) - len(m.booting) + len(m.started) + added.get(key, 0)

@@ -16,8 +16,8 @@ from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory, Vm
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 
 
-def learned_boot(memory: RegionMemory, booted: list[Vm], heard_since: datetime | None = None,
-                 spill_after_s: float = math.inf) -> float | None:
+def learned_boot(memory: RegionMemory, booted: list[Vm], heard_since: datetime | None,
+                 spill_after_s: float) -> float | None:
     """A pool's asked-to-usable seconds (``Ranking.boot_s``) with the VMs seen booting at the last plan and
     usable now folded into its moving average; not one asked before Zen could hear again after an outage of its own
     (``heard_since``): its agent's first word waited in Pub/Sub, and the outage was learnt as the pool's boot.

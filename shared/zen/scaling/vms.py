@@ -87,8 +87,7 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
 
 
 def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], planned: set[str],
-              silent_before: datetime | None = None,
-              restarts: Callable[[Vm], bool] = lambda vm: False) -> list[tuple[Vm, str]]:
+              silent_before: datetime | None, restarts: Callable[[Vm], bool]) -> list[tuple[Vm, str]]:
     """The DELETING VMs that nobody else deletes, each with why: ``retired`` (its agent is RETIRED: it
     only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
     every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through; so even
@@ -96,10 +95,9 @@ def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], plan
     or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since ``silent_before``
     while its instance still runs: the VM did not go, and would be billed for ever); a ``HALTED`` one (the reason
     itself), but one that ``restarts`` (a standard VM: GCE restarts it under its name after a host event, its MIG
-    doing nothing meanwhile) only once its agent was not heard since ``silent_before``, as for ``silent`` (deleted at
-    the first sight of its termination, the VM a host maintenance stopped never came back, and its next job waited
-    for a new VM's boot, or for capacity in a stockout); and the BUSY ones whose agent still runs a job that ended
-    before ``silent_before`` (the reason
+    doing nothing meanwhile) only once its agent was not heard since ``silent_before``, as for ``silent`` (the VM
+    comes back and takes the next job; deleted at once, that job would wait for a new VM's boot, or for capacity in a
+    stockout); and the BUSY ones whose agent still runs a job that ended before ``silent_before`` (the reason
     itself): none of Zen's STOPs reached it (its control path broken), and it would run until the job's own limit,
     billed for nothing.
     Each holds no job, the plan does not delete it, and its MIG is not deleting it.
