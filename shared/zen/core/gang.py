@@ -29,7 +29,7 @@ from typing import Any
 from zen.core import gave_back, lifecycle
 from zen.core.gang_assembly import RESET as _RESET, assembly_expired as assembly_expired, keep_deadline as keep_deadline
 from zen.core.gang_assembly import claimed_again, confirm as _confirm, order as _order, place as place, successor
-from zen.core.gang_records import GangConfig, GangNode, failure_told, master_port as master_port, node_wait_s as node_wait_s
+from zen.core.gang_records import GangConfig, GangNode, master_port as master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, first_failure, word_after
 from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, agents_line, most_silent, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines, silent_for
@@ -168,9 +168,9 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
         decision.fields["last_heartbeat_at"] = most_silent(nodes).beat_at  # node says it runs (it heard no STOP)
     elif hb.status is AgentStatus.RUNNING and status == AgentStatus.RUNNING.value and (job.preempted_by or losing_node(job)):
         decision.fields["last_heartbeat_at"] = now
-    # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and the first failure's, or a
-    # kill's at its limit (_settle), once one came (the others' answers to the STOP, SIGTERM tails or a peer's error, are not why)
-    failed_before = failure_told(node, job.gang or [], job.max_runtime_s)
+    # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and once a failure came, the
+    failed_before = any(n.status == AgentStatus.FAILED.value for n in job.gang or ())  # one that ends the attempt (_settle)
+    failed_before = failed_before and first_failure(nodes, job.max_runtime_s) is not node  # not a peer's error, a tail
     if hb.message is not None and not failed_before and (
             hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"

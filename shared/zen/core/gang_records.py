@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,13 +131,6 @@ def broken_by(killed: GangNode, failed: GangNode, max_runtime_s: int | None) -> 
     if killed.over_limit != "max_runtime_s" or max_runtime_s is None or killed.confirmed_at is None:
         return True  # (its share of the disk: full at any time)
     return failed.beat_at >= killed.confirmed_at + timedelta(seconds=max_runtime_s)
-
-
-def failure_told(node: GangNode, nodes: Iterable[GangNode], max_runtime_s: int | None) -> bool:
-    """Whether a failure heard before ``node``'s report is the job's message, not ``node``'s (``zen.core.gang``'s
-    ``_node_report``): any, but one that ``node``, stopped at its limit, may have broken (``broken_by``)."""
-    return any(n.status == AgentStatus.FAILED.value and (n.over_limit or not broken_by(node, n, max_runtime_s))
-               for n in nodes)
 
 
 def first_failure(nodes: list[GangNode], max_runtime_s: int | None) -> GangNode | None:

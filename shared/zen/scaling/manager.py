@@ -364,7 +364,8 @@ class ClusterOrchestrator:
         for (name, region), state in zip(reads, compute_pool().map(
                 lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1], summaries), reads)):
             states[name][region] = state
-        reports, before = {}, list[Planned]()  # in turn: the quota room one takes, the next is not given
+        reports = {}  # in turn: the quota room one takes, the next is not given
+        before: list[Planned] = []  # those planned, for the room those after them took (quotas.settle)
         for cluster in planning_order(self._config.clusters, self._fleet.queue_heads if quotas is not None else None):
             planned = managers[cluster.name][0] if cluster.name in managers and quotas is not None else None
             if planned is not None and quotas is not None:
