@@ -220,6 +220,8 @@ HEADER = "job_id,submit_s,duration_s,cluster,regions,priority\n"
     ("", (), HEADER + "j1,0,600,c,,\nj2,0,600,c,,1e3\n", "priority is an integer (got '1e3')"),
     ("", (), HEADER + "j1,-600,600,c,,\n", "line 2: submit_s is seconds >= 0 (got -600)"),  # started before t=0
     ("", (), HEADER + "j1,0,-300,c,,\n", "line 2: duration_s is seconds >= 0 (got -300)"),  # ran as 1 s
+    ("", (), "job_id,submit_s,duration_s,cluster,regions,priority,checkpoint_every_s\nj1,0,600,c,,0,10\n",
+     "line 2: checkpoint_every_s is seconds from 30 to 604800 (got 10)"),  # saves Zen refuses, modelled
 ])
 def test_inputs_that_cannot_run_are_refused_naming_what_to_change(tmp_path, capsys, extra, args, csv, said):
     rc, _, err = _cli(tmp_path, capsys, SMALL + extra, "--policies", "zen,cheapest-first", *args, jobs_csv=csv)
@@ -229,6 +231,7 @@ def test_inputs_that_cannot_run_are_refused_naming_what_to_change(tmp_path, caps
 @pytest.mark.parametrize("jobs_extra, said", [
     ("checkpoint_every_s: .inf", "jobs.checkpoint_every_s"),  # rework came out negative
     ("checkpoint_every_s: 0", "jobs.checkpoint_every_s"),  # said jobs.SyntheticJobs.checkpoint_every_s, no line
+    ("checkpoint_every_s: 5", "checkpoint_every_s must be >= 30"),  # a save a job's checkpoint.every refuses, run
     ("data: {fraction: 1, size_gb: .inf}", "jobs.data.size_gb"),  # "input_gb": Infinity in report.json
 ])
 def test_a_jobs_section_that_cannot_run_is_refused_at_its_line(tmp_path, capsys, jobs_extra, said):

@@ -81,6 +81,7 @@ def _child(node: yaml.Node, part: Any) -> tuple[yaml.Node, int] | None:
     return None
 
 
+BOOLEAN = " (YAML reads yes, no, on, off, true and false as booleans)"
 _OPS = {
     "greater_than_equal": (">=", "ge"),
     "greater_than": (">", "gt"),
@@ -97,6 +98,8 @@ def describe_error(err: dict, loc: Loc) -> str:
     ctx = err.get("ctx") or {}
     where = format_loc(loc)
     suffix = f" (at {where})" if where and where != name else ""
+    if kind in _OPS and isinstance(err.get("input"), bool):  # pydantic read yes as 1, then found it out of bounds
+        return f"{where or name}: a number, not {err['input']!r}{BOOLEAN}"
     if kind in _OPS:
         op, key = _OPS[kind]
         bound = ctx.get(key)

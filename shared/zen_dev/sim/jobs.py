@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from zen.core.checkpoints import MAX_EVERY_S, MIN_EVERY_S
 from zen.core.provisioning import ANY, check_accepted
 from zen_dev.capacity.scenario import FixedBoot, UniformBoot
 from zen_dev.sim.jobspec import (PHILLY_FILE as PHILLY_FILE, CsvJobs, DataSpec, DistSpec, PhillyJobs, PoissonArrivals,
@@ -353,8 +354,8 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
             job = replace(job, nodes=nodes) if nodes > 1 else job
             every = _field(row, "checkpoint_every_s", float, None)
             if every is not None:
-                if not every > 0:
-                    raise ValueError(f"checkpoint_every_s is seconds > 0 (got {every:g})")
+                if not MIN_EVERY_S <= every <= MAX_EVERY_S:  # a job's checkpoint.every allows no other
+                    raise ValueError(f"checkpoint_every_s is seconds from {MIN_EVERY_S} to {MAX_EVERY_S} (got {every:g})")
                 job = replace(job, checkpoint_every_s=every / compression)  # a time of the trace, as its run's
             limit = _field(row, "max_runtime_s", float, None)
             if limit is not None:

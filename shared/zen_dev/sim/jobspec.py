@@ -11,6 +11,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from zen.core.checkpoints import MAX_EVERY_S, MIN_EVERY_S
 from zen.core.provisioning import ANY, check_accepted
 from zen_dev.capacity.scenario import BootSpec, LognormalBoot
 from zen_dev.sim.written import drawable
@@ -56,7 +57,8 @@ class SyntheticJobs(_Spec):
     allow: list[AllowSpec] = [AllowSpec()]
     priorities: dict[int, float] = {0: 1}
     data: DataSpec | None = None
-    checkpoint_every_s: float | None = Field(default=None, gt=0, description="Every job checkpoints this often")
+    checkpoint_every_s: float | None = Field(default=None, ge=MIN_EVERY_S, le=MAX_EVERY_S, description=(
+        "Every job checkpoints this often (seconds, as a job's checkpoint.every allows)"))
     nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
     provisioning: dict[str, float] = Field(default={ANY: 1}, description=(
         "The provisioning model a job accepts -> weight (spot, standard, flex-start, or any)"))

@@ -17,6 +17,7 @@ from zen.core.cluster_config import written_as_number
 from zen.core.documents import format_loc
 from zen.scaling.model import Timing
 from zen_dev.capacity.scenario import LognormalBoot
+from zen_dev.capacity.yamllines import BOOLEAN
 
 # A lognormal draw is median_s x e^(sigma z), |z| below 13 for Python's normal draws: within these, every draw
 # is a finite float (a sigma of 1000 overflowed: OverflowError out of the run).
@@ -36,7 +37,7 @@ def _written_as_number(raw: Any) -> bool:
 
 def _refused(raw: Any, loc: tuple, key: bool = False) -> tuple[tuple, str]:
     """(where ``raw`` is written, a sentence naming its field): ``key``, a mapping's key (``loc`` ends with it)."""
-    what = " (YAML reads yes, no, on, off, true and false as booleans)" if isinstance(raw, bool) else ""
+    what = BOOLEAN if isinstance(raw, bool) else ""
     field = format_loc(loc[:-1] if key else loc)
     return loc, f"{field}: {'a key is ' if key else ''}a number, not {raw!r}{what}"
 
