@@ -42,7 +42,9 @@ from zen.core.clock import utc_now
 from zen.core.provisioning import PENDING_SEP
 from zen.core.quotas import named
 from zen.scaling.model import ErrorKind, MigError
-from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, resize_requests
+from zen.scaling.port import (
+    MigApiError, MigInstance, MigPort, MigRateLimited, MigState, MigSummary, MigUnconfirmed, resize_requests,
+)
 
 _PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
 _ENDED = {"FAILED", "CANCELLED"}  # no VM was made: deleted at once
@@ -186,20 +188,27 @@ class FlexStartMig(MigManager):
         """Ask for ``size`` less the VMs there are and asked for, in resize requests each granted all at once:
         one per unit of ``together`` that fits (a gang's VMs: a gang waits for no other gang's grant), then
         one per VM of the rest (one-node jobs' VMs: a job waits for no other's grant; one insert call each).
-        A request refused after others were made raises ``MigUnconfirmed``: the resize was carried out in part."""
+        A request refused after others were made raises ``MigUnconfirmed``: the resize was carried out in part; one
+        rate limited raises ``MigRateLimited`` naming the VMs the requests made add (``added``): the rest is asked
+        again next pass, and the pool is not struck (it was, as a resize refused, though nothing was wrong with it)."""
         more = size - self.target_size()
         if more <= 0:
             return
+        added = 0
         for made, count in enumerate(resize_requests(together, more)):
             request = compute_v1.InstanceGroupManagerResizeRequest(
                 name=f"zen-{uuid.uuid4().hex[:12]}", resize_by=count,
                 requested_run_duration=compute_v1.Duration(seconds=self.run_s))
             try:
                 self._write(self._requests.insert_unary, instance_group_manager_resize_request_resource=request)
+            except MigRateLimited as exc:
+                exc.added = added
+                raise
             except MigApiError as exc:
                 if not made or isinstance(exc, MigUnconfirmed):
                     raise
                 raise MigUnconfirmed(f"{exc} (after {made} other resize request(s) were made)") from exc
+            added += count
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> dict[str, str]:
         """Real instances are deleted; a pending one cancels its whole request (once per request). Each request

@@ -99,12 +99,15 @@ def resize_failed(report: ClusterReport, region: str, exc: MigApiError, sizes: t
     says of it and whether its pool is struck (``report.refused``, ``struck``): a resize refused, or sent and never
     answered. One Compute accepted whose operation could not be read is added, as the next read of its target shows;
     a rate limit (the project's write quota for a moment) strikes nothing: either blocked its pool as a stockout, and
-    the queue went to other pools (a third VM for one job), the cluster logged as stocked out. Nor does a resize not
-    sent while an earlier write to its MIG was in flight (``MigBusy``)."""
+    the queue went to other pools (a third VM for one job), the cluster logged as stocked out; what one carried out in
+    part added (``MigRateLimited.added``: a flex-start resize's requests made before) is counted and said added. Nor
+    does a resize not sent while an earlier write to its MIG was in flight (``MigBusy``)."""
     report.errors.append(f"resize {region}: {exc}")
-    if isinstance(exc, MigRateLimited):
+    if isinstance(exc, MigRateLimited):  # (of a flex-start resize, its requests made before: ``added``)
         report.short[region] = f"rate limited by Compute, asked again next pass: {exc}"
-        return 0
+        if exc.added:
+            report.added[region] = exc.added
+        return exc.added
     if isinstance(exc, MigBusy):  # nothing sent: resized from a stale target, the MIG would have been set wrong
         report.short[region] = f"an earlier change to its MIG is still being carried out, asked again next pass: {exc}"
         return 0

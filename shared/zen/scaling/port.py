@@ -32,7 +32,11 @@ class MigNotFound(MigApiError):
 
 
 class MigRateLimited(MigApiError):
-    pass
+    """Compute rate limited a call (429, or 403 ``rateLimitExceeded``: the project's rate quota for a moment): nothing
+    is wrong with the MIG or its pool, the next pass asks again. ``added``: of a resize carried out in part before it
+    (a flex-start resize's requests made before one was rate limited), the VMs it did add."""
+
+    added: int = 0
 
 
 class MigBusy(MigApiError):
