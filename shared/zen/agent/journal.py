@@ -9,8 +9,10 @@ Beside them, ``<attempt name>.running`` marks an attempt this VM runs whose fina
 (``running``, in container mode): the agent systemd restarts after its predecessor died reports each such attempt
 ended (``left_running``), once its container is known gone; one whose job had ended (its exit code and what its
 upload needs written in the mark: ``exited``, its lease kept there: ``renewed``) has its upload resumed instead
-(``zen.agent.resume``). Beside the directory, ``<VM name>.seq`` keeps the highest report ``seq`` drawn (``drew``),
-which the next agent draws above (``seq_floor``) even when the VM's clock was stepped back. Why, and the file format:
+(``zen.agent.resume``). A final report the disk cannot keep (full, or failing) is held in the agent's memory instead,
+and sent again as the journal's are until sent (``keep``, ``replay``): only a restart loses it then. Beside the
+directory, ``<VM name>.seq`` keeps the highest report ``seq`` drawn (``drew``), which the next agent draws above
+(``seq_floor``) even when the VM's clock was stepped back. Why, and the file format:
 docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
@@ -45,24 +47,29 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class Kept:
-    """One final report in the journal, locked until ``done``."""
+    """One final report in the journal, locked until ``done``; ``fd`` None: one the disk could not keep, held in the
+    journal's memory (``Journal._held``) if not sent."""
 
-    def __init__(self, journal: Journal, path: Path, fd: int, heartbeat: Heartbeat):
-        self._journal, self.path, self._fd, self._heartbeat = journal, path, fd, heartbeat
+    def __init__(self, journal: Journal, path: Path, fd: int | None, heartbeat: Heartbeat, written_at: float):
+        self._journal, self.path, self._fd = journal, path, fd
+        self._heartbeat, self._written_at = heartbeat, written_at
 
     def done(self, sent: bool | None) -> None:
         """The publish is over: sent (the file goes), or not: its budget ran out (logged) or the publish raised.
         Not sent, the file stays (unlocked) for ``replay`` (this agent's next, or the next agent's): Zen takes a late final report,
         and without it a job that ended would be run again (its attempt lost). A duplicate is harmless (``seq``)."""
         if sent:
-            _remove(self.path, self._fd)
-            return
+            return None if self._fd is None else _remove(self.path, self._fd)
         if sent is not None:
             hb = self._heartbeat
             log.error("final report not sent within its budget: kept, to be sent again", extra={
                 **self._journal.extra, "job_id": hb.job_id, "attempt": hb.attempt, "status": hb.status.value,
-                "seq": hb.seq})
-        os.close(self._fd)
+                "seq": hb.seq, "in_memory": self._fd is None})
+        if self._fd is None:  # the disk could not keep it: held, sent again by ``replay`` while this agent lives
+            with self._journal._held_lock:
+                self._journal._held[self.path.name] = (self._written_at, self._heartbeat)
+        else:
+            os.close(self._fd)
 
 
 class Journal:
@@ -77,6 +84,9 @@ class Journal:
         self._marks_lock = threading.Lock()  # attempts run in threads of their own (several at once)
         self._seq_path = self.dir.parent / f"{self.dir.name}{SEQ_FLOOR}"
         self._seq_failed = False  # logged once until a write succeeds again (every report draws a seq)
+        # Final reports the disk could not keep (``keep``) and not sent yet: file name -> (written_at, the report).
+        self._held: dict[str, tuple[float, Heartbeat]] = {}
+        self._held_lock = threading.Lock()
 
     def _write(self, path: Path, record: dict) -> int:
         """``record`` written whole at ``path`` (a temp file renamed, both on the disk), its modification time this
@@ -126,17 +136,21 @@ class Journal:
             log.error("report seq not kept: a restarted agent whose clock went back may have its reports ignored",
                       extra={**self.extra, "path": str(self._seq_path), "error": str(exc)})
 
-    def keep(self, heartbeat: Heartbeat) -> Kept | None:
-        """Write ``heartbeat`` (a final report about to be published) to the journal; None if it could
-        not be written (logged: the report is sent all the same)."""
+    def keep(self, heartbeat: Heartbeat) -> Kept:
+        """Write ``heartbeat`` (a final report about to be published) to the journal. One that cannot be written (a
+        full disk) is logged and sent all the same; not sent, it is held in memory (``Kept.done``) and sent again as the
+        journal's are: only an agent restart loses it."""
         path = self.dir / f"{attempt_name(heartbeat.job_id, heartbeat.attempt)}.json"
-        record = {"written_at": self._wall_clock(), "report": json.loads(heartbeat.to_bytes())}
+        written_at = self._wall_clock()
+        record = {"written_at": written_at, "report": json.loads(heartbeat.to_bytes())}
+        with self._held_lock:  # a later report of the attempt replaces the one held, as its file would
+            self._held.pop(path.name, None)
         try:
-            return Kept(self, path, self._write(path, record), heartbeat)
+            return Kept(self, path, self._write(path, record), heartbeat, written_at)
         except OSError as exc:
             log.error("final report not journaled: an agent restart would lose it", extra={
                 **self.extra, "job_id": heartbeat.job_id, "attempt": heartbeat.attempt, "error": str(exc)})
-            return None
+            return Kept(self, path, None, heartbeat, written_at)
         finally:  # before its first publish: a mark left means no final report of the attempt was ever sent
             self.over(heartbeat.job_id, heartbeat.attempt)
 
@@ -258,14 +272,17 @@ class Journal:
 
     def replay(self, publish: Callable[..., None], *, leftovers: bool = True) -> int:
         """Publish again every report of this VM kept in the journal but one an agent is sending (each within
-        ``REPLAY_BUDGET_S``), then remove it; returns how many were sent. The first not sent (Pub/Sub unreachable)
-        ends the round: the others wait for the next. ``leftovers`` (at the agent's start): temp files a crash
-        left are removed too (a live agent's may be one being written). Never raises."""
+        ``REPLAY_BUDGET_S``), then remove it, those held in memory (``keep``) first; returns how many were sent. The
+        first not sent (Pub/Sub unreachable) ends the round: the others wait for the next. ``leftovers`` (at the
+        agent's start): temp files a crash left are removed too (a live agent's may be one being written). Never
+        raises."""
+        sent, down = self._replay_held(publish)
+        if down:
+            return sent
         try:
             names = sorted(os.listdir(self.dir))
         except OSError:
-            return 0  # no journal yet
-        sent = 0
+            return sent  # no journal yet
         for name in [n for n in names if not n.endswith(RUNNING)] if leftovers else [n for n in names if n.endswith(".json")]:
             path = self.dir / name
             if (fd := _taken(path)) is None:  # removed meanwhile, not a file, or an agent alive sends it
@@ -286,14 +303,36 @@ class Journal:
                 _remove(path, fd)
         return sent
 
+    def _replay_held(self, publish: Callable[..., None]) -> tuple[int, bool]:
+        """The reports held in memory (``keep``) published again: how many were sent, and whether one was not."""
+        with self._held_lock:
+            held = list(self._held.items())
+        sent = 0
+        for name, entry in held:
+            try:
+                outcome = self._publish_again(entry[1], entry[0], publish)
+            except Exception:  # noqa: BLE001 - as a bad journal file: dropped
+                log.exception("held final report dropped", extra=self.extra)
+                outcome = False
+            if outcome is None:
+                return sent, True
+            with self._held_lock:
+                if self._held.get(name) is entry:  # (not a later report of the attempt, held meanwhile)
+                    del self._held[name]
+            sent += outcome
+        return sent, False
+
     def _again(self, path: Path, fd: int, publish: Callable[..., None]) -> bool | None:
         """Publish the report again: True once sent, False when dropped (too old), None when not sent."""
         with os.fdopen(os.dup(fd), "rb") as file:
             record = json.loads(file.read())
-        heartbeat = Heartbeat.model_validate(record["report"])
+        return self._publish_again(Heartbeat.model_validate(record["report"]), float(record["written_at"]), publish)
+
+    def _publish_again(self, heartbeat: Heartbeat, written_at: float, publish: Callable[..., None]) -> bool | None:
+        """``_again``'s publish of ``heartbeat``, written (or held) at ``written_at``."""
         fields = {**self.extra, "job_id": heartbeat.job_id, "attempt": heartbeat.attempt,
                   "status": heartbeat.status.value, "seq": heartbeat.seq}
-        age = self._wall_clock() - float(record["written_at"])
+        age = self._wall_clock() - written_at
         if age > MAX_AGE_S:
             log.warning("kept final report dropped: too old", extra={**fields, "age_s": round(age)})
             return False

@@ -1,0 +1,42 @@
+"""A final report the journal cannot write (the VM's disk full, or its ``.reports`` folder unwritable) and Pub/Sub
+does not take within its budget: it was sent once and then dropped, while the agent lived on, where a journaled one
+is sent again every ``RESEND_S`` (``zen.agent.journal``): Zen, hearing nothing, took the attempt for lost and ran a
+job that had ended again. It is held in the agent's memory instead, and sent again as the journal's are. The disk
+here is one where the journal's folder cannot be made: a file stands at ``<work dir>/.reports``."""
+
+from __future__ import annotations
+
+import logging
+
+from tests.agent.fakes import confirm_claims
+from tests.agent.test_agent_loop import VM, start_message
+from tests.agent.test_report_journal import Recording, agent_on
+from zen.core.models import AgentStatus, Heartbeat
+
+
+def test_a_final_report_the_journal_could_not_write_is_sent_again_while_the_agent_lives(tmp_path, caplog):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".reports").write_text("{}")  # not a folder: nothing of the journal can be written
+    transport = Recording(VM, work=work)
+    transport.add_start(start_message("j1"))
+    transport.answer = confirm_claims(VM)
+    publish, failed = transport.publish, []
+
+    def first_final_fails(message, *, budget_s, **abandon):
+        final = isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED
+        transport.fail_final = final and not any(failed)  # its first publish alone fails: its budget ran out
+        failed.append(transport.fail_final)
+        return publish(message, budget_s=budget_s)
+
+    transport.publish = first_final_fails
+    agent = agent_on(transport)
+    idle = transport.when_idle
+    transport.when_idle = lambda: transport.clock() > 120 and idle()  # idle a while: the resend is due
+    with caplog.at_level(logging.ERROR, logger="zen.agent.journal"):
+        assert agent.run() == 0
+
+    assert any("not journaled" in r.getMessage() for r in caplog.records)  # the disk's fault, logged
+    finals = [m for kind, *rest in transport.events if kind == "publish" for m in rest
+              if isinstance(m, Heartbeat) and m.status is AgentStatus.SUCCEEDED]
+    assert [m.job_id for m in finals] == ["j1"]  # sent again, once Pub/Sub took it
