@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from zen.core import gave_back
+
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
 SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted VM has ~30 s in all)
 # systemd kills the agent at the grace + 15 s (TimeoutStopSec, startup.sh): VM_STOPPING_S of the rest go
@@ -63,7 +65,7 @@ class Shutdown:
         ``cut``: the step the shutdown cut (a transfer, the image's pull), named after them ("... while <cut>")."""
         if not self.maintenance:
             return otherwise
-        return f"VM {vm} is stopping for host maintenance" + (f" while {cut}" if cut else "")
+        return f"VM {vm} {gave_back.MAINTENANCE}" + (f" while {cut}" if cut else "")
 
     def cut(self, vm: str, what: str) -> str:
         """The words of a step (``what``: a transfer, the image's pull) the shutdown cut: "VM ... shut down while ..."

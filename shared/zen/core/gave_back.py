@@ -6,11 +6,12 @@ also when a step before the job's command failed by the cloud's or the VM's faul
 Cloud Storage unavailable), docker's pull cut short (``zen.agent.container.PULL_CUT``), its agent dead and restarted
 (``zen.agent.restart``). Zen reruns each without spending an attempt (``FREE_PREEMPTIONS`` times). Only the first is
 "VM ... was preempted" (a host maintenance's notice aside: "VM ... is stopping for host maintenance",
-``zen.agent.shutdown.Shutdown.said``); the others are told by the agent's own note, the first line of the report's
-message: the step that failed and why, in the job's history, its notices and, once its free reruns are spent, its
-FAILED. A gang's node so is "node K (VM) gave the attempt back (...)" where one preempted is "node K (VM) was
-preempted" (``zen.core.gang``: the gang's fate as for a preemption), and a PREEMPTED notice of such an attempt says
-the job "was requeued" (``zen.core.notify.verb``: its notice kind stays PREEMPTED)."""
+``zen.agent.shutdown.Shutdown.said``, read on any line of the note, as a shutdown's is); the others are told by the
+agent's own note, the first line of the report's message: the step that failed and why, in the job's history, its
+notices and, once its free reruns are spent, its FAILED. A gang's node so is "node K (VM) gave the attempt back
+(...)" where one preempted is "node K (VM) was preempted" (``zen.core.gang``: the gang's fate as for a preemption),
+and a PREEMPTED notice of such an attempt says the job "was requeued" (``zen.core.notify.verb``: its notice kind
+stays PREEMPTED)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class _Told(Protocol):
 Change = TypeVar("Change", bound=_Told)
 
 BRIEF_CHARS = 300  # of the agent's note, in the reason (the report's message keeps all of it)
+MAINTENANCE = "is stopping for host maintenance"  # what a VM GCE stops after its notice does (Shutdown.said)
 SAID = "gave the attempt back"  # what a VM did, in the reason, where its agent's note follows in brackets
 # What the agent's note says of the attempt's rerun, said after it by Zen (the rerun, or its end once free reruns are
 # spent): "(requeued)", "(requeued, no attempt spent)", "(requeued; VM ... takes no more jobs)" (its VM's retirement:
@@ -58,7 +60,7 @@ def why(vm: str, message: str | None) -> str | None:
     it (``GangNode.gave_back_why``): the attempt's end, decided on another node's later report, names it so too."""
     if shut_down(vm, message):
         return None
-    brief = _REQUEUED.sub(lambda said: f"; {said['more']}" if said["more"] else "", _first_line(message))
+    brief = _REQUEUED.sub(lambda said: f"; {said['more']}" if said["more"] else "", _first_line(message, vm))
     own = brief.removeprefix(f"VM {vm} ")
     return own[:BRIEF_CHARS] if own != brief else f"{SAID} ({brief[:BRIEF_CHARS]})"
 
@@ -84,5 +86,10 @@ def reason(text: str, said: dict[str, str | None]) -> str:
     return text
 
 
-def _first_line(message: str | None) -> str:
-    return next((line.strip() for line in (message or "").splitlines() if line.strip()), "").removeprefix("zen: ")
+def _first_line(message: str | None, vm: str | None = None) -> str:
+    """The note's first line, but its line of ``vm``'s host maintenance (``MAINTENANCE``) if any: as a shutdown's
+    (``shut_down``), GCE's stop may cut a step after a note of the attempt's own (a job that exited 0, its upload
+    cut, after a checkpoint save that failed or an agent restarted): that note did not end the attempt."""
+    lines = [line.strip().removeprefix("zen: ") for line in (message or "").splitlines() if line.strip()]
+    said = f"VM {vm} {MAINTENANCE}" if vm is not None else None
+    return next((line for line in lines if said is not None and line.startswith(said)), lines[0] if lines else "")
