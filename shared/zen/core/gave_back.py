@@ -91,5 +91,5 @@ def _first_line(message: str | None, vm: str | None = None) -> str:
     (``shut_down``), GCE's stop may cut a step after a note of the attempt's own (a job that exited 0, its upload
     cut, after a checkpoint save that failed or an agent restarted): that note did not end the attempt."""
     lines = [line.strip().removeprefix("zen: ") for line in (message or "").splitlines() if line.strip()]
-    said = f"VM {vm} {MAINTENANCE}" if vm is not None else None
-    return next((line for line in lines if said is not None and line.startswith(said)), lines[0] if lines else "")
+    said = f"VM {vm} {MAINTENANCE}"
+    return next((line for line in lines if vm is not None and line.startswith(said)), lines[0] if lines else "")
