@@ -16,9 +16,10 @@ locals {
 
 # A compact cluster's pools (compact: true): a compact placement policy per pool (GCE places the VMs that
 # share it close together in one zone, for a gang's collectives), named by its instance template; the MIG's
-# target shape ANY_SINGLE_ZONE keeps every VM of the region in that zone.
+# target shape ANY_SINGLE_ZONE keeps every VM of the region in that zone. Not for the machine types GCE places
+# with a workload policy on the MIG instead (local.workload_policy_types): their pools get the zone alone.
 resource "google_compute_resource_policy" "compact" {
-  for_each = { for key, target in local.mig_targets : key => target if target.compact }
+  for_each = { for key, target in local.mig_targets : key => target if target.placement_policy }
   name     = "${each.value.mig_name}-compact"
   region   = each.value.region
 
@@ -103,7 +104,7 @@ resource "google_compute_instance_template" "zen" {
     enable_integrity_monitoring = true
   }
 
-  resource_policies = each.value.compact ? [google_compute_resource_policy.compact[each.key].self_link] : null
+  resource_policies = each.value.placement_policy ? [google_compute_resource_policy.compact[each.key].self_link] : null
 
   metadata_startup_script = file("${path.module}/../shared/zen/agent/startup.sh")
   metadata = merge(

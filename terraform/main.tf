@@ -69,6 +69,10 @@ locals {
   config_flex_start_run_s = { for c in local.zen_config.clusters : c.name => try(c.flex_start_run_s, 604800) }
   # Compact clusters (compact: true, docs/how-to/multi-node.md): each region's VMs in one zone, close together.
   config_compact = { for c in local.zen_config.clusters : c.name => try(c.compact, false) == true }
+  # The machine types whose MIGs GCE places close together with a workload policy on the MIG, not a compact
+  # placement policy in the template (A3 High of 8 GPUs, A3 Mega, A3 Ultra, A4): this provider (< 7.0) attaches
+  # none to a regional MIG, so their compact pools get the one zone alone (zen.core.cluster_config.WORKLOAD_POLICY_TYPES).
+  workload_policy_types = "^(a3-highgpu-8g|a3-megagpu-|a3-ultragpu-|a4-)"
   # Each model's GCE provisioning model, and a secondary pool's MIG suffix (zen.core.provisioning.MIG_SUFFIX).
   provisioning_models = { spot = "SPOT", standard = "STANDARD", "flex-start" = "FLEX_START" }
   mig_suffix          = { spot = "spot", standard = "std", "flex-start" = "flex" }
@@ -87,6 +91,7 @@ locals {
           mig_name              = i == 0 ? "zen-${cluster.name}-${region}" : "zen-${cluster.name}-${region}-${local.mig_suffix[model]}"
           flex_start_run_s      = try(local.config_flex_start_run_s[cluster.name], 604800)
           compact               = try(local.config_compact[cluster.name], false)
+          placement_policy      = try(local.config_compact[cluster.name], false) && length(regexall(local.workload_policy_types, cluster.machine_type)) == 0
           machine_type          = cluster.machine_type
           gpu_type              = cluster.gpu_type
           gpu_count             = cluster.gpu_count

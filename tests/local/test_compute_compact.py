@@ -62,9 +62,25 @@ def test_without_compact_the_same_resize_spreads_over_every_zone_with_room(cloud
     assert len(set(_zones(spread.instances(mig=mig)))) > 1
 
 
+def _compact(machine_type: str, gpu_type: str, gpu_count: int) -> ZenConfig:
+    return ZenConfig.model_validate({"project": PROJECT, "clusters": [
+        {"name": "compact", **CLUSTER, "gpu_type": gpu_type, "gpu_count": gpu_count, "machine_type": machine_type,
+         "compact": True}]})
+
+
 def test_compact_is_refused_for_a_machine_family_gce_does_not_place_compactly():
-    with pytest.raises(ValueError, match="compact: GCE places only a2, a3, a4, g2 machine types compactly, "
+    with pytest.raises(ValueError, match="compact: GCE places only a2, a3, a4, g2, g4 machine types compactly, "
                                          "not n1-standard-8"):
-        ZenConfig.model_validate({"project": PROJECT, "clusters": [
-            {"name": "1xt4", **CLUSTER, "gpu_type": "nvidia-tesla-t4", "gpu_count": 1,
-             "machine_type": "n1-standard-8", "compact": True}]})
+        _compact("n1-standard-8", "nvidia-tesla-t4", 1)
+    with pytest.raises(ValueError, match="not a4x-highgpu-4g"):  # its MIG requires a workload policy
+        _compact("a4x-highgpu-4g", "nvidia-gb200", 4)
+
+
+@pytest.mark.parametrize("machine_type, gpu_type, gpus", [
+    ("a2-highgpu-8g", "nvidia-tesla-a100", 8), ("g2-standard-48", "nvidia-l4", 4),
+    ("g4-standard-48", "nvidia-rtx-pro-6000", 1), ("a3-edgegpu-8g", "nvidia-h100-80gb", 8),
+    ("a3-highgpu-8g", "nvidia-h100-80gb", 8), ("a3-megagpu-8g", "nvidia-h100-mega-80gb", 8)])
+def test_compact_is_taken_for_the_gpu_families_gce_places_close_together(machine_type, gpu_type, gpus):
+    """G4 too (its MIGs take a compact placement policy, as A2's and G2's); A3 High of 8 GPUs and A3 Mega, whose
+    MIGs GCE places with a workload policy, get their one zone (tests/terraform/test_terraform_gangs.py)."""
+    assert _compact(machine_type, gpu_type, gpus).clusters[0].compact

@@ -46,6 +46,7 @@ def test_a_cluster_of_two_models_gets_one_start_subscription_per_region(tmp_path
           mig_suffix = { spot = "spot", standard = "std", "flex-start" = "flex" }
           config_flex_start_run_s = {}
           config_compact = {}
+          workload_policy_types = "^$"
           cluster_region_tags = { "2xh100" = { "us-east5" = [], "europe-west4" = [] }, "1xl4" = { "us-east4" = [] } }
           config_pull_limits = {}
           config_jobs_per_vm = {}

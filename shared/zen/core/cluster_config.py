@@ -29,7 +29,14 @@ def check_models(value: Any) -> list[str]:
     return value
 
 
-COMPACT_FAMILIES = ("a2", "a3", "a4", "g2")  # GPU machine families a compact placement policy applies to
+# Compact placement (``compact: true``) as GCE documents it for a MIG: every VM of a region's MIG in one zone
+# (ANY_SINGLE_ZONE), and close together: for MIGs of general-purpose GPU VMs (A2, A3 Edge, A3 High of 1, 2 or 4
+# GPUs, G2, G4), a compact placement policy in the instance template, which terraform gives the pool; for A3 High
+# of 8 GPUs, A3 Mega, A3 Ultra and A4 (WORKLOAD_POLICY_TYPES), a workload policy on the MIG instead, which the
+# google provider terraform pins (< 7.0) cannot attach to a regional MIG: those pools get the one zone alone
+# (terraform's local workload_policy_types, the same pattern). A4X requires a workload policy: refused.
+COMPACT_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
+WORKLOAD_POLICY_TYPES = re.compile(r"^(a3-highgpu-8g|a3-megagpu-|a3-ultragpu-|a4-)")
 
 
 # What PyYAML (YAML 1.1) leaves a string and YAML 1.2 (terraform's yamldecode) reads as a number: 2.9e1, 1e-05
@@ -173,7 +180,7 @@ class ClusterConfig(Strict):
     # Compact placement (docs/how-to/multi-node.md): every VM of a region's MIG in one zone (target shape
     # ANY_SINGLE_ZONE), close together under a compact placement policy (terraform: a resource policy with
     # collocation COLLOCATED in the template), for a gang's collectives. The price: a region's VMs share one
-    # zone's capacity. GCE takes compact placement for the GPU families COMPACT_FAMILIES only.
+    # zone's capacity. For the GPU families COMPACT_FAMILIES only; a few types get the zone alone (WORKLOAD_POLICY_TYPES).
     compact: bool = Field(default=False, description="A region's VMs in one zone, close together (gangs)")
 
     @field_validator("provisioning", mode="before")  # before: pydantic's "at least 1 item" named no model
