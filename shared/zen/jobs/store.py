@@ -245,6 +245,9 @@ class FleetRows(Protocol):
     def vm_stop_seen(self, vm: str, since: datetime) -> tuple[str | None, datetime | None, bool] | None:
         """(model, run start, left its MIG) of ``vm`` seen stopped after ``since``, not by Zen (``cloud_silence``)."""
 
+    def vm_outside_mig(self, vm: str, sent_before: datetime) -> tuple[datetime, float | None] | None:
+        """(when, its price an hour or None) ``vm`` left its MIG, seen before ``sent_before`` and listed by none since."""
+
     def vm_shares(self, vm: str) -> bool | None:
         """Whether ``vm``'s agent may run several jobs at once (its VM heartbeats list them); None: never heard."""
 
@@ -290,8 +293,7 @@ class ArrayRows(Protocol):
         hold starts with ``kind`` when ``of_kind``, else the others."""
 
 
-class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows,
-            ArrayRows, Protocol):
+class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows, ArrayRows, Protocol):
     """One unit of work of a ``JobStore``."""
 
 
@@ -359,15 +361,13 @@ class StoreHooks:
 
     def clear(self) -> None:
         with self._lock:
-            self._before.clear()
-            self._after.clear()
-            self._errors.clear()
+            for calls in (self._before, self._after, self._errors):
+                calls.clear()
             self.active = False
 
     def run_before(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         with self._lock:
-            errors = self._errors.get(operation)
-            error = errors.pop(0) if errors else None
+            error = errors.pop(0) if (errors := self._errors.get(operation)) else None
             calls = list(self._before.get(operation, ()))
         if error is not None:
             raise error

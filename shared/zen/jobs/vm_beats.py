@@ -73,9 +73,29 @@ class VmBeats:
             # Whether or not the row took it (it may be older than the last one recorded): the list is
             # judged against each job's own reports.
             ids = self._requeue_given_back(tx, hb)
+            self.outside_mig(tx, hb)
         self._relay.flush_quietly(ids)
         usable = hb.state is VmState.IDLE and was is not None and was != VmState.IDLE.value
         return was is not None or bool(ids), usable
+
+    def outside_mig(self, tx: JobTx, hb: VmHeartbeat) -> None:
+        """Log at ERROR a VM heard from outside its MIG: sent a VM heartbeat period (clocks apart, a word sent as it went)
+        after a scaling pass saw it leave its MIG, and listed by none since (``abandonInstances``, by hand or a tool).
+        No pass lists it, so none deletes it; its claims are refused (``vm_is_draining``) and its agent retires: it
+        runs idle, billed, until someone deletes it. Logged at each such heartbeat (a minute apart), until it is gone.
+        Not a STOPPING: its VM is going away (a dropped pool's VMs, forgotten unseen, ``Zen._dropped`` tells)."""
+        if hb.state is VmState.STOPPING:
+            return
+        margin = timedelta(seconds=self._config.deadlines.vm_heartbeat_s)
+        if (gone := tx.vm_outside_mig(hb.vm, hb.sent_at - margin)) is None:
+            return
+        left_at, usd = gone
+        price = "at its machine type's price" if usd is None else f"${usd:.2f} an hour"
+        log.error(f"VM {hb.vm} runs outside its MIG: a scaling pass saw it leave the MIG at {left_at.isoformat()}, and "
+                  f"it says {hb.state.value}. No pass deletes it and it takes no job; billed {price} until deleted: "
+                  f"gcloud compute instances delete {hb.vm} --zone {hb.zone} --project {self._config.project}", extra={
+                      "cluster": hb.cluster, "region": hb.region, "zone": hb.zone, "vm": hb.vm, "state": hb.state.value,
+                      "left_mig_at": left_at.isoformat(), "usd_per_hour": usd})
 
     def _requeue_given_back(self, tx: JobTx, hb: VmHeartbeat) -> list[Enqueued]:
         """Requeue (or end, stopped) each attempt ``hb`` names that ``gang.decide_given_back`` says may go. Every such

@@ -314,6 +314,10 @@ class PostgresJobTx:
     def vm_stop_seen(self, vm: str, since: datetime) -> tuple[str | None, datetime | None, bool] | None:
         return repository.vm_stop_seen(self.session, vm, since)
 
+    @hooked("vm_outside_mig")
+    def vm_outside_mig(self, vm: str, sent_before: datetime) -> tuple[datetime, float | None] | None:
+        return repository.vm_outside_mig(self.session, vm, sent_before)
+
     @hooked("vm_shares")
     def vm_shares(self, vm: str) -> bool | None:
         return repository.vm_shares(self.session, vm)

@@ -745,6 +745,15 @@ UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last
 UNION ALL SELECT 1 FROM vm_lifetimes WHERE name = :vm_name
   AND NOT EXISTS (SELECT 1 FROM mig_instances WHERE name = :vm_name);
 
+-- name: vm_outside_mig
+-- A VM a pass saw leave its MIG (its latest lifetime's left_at, migration 0062: not a dropped pool's, -infinity)
+-- before :sent_before, which no MIG lists again: heard since, it runs outside its MIG (abandoned), and no pass
+-- deletes it (zen.jobs.vm_beats.VmBeats.outside_mig). When it left, and its price then (NULL: unpriced).
+SELECT left_at, usd_per_hour FROM (SELECT left_at, usd_per_hour FROM vm_lifetimes WHERE name = :vm_name
+                                   ORDER BY first_seen_at DESC LIMIT 1) AS latest
+WHERE left_at > CAST('-infinity' AS timestamptz) AND left_at < :sent_before
+  AND NOT EXISTS (SELECT 1 FROM mig_instances WHERE name = :vm_name);
+
 -- name: vm_retired_as
 -- The VM of the creation time :created (its token's: zen.core.incarnation) said RETIRED: kept whatever the seq (a
 -- RETIRED delivered after a later heartbeat still tells that VM retired), and through its later heartbeats of other

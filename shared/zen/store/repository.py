@@ -287,6 +287,13 @@ def vm_stop_seen(session: Session, vm: str, since: datetime) -> tuple[str | None
     return None if row is None else (row["model"], row["running_at"], row["left_mig"])
 
 
+def vm_outside_mig(session: Session, vm: str, sent_before: datetime) -> tuple[datetime, float | None] | None:
+    """(when a pass saw it leave, its price per hour then: None unpriced) of ``vm`` if a pass saw it leave its MIG
+    before ``sent_before`` and no MIG lists it since; else None (the query ``vm_outside_mig``)."""
+    row = session.one("vm_outside_mig", vm_name=vm, sent_before=sent_before)
+    return None if row is None else (row["left_at"], row["usd_per_hour"])
+
+
 def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
                            preempted_cutoff: datetime | None = None) -> list[str]:
     """Jobs held by a VM whose last sign of life is older than ``cutoff`` (a STOPPING job's: ``stop_cutoff``, or

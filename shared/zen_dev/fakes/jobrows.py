@@ -630,6 +630,10 @@ class InMemoryJobTx:
     def vm_stop_seen(self, vm: str, since: datetime) -> tuple[str | None, datetime | None, bool] | None:
         return None  # no scaling pass records instances here
 
+    @hooked("vm_outside_mig")
+    def vm_outside_mig(self, vm: str, sent_before: datetime) -> tuple[datetime, float | None] | None:
+        return None  # no scaling pass records instances here
+
     @hooked("vm_shares")
     def vm_shares(self, vm: str) -> bool | None:
         row = self._t.vms.get(vm)
