@@ -423,7 +423,8 @@ resource "google_storage_bucket_iam_member" "agent_reads_wheel" {
 }
 
 # Data clearance (the Zen configuration's data_clearance: zen.core.clearance). Zen places a job touching a
-# bound prefix only on VMs carrying all of the binding's tags; IAM grants a bucket, not a prefix, so a bucket
+# bound prefix only on VMs carrying all of the binding's tags; these grants are per bucket, not per prefix (Cloud
+# Storage's managed folders or object-name conditions could narrow them: not built), so a bucket
 # holding any bound prefix goes only to the agent accounts whose tags (those of the regions they serve) hold
 # all the tags of every binding on that bucket. Its other data is then cleared-only too. A cluster cleared in
 # some regions only (region_tags) has an account for them apart from its others', which get nothing.
