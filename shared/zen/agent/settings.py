@@ -1,6 +1,6 @@
 """The agent's tunables, read once from ``ZEN_AGENT_*`` environment variables (``AgentSettings.from_env``),
 and the configuration's periods and deadline laid over them (``with_deadlines``), refused when they
-leave the fence no room.
+leave the fence no room, or the VM's heartbeats too far apart for the silence Zen allows it.
 
 Every variable, its default and its range: docs/reference/agent.md, "Tunables".
 """
@@ -166,11 +166,15 @@ def with_deadlines(settings: AgentSettings, deadlines: Deadlines, env: Mapping[s
     """``settings`` with Zen's deadline and the configuration's periods, but those the environment set;
     raises ``ConfigError`` when the result leaves the fence no room (``zen.core.lease.too_tight``): such an
     agent could not stop a job cut off from Zen before Zen runs it elsewhere, so it does not start; or when its
-    stop grace leaves a stopped job no time to answer within ``stop_timeout_s`` (``zen.core.lease.stop_reason``)."""
+    stop grace leaves a stopped job no time to answer within ``stop_timeout_s`` (``zen.core.lease.stop_reason``); or
+    when its VM heartbeat is too far apart for the silence after which Zen deletes an idle VM as gone
+    (``zen.core.lease.vm_silence_reason``)."""
     periods = {field: getattr(deadlines, key) for variable, field, key in PERIODS if not env.get(variable, "").strip()}
     settings = replace(settings, heartbeat_timeout_s=deadlines.heartbeat_timeout_s, **periods)
     reason = (lease.tight_reason(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
-              or lease.stop_reason(deadlines.stop_timeout_s, settings.stop_grace_s))
+              or lease.stop_reason(deadlines.stop_timeout_s, settings.stop_grace_s)
+              or lease.vm_silence_reason(deadlines.heartbeat_timeout_s, deadlines.vm_heartbeat_s,
+                                         settings.vm_heartbeat_s))
     if reason is not None:
         raise ConfigError(f"the agent's periods do not fit Zen's deadlines: {reason}")
     return settings

@@ -16,6 +16,7 @@ from zen.core.cluster_config import Strict
 
 MARGIN_S = 15.0  # of Zen's deadline, kept after the fence and the stop grace (a quarter of it at most)
 MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
+SILENT_BEATS = 3  # an agent unheard for this many VM heartbeat periods (and heartbeat_timeout_s) is gone
 # Kept by the agent, after a stopped job's grace, for the rest of its output and its final report: a STOP's
 # ``answer_within_s`` less this is when the upload after it is cut (``zen.agent.attempt``).
 STOP_REPORT_S = 5.0
@@ -100,10 +101,27 @@ def stop_reason(stop_timeout_s: float, stop_grace_s: float) -> str | None:
 
 def agent_silence_s(heartbeat_timeout_s: float, vm_heartbeat_s: float) -> float:
     """How long an agent may go unheard before its VM is no supply and, holding no job, is deleted:
-    three VM heartbeats (two lost or late ones are no death; the agent also reports every change),
+    ``SILENT_BEATS`` VM heartbeats (two lost or late ones are no death; the agent also reports every change),
     and never less than ``heartbeat_timeout_s``, after which a job on a silent VM is LOST: a busy
     agent is not judged dead before its job is. 180 s by default."""
-    return max(heartbeat_timeout_s, 3 * vm_heartbeat_s)
+    return max(heartbeat_timeout_s, SILENT_BEATS * vm_heartbeat_s)
+
+
+def vm_silence_reason(heartbeat_timeout_s: float, configured_vm_heartbeat_s: float,
+                      vm_heartbeat_s: float) -> str | None:
+    """What to change when an agent's own VM heartbeat period (``ZEN_AGENT_VM_HEARTBEAT_S``) does not fit
+    ``SILENT_BEATS`` times within the silence Zen allows its VM (``agent_silence_s`` of the configuration's
+    ``heartbeat_timeout_s`` and ``vm_heartbeat_s``), else Zen deletes its idle VM as silent between two of its
+    heartbeats, or after one lost, a warm VM (``min_vms`` too) gone and booted again; None when it fits."""
+    silence = agent_silence_s(heartbeat_timeout_s, configured_vm_heartbeat_s)
+    if SILENT_BEATS * vm_heartbeat_s <= silence:
+        return None
+    return (f"ZEN_AGENT_VM_HEARTBEAT_S={vm_heartbeat_s:g} is too long for Zen's {silence:g} s of silence (the larger "
+            f"of {SILENT_BEATS} x deadlines.vm_heartbeat_s={configured_vm_heartbeat_s:g} and "
+            f"deadlines.heartbeat_timeout_s={heartbeat_timeout_s:g}), after which Zen deletes an idle VM as gone: "
+            f"fewer than {SILENT_BEATS} of its heartbeats fit in it, so one or two late or lost end its VM; set "
+            "ZEN_AGENT_VM_HEARTBEAT_S at most "
+            f"{silence / SILENT_BEATS:g}, or deadlines.vm_heartbeat_s at least {vm_heartbeat_s:g}")
 
 
 class Deadlines(Strict):
