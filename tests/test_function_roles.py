@@ -24,7 +24,8 @@ ALL = (SUB, BEAT, STOP, TICK)
 SCALING = (SUB, BEAT, TICK)  # the functions that run scaling passes (terraform: ZEN_SCALING)
 LIFECYCLE = ("status, attempt, max_attempts, vm, region, zone, last_seq, last_heartbeat_at, queued_at, started_at, "
              "finished_at, exit_code, message, start_published_at, preempted_by, preemptions, start_regions, "
-             "widen_at, start_vms, regions, hold, hold_until, retries, gang, updated_at, stop_reason, left_vms, heard_at")
+             "widen_at, start_vms, regions, hold, hold_until, retries, gang, updated_at, stop_reason, left_vms, heard_at, "
+             "fence_timeout_s")  # (fence_timeout_s: migration 0067)
 VM_REPORT = ("cluster, region, zone, state, job_id, attempt, jobs, cached_inputs, images, last_seq, last_seen_at, "
              "idle_since, retired_created_at")  # (retired_created_at: migration 0064)
 

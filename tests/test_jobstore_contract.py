@@ -281,6 +281,20 @@ def test_sweep_candidates_come_oldest_first(store):
         assert tx.pending_jobs(10) == ["p1", "p2"] and tx.pending_jobs(1) == ["p1"]
 
 
+def test_a_running_attempt_whose_agent_fences_longer_is_a_candidate_only_past_its_fence(store):
+    """Given the configuration's ``timeout_s``, a running attempt whose claim stated a longer one (``fence_timeout_s``:
+    zen.core.lease.attempt_deadlines) is read only once silent that long; read sooner, such attempts filled the window."""
+    inserted(store, a_job("fenced", JobStatus.QUEUED), a_job("plain", JobStatus.QUEUED))
+    for job_id, minutes, fence in (("fenced", 4, 300.0), ("plain", 3, None)):
+        moved(store, job_id, [JobStatus.ASSIGNED], vm=f"vm-{job_id}", last_heartbeat_at=NOW - timedelta(minutes=minutes),
+              fence_timeout_s=fence)
+    with store.transaction() as tx:
+        assert tx.get_job("fenced").fence_timeout_s == 300.0
+        assert tx.held_jobs_silent_since(NOW - timedelta(minutes=2), 10, timeout_s=120) == ["plain"]  # 240 s < 300 s
+        assert tx.held_jobs_silent_since(NOW - timedelta(minutes=2), 10) == ["fenced", "plain"]  # no timeout given
+        assert tx.held_jobs_silent_since(NOW, 10, timeout_s=120) == ["fenced", "plain"]  # 360 s of silence then
+
+
 def test_sweep_candidates_are_each_past_their_own_deadline(store):
     """A held job is read once silent past its kind's deadline (``Sweeps.sweep_lost``): running, ``cutoff``; STOPPING
     for a user's stop, ``stop_cutoff``; taken back by its queue, or a gang stopping for a node lost, ``preempted_cutoff``."""

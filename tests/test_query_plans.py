@@ -55,7 +55,7 @@ HOT_QUERIES = [
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
                         max_attempts=3, preempted_by=None, stop_reason=None, preemptions=0, start_regions=None, widen_at=None,
                         start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None, left_vms=None, heard_at=None,
-                        now=NOW)),
+                        fence_timeout_s=None, now=NOW)),
     ("take_early_stops", {"job_id": "job-7"}),
     ("kept_stop_names", {"job_id": "sweep-3-1"}),  # every claim: a stop kept for the job or for its array
     # The end of an attempt also records its usage (its claim time read from the job's history, its VM's model
@@ -66,7 +66,8 @@ HOT_QUERIES = [
                                   vms='[{"rank": 0, "vm": "vm-13", "model": "spot", "share": 1.0}]', fixed="{}",
                                   fallback='{"spot": 5.17}')),
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "stop_cutoff": NOW - timedelta(minutes=10),
-                                "preempted_cutoff": NOW - timedelta(minutes=10), "limit": 500}),  # each its deadline
+                                "preempted_cutoff": NOW - timedelta(minutes=10), "limit": 500,
+                                "timeout_s": 120.0}),  # each its deadline (a running one's fence: zen.core.lease)
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data
     ("gangs_assembling_in", {"cluster": "4xa100-40gb", "regions": ["us-west1"], "limit": 500}),  # at a stockout

@@ -74,7 +74,8 @@ class Agent:
         self.log = _Log(log, identity.log_fields())
         self.shutdown = Shutdown(clock, settings.stop_grace_s)
         self.journal = Journal(settings.work_dir, identity.vm, identity.log_fields())  # final reports till sent
-        self.reporter = Reporter(identity, transport.publish, clock=clock, journal=self.journal)
+        self.reporter = Reporter(identity, transport.publish, clock=clock, journal=self.journal,
+                                 heartbeat_timeout_s=settings.heartbeat_timeout_s)
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
         self.backoff = ClaimBackoff(clock)  # claims Zen refused: the next pull waits (zen.agent.backoff)

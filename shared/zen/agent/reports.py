@@ -86,8 +86,12 @@ class AttemptReport:
 
 class Reporter:
     def __init__(self, identity: Identity, publish: Publish, wall_clock: Callable[[], float] = time.time,
-                 clock: Callable[[], float] = time.monotonic, journal: Journal | None = None):
+                 clock: Callable[[], float] = time.monotonic, journal: Journal | None = None,
+                 heartbeat_timeout_s: float | None = None):
         self._identity = identity
+        # What its fence is computed from (zen.agent.fence), said in every report of an attempt: Zen waits as long for
+        # the attempt, whatever its configuration says since (zen.core.lease.attempt_deadlines). None: not said.
+        self._timeout_s = heartbeat_timeout_s
         self.journal = journal  # final reports kept until published (zen.agent.journal); None: none kept
         self._publish = publish
         self._wall_clock = wall_clock
@@ -125,7 +129,7 @@ class Reporter:
         def heartbeat_with(**optional: Any) -> Heartbeat:
             return Heartbeat(job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
                              zone=identity.zone, status=status, seq=attempt.seq, sent_at=sent_at,
-                             exit_code=exit_code, over_limit=over_limit, **optional)
+                             exit_code=exit_code, over_limit=over_limit, heartbeat_timeout_s=self._timeout_s, **optional)
 
         try:
             claim: dict[str, Any] = {"gives_way": True} if status is AgentStatus.CLAIMED else {}  # (zen.agent.claim)

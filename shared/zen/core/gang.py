@@ -28,11 +28,11 @@ from typing import Any
 
 from zen.core import gave_back, lifecycle
 from zen.core.gang_assembly import RESET as _RESET, assembly_expired as assembly_expired, keep_deadline as keep_deadline
-from zen.core.gang_assembly import claimed_again, confirm as _confirm, order as _order, place as place, successor
+from zen.core.gang_assembly import claimed_again, claimed_node, confirm as _confirm, order as _order, place as place, successor
 from zen.core.gang_records import GangConfig, GangNode, master_port as master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, first_failure, word_after
-from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, agents_line, most_silent, room_seen_after as room_seen_after
-from zen.core.lease import Deadlines, silent_for
+from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, agents_line, fence_timeout_s, most_silent, room_seen_after as room_seen_after
+from zen.core.lease import Deadlines, attempt_deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import LEFT_RUNNING, gave_up
@@ -88,7 +88,7 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig, created: 
         # Its copy was its region's subscription's: the gang's region keeps one per missing node, so none goes out
         reason = f"the gang assembles in {nodes[0].region}; a node in {hb.region} cannot join it"
         return Decision(ignored=reason, controls=[_order(job, hb.vm, ControlAction.RELEASE, reason)])
-    node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now, claimed_at=now)
+    node = claimed_node(len(nodes), hb, now)
     nodes.append(node)
     if len(nodes) == job.nodes:  # each waiting node claimed again until now (its seq recorded, not its time): heard now
         nodes = [n.model_copy(update={"beat_at": now, "confirmed_at": now}) for n in nodes]
@@ -171,8 +171,7 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and once a failure came, the
     failed_before = any(n.status == AgentStatus.FAILED.value for n in job.gang or ())  # one that ends the attempt (_settle)
     failed_before = failed_before and first_failure(nodes, job.max_runtime_s) is not node  # not a peer's error, a tail
-    if hb.message is not None and not failed_before and (
-            hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):
+    if hb.message is not None and not failed_before and (hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
     if answer := _answer(job, nodes, was, hb, config):
         decision.controls.append(answer)
@@ -383,6 +382,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     """The sweep, for any job; a gang's silence is its most silent node's, named in the reason (``_settle``)."""
     if not is_gang(job) or not job.gang:
         return lifecycle.decide_silence(job, now, deadlines, heard_since, heard_until)
+    deadlines = attempt_deadlines(deadlines, fence_timeout_s(job.gang))  # its nodes' longest fence
     if losing_node(job):  # unanswered: rerun once a node cut off from Zen has surely ended it (its fence)
         quiet_s = silent_for(job.last_heartbeat_at or job.updated_at, now, heard_since, heard_until).total_seconds()
         return _settle(job, list(job.gang), job.gang[0], now) if quiet_s >= deadlines.preempted_stop_s else None

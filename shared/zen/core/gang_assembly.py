@@ -41,6 +41,12 @@ def successor(job: Job, hb: Heartbeat, created: datetime | None) -> tuple[GangNo
     return None if gone is None else (node, gone)
 
 
+def claimed_node(rank: int, hb: Heartbeat, now: datetime) -> GangNode:
+    """The node a claim (``hb``) makes in ``rank``: its VM, address, seq, claim time and its fence's timeout."""
+    return GangNode(rank=rank, vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now, claimed_at=now,
+                    timeout_s=hb.heartbeat_timeout_s)
+
+
 def claimed_again(job: Job, mine: GangNode, hb: Heartbeat, now: datetime, created: datetime | None) -> Decision:
     """A claim, while the gang assembles, from a VM named as its node ``mine`` (``created``: when the VM was made, its
     token says; None unknown). The VM that claimed the part repeating its claim waits on, its seq kept (its older
@@ -53,8 +59,7 @@ def claimed_again(job: Job, mine: GangNode, hb: Heartbeat, now: datetime, create
     it or another VM would claim the part again while the others wait."""
     nodes = list(job.gang or [])
     if (gone := successor(job, hb, created)) is not None:
-        nodes[mine.rank] = GangNode(rank=mine.rank, vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq,
-                                    beat_at=now, claimed_at=now)
+        nodes[mine.rank] = claimed_node(mine.rank, hb, now)
         return Decision(fields=dict(gang=nodes), note=f"{gone[1]}; the new VM's claim replaces node {mine.rank}")
     if hb.seq <= mine.seq:
         return Decision(duplicate=True)

@@ -65,6 +65,9 @@ class GangNode(BaseModel):
     # While the gang assembles: when another node left it after this one's claim (the gang then needs one
     # more VM; a planner pass before then counted that VM busy: zen.core.gang.room_seen_after).
     left_at: datetime | None = None
+    # The heartbeat_timeout_s its agent's fence was computed from, as its claim said (Heartbeat.heartbeat_timeout_s;
+    # None: not said, the configuration's): the sweep waits the longest of the gang's (zen.core.lease.attempt_deadlines).
+    timeout_s: float | None = None
 
 
 def agents_line(message: str | None) -> str | None:
@@ -120,6 +123,12 @@ def most_silent(nodes: list[GangNode]) -> GangNode:
     """The node heard from longest ago among those at work (one that sent its final report is silent on purpose)."""
     return min((n for n in nodes if n.status not in ENDED), key=lambda n: n.beat_at,
                default=max(nodes, key=lambda n: n.beat_at))
+
+
+def fence_timeout_s(nodes: list[GangNode] | None) -> float | None:
+    """The longest ``heartbeat_timeout_s`` a gang's nodes said their fences are computed from (None: none said): the
+    sweep waits it for the whole gang (``zen.core.lease.attempt_deadlines``)."""
+    return max((n.timeout_s for n in nodes or () if n.timeout_s is not None), default=None)
 
 
 def broken_by(killed: GangNode, failed: GangNode, max_runtime_s: int | None) -> bool:

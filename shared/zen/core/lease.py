@@ -26,6 +26,9 @@ STOP_REPORT_S = 5.0
 # expired before the next republish, and it waited with none to pull.
 MAX_RETENTION_S = 7 * 86400.0
 MAX_START_REPUBLISH_S = MAX_RETENTION_S - 86400.0
+# The longest ``heartbeat_timeout_s`` the configuration allows, and so the longest an agent's report may say its fence
+# was computed from (``Heartbeat.heartbeat_timeout_s``): the most Zen waits for a silent attempt, whatever its agent says.
+MAX_HEARTBEAT_TIMEOUT_S = 3600.0
 
 
 def start_retention_s(start_republish_s: float) -> float:
@@ -127,7 +130,8 @@ def vm_silence_reason(heartbeat_timeout_s: float, configured_vm_heartbeat_s: flo
 class Deadlines(Strict):
     """The configuration's ``deadlines`` (seconds): Zen's, and the agents' periods that must fit them."""
 
-    heartbeat_timeout_s: float = Field(default=120, gt=0, description="Silence after which a job is LOST")
+    heartbeat_timeout_s: float = Field(default=120, gt=0, le=MAX_HEARTBEAT_TIMEOUT_S,
+                                       description="Silence after which a job is LOST")
     boot_timeout_s: float = Field(default=600, gt=0, description="A VM still booting after this is suspect")
     idle_timeout_s: float = Field(default=300, ge=0, description="Idle VMs are deleted after this")
     stop_timeout_s: float = Field(default=120, gt=0, description="STOPPING with no answer becomes CANCELLED")
@@ -171,3 +175,13 @@ class Deadlines(Strict):
     @property
     def agent_silence_s(self) -> float:
         return agent_silence_s(self.heartbeat_timeout_s, self.vm_heartbeat_s)
+
+
+def attempt_deadlines(deadlines: Deadlines, stated_s: float | None) -> Deadlines:
+    """``deadlines`` for an attempt whose agent fences from ``stated_s``: a longer ``heartbeat_timeout_s`` than the
+    configuration's (lowered since that agent's VM booted) is waited for, the sweep's and a rerun's after a preemption's
+    STOP (``preempted_stop_s``) alike, so the attempt is never run again while that agent's fence may still be up;
+    a shorter one changes nothing. At most ``MAX_HEARTBEAT_TIMEOUT_S``, as its report is."""
+    if stated_s is None or stated_s <= deadlines.heartbeat_timeout_s:
+        return deadlines
+    return deadlines.model_copy(update={"heartbeat_timeout_s": min(stated_s, MAX_HEARTBEAT_TIMEOUT_S)})

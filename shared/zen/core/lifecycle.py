@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zen.core import gave_back
-from zen.core.lease import Deadlines, lost_at, silent_for
+from zen.core.lease import Deadlines, attempt_deadlines, lost_at, silent_for
 from zen.core.retries import budget_spent, ended, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
@@ -160,10 +160,9 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # First report of this attempt wins the claim, whatever its status: a later report from the
         # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
         decision.changes.append(Change(JobStatus.ASSIGNED, f"claimed by {hb.vm}"))
-        decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone)
         # An earlier attempt's message (its last lines, a retry's failure, LEFT_RUNNING: zen.store.fleet.held_vms) is not
-        # this one's: shown while the job waits to run again, gone once another attempt is claimed.
-        decision.fields["message"] = None
+        # this one's: shown while the job waits to run again, gone once another attempt is claimed. Its fence's timeout.
+        decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone, message=None, fence_timeout_s=hb.heartbeat_timeout_s)
         if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
             decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
         current = JobStatus.ASSIGNED
@@ -369,6 +368,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     ``heard_until``: how far the heartbeat path is vouched for (``zen.jobs.probes``); silence counts to then."""
     if not job.status.holds_vm:
         return None
+    deadlines = attempt_deadlines(deadlines, job.fence_timeout_s)  # its agent's fence, from a longer timeout: waited
     silent = silent_for(job.last_heartbeat_at or job.updated_at, now, heard_since, heard_until)
     if job.status is JobStatus.STOPPING:  # a rerun waits the fence, from the VM's last RUNNING (decide_heartbeat)
         if silent < timedelta(seconds=deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s):

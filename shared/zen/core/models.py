@@ -1,21 +1,9 @@
-"""Messages, records and the job state machine.
+"""Messages and records.
 
 Every Pub/Sub payload is a versioned pydantic model validated once, at the edge: unknown fields refused (a newer agent's
 report's, a newer Zen's STOP's ignored: docs/reference/messages.md), types strict, text that Postgres can store.
 
-Job lifecycle (the one transition table, ``TRANSITIONS``; why: docs/explanations/delivery-guarantees.md)::
-
-    PENDING ─▶ QUEUED ─▶ ASSIGNED ─▶ RUNNING ─▶ SUCCEEDED | FAILED
-       │          │          │  ╲        │
-       │          │          │   ╲───────┴─▶ STOPPING ─▶ CANCELLED (or SUCCEEDED/FAILED if it ended first)
-       └──────────┴──────────┴─▶ CANCELLED
-    ASSIGNED|RUNNING ─▶ LOST ─▶ QUEUED (attempt + 1) | FAILED (attempt budget spent)
-    STOPPING ─▶ LOST (a gang the cloud took a node of, once its other nodes stopped: zen.core.gang)
-    ASSIGNED ─▶ QUEUED (the same attempt: its VM gave the claim back unanswered and never ran it)
-    ASSIGNED|RUNNING ─▶ PENDING (attempt + 1: a failed exit to retry, zen.core.retries)
-    QUEUED|PENDING ─▶ SUCCEEDED | FAILED (a lost attempt's late final report, no attempt since: zen.jobs.late_final)
-
-Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
+The job state machine: ``zen.core.job_states`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -37,6 +25,9 @@ from zen.core.retries import AttemptBudget, OverLimit as OverLimit, RetryFields 
 from zen.core.gang_records import GangNode, GangPlace
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
+from zen.core.job_states import TERMINAL as TERMINAL, TRANSITIONS as TRANSITIONS, JobStatus as JobStatus
+from zen.core.job_states import can_transition as can_transition, illegal_step as illegal_step
+from zen.core.lease import MAX_HEARTBEAT_TIMEOUT_S
 from zen.core.notify import NotifyTargets
 from zen.core.provisioning import Accepted
 from zen.core.secrets import EnvName, Secrets, env_clash, reserved_names
@@ -50,58 +41,6 @@ JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" 
 MAX_INPUTS = 16
 MAX_NODES = 64  # a gang's VMs: its start goes out once per node, each node beats on its own
 LOWEST_PRIORITY = -1000  # a job's least priority (asked with it, may_submit checks membership alone)
-
-
-class JobStatus(str, enum.Enum):
-    PENDING = "PENDING"
-    QUEUED = "QUEUED"
-    ASSIGNED = "ASSIGNED"
-    RUNNING = "RUNNING"
-    STOPPING = "STOPPING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    LOST = "LOST"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL
-
-    @property
-    def holds_vm(self) -> bool:
-        """A VM is (or may be) working on the current attempt."""
-        return self in (JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING)
-
-
-TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
-
-_S = JobStatus  # the table below reads as one row per state
-TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    _S.PENDING: frozenset({_S.QUEUED, _S.CANCELLED, _S.SUCCEEDED, _S.FAILED}),
-    _S.QUEUED: frozenset({_S.ASSIGNED, _S.CANCELLED, _S.PENDING, _S.SUCCEEDED, _S.FAILED}),
-    _S.ASSIGNED: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.QUEUED,
-                            _S.PENDING}),
-    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.PENDING}),
-    _S.STOPPING: frozenset({_S.CANCELLED, _S.SUCCEEDED, _S.FAILED, _S.PENDING, _S.LOST}),
-    _S.LOST: frozenset({_S.QUEUED, _S.FAILED}),
-    _S.SUCCEEDED: frozenset(),
-    _S.FAILED: frozenset(),
-    _S.CANCELLED: frozenset(),
-}
-
-
-def can_transition(source: JobStatus, target: JobStatus) -> bool:
-    return target in TRANSITIONS[source]
-
-
-def illegal_step(start: JobStatus, path: list[JobStatus]) -> tuple[JobStatus, JobStatus] | None:
-    """The first step of ``start -> path[0] -> path[1] ...`` that the table forbids, if any."""
-    current = start
-    for target in path:
-        if not can_transition(current, target):
-            return current, target
-        current = target
-    return None
 
 
 def _job_id(value: str) -> str:
@@ -262,6 +201,9 @@ class Heartbeat(Received):
         default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
     ip: str | None = Field(default=None, max_length=64, description="The VM's internal address (zen.core.gang)")
     gives_way: bool | None = None  # CLAIMED by an agent that gives an outranked claim's start back (zen.jobs.claims)
+    # The heartbeat_timeout_s its agent's fence is computed from (the configuration its VM booted with): Zen waits as
+    # long for the attempt (zen.core.lease.attempt_deadlines). None: not said (an older agent): the configuration's.
+    heartbeat_timeout_s: float | None = Field(default=None, gt=0, le=MAX_HEARTBEAT_TIMEOUT_S, allow_inf_nan=False)
     # The attempt's data (zen.agent.staging): inputs staged and outputs uploaded so far.
     staged_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
     staged_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
@@ -384,6 +326,7 @@ class Job(AttemptBudget):
     # VMs that gave the attempt up before it ran there (a gang's node leaving its assembly, a claim whose VM went away)
     left_vms: dict[str, int] | None = None  # -> the seq of the report that said so: earlier ones are late copies
     heard_at: datetime | None = None  # STOPPING: this attempt's VM's last report, before the stop or since (a next attempt clears it)
+    fence_timeout_s: float | None = None  # what the current attempt's claim said of its fence (Heartbeat.heartbeat_timeout_s)
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

@@ -54,8 +54,8 @@ class JobRows(Protocol):
         """A RUNNING heartbeat of the running attempt from its VM (made by ``vm_since``), newer than the last."""
 
     def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
-                               preempted_cutoff: datetime | None = None) -> list[str]:
-        """Held jobs silent since before ``cutoff`` (STOPPING: ``stop_cutoff`` or ``preempted_cutoff``), oldest first."""
+                               preempted_cutoff: datetime | None = None, timeout_s: float | None = None) -> list[str]:
+        """Held jobs silent since before their cutoff (``zen.store.repository.held_jobs_silent_since``), oldest first."""
 
     def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:
         """QUEUED jobs whose start went out before ``cutoff``, longest-waiting first."""

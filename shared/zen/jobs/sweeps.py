@@ -68,7 +68,8 @@ class Sweeps:
             candidates = tx.held_jobs_silent_since(
                 until - timedelta(seconds=deadlines.heartbeat_timeout_s), limit,
                 until - timedelta(seconds=deadlines.stop_timeout_s),
-                until - timedelta(seconds=deadlines.preempted_stop_s)) if back_at is None or back_at < until else []
+                until - timedelta(seconds=deadlines.preempted_stop_s),
+                deadlines.heartbeat_timeout_s) if back_at is None or back_at < until else []
             probes.send(tx, self._relay, self._config, probe)  # before the commit that keeps it as sent
         return self._for_each_job(candidates, "sweep", lambda tx, job: cloud_silence.taken(  # (its VM taken: free)
             self._config, tx, job, lambda seen: flex_end.of_nodes(seen, gang.decide_silence(

@@ -57,8 +57,8 @@ class PostgresJobTx:
 
     @hooked("held_jobs_silent_since")
     def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
-                               preempted_cutoff: datetime | None = None) -> list[str]:
-        return repository.held_jobs_silent_since(self.session, cutoff, limit, stop_cutoff, preempted_cutoff)
+                               preempted_cutoff: datetime | None = None, timeout_s: float | None = None) -> list[str]:
+        return repository.held_jobs_silent_since(self.session, cutoff, limit, stop_cutoff, preempted_cutoff, timeout_s)
 
     @hooked("queued_jobs_published_before")
     def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:

@@ -128,7 +128,7 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         start_vms=_json_or_null(after.start_vms), regions=to_json(after.regions), hold=after.hold,
         hold_until=after.hold_until, retries=after.retries,
         gang=_json_or_null([node.model_dump(mode="json") for node in after.gang] if after.gang else None),
-        left_vms=_json_or_null(after.left_vms), heard_at=after.heard_at, now=now,
+        left_vms=_json_or_null(after.left_vms), heard_at=after.heard_at, fence_timeout_s=after.fence_timeout_s, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")
@@ -295,13 +295,14 @@ def vm_outside_mig(session: Session, vm: str, sent_before: datetime) -> tuple[da
 
 
 def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
-                           preempted_cutoff: datetime | None = None) -> list[str]:
+                           preempted_cutoff: datetime | None = None, timeout_s: float | None = None) -> list[str]:
     """Jobs held by a VM whose last sign of life is older than ``cutoff`` (a STOPPING job's: ``stop_cutoff``, or
     ``preempted_cutoff`` where its queue took it back or a gang stops for a node lost; each ``cutoff`` unless given),
-    oldest first."""
+    oldest first; a running one whose agent fences from longer than ``timeout_s`` (``fence_timeout_s``), the
+    difference before ``cutoff``."""
     return [r["job_id"] for r in session.run(
         "held_jobs_silent_since", cutoff=cutoff, limit=limit, stop_cutoff=stop_cutoff or cutoff,
-        preempted_cutoff=preempted_cutoff or stop_cutoff or cutoff)]
+        preempted_cutoff=preempted_cutoff or stop_cutoff or cutoff, timeout_s=timeout_s)]
 
 
 def queued_jobs_published_before(session: Session, cutoff: datetime, limit: int) -> list[str]:

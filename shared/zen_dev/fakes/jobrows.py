@@ -24,7 +24,7 @@ VM_STATES = frozenset(state.value for state in VmState)
 SAVED = ("status", "attempt", "max_attempts", "vm", "region", "zone", "last_seq", "last_heartbeat_at", "queued_at",
          "started_at", "finished_at", "exit_code", "message", "start_published_at", "preempted_by", "preemptions",
          "stop_reason", "start_regions", "widen_at", "start_vms", "regions", "hold", "hold_until", "retries", "gang",
-         "left_vms", "heard_at")
+         "left_vms", "heard_at", "fence_timeout_s")
 
 
 @dataclass
@@ -135,10 +135,11 @@ class InMemoryJobTx:
 
     @hooked("held_jobs_silent_since")
     def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
-                               preempted_cutoff: datetime | None = None) -> list[str]:
+                               preempted_cutoff: datetime | None = None, timeout_s: float | None = None) -> list[str]:
         def own(j: Job) -> datetime:  # each kind of held job's deadline, as the Postgres store's query
-            if j.status is not JobStatus.STOPPING:
-                return cutoff
+            if j.status is not JobStatus.STOPPING:  # a longer fence than timeout_s: that much before (fence_timeout_s)
+                longer = 0.0 if timeout_s is None or j.fence_timeout_s is None else max(j.fence_timeout_s - timeout_s, 0.0)
+                return cutoff - timedelta(seconds=longer)
             taken_back = j.preempted_by is not None or (j.nodes > 1 and j.stop_reason is None)
             return (preempted_cutoff or stop_cutoff or cutoff) if taken_back else (stop_cutoff or cutoff)
 
