@@ -226,8 +226,11 @@ def _maintenance(agent) -> None:
     takes no more jobs (RETIRED: Zen deletes it once its jobs are over and asks for VMs elsewhere meanwhile), its jobs
     run on (one that ends within the hour loses nothing; stopped at the notice, it would lose up to an hour of work
     and the VM sit idle, billed, to the end), and GCE's stop, a shutdown as a preemption's (SIGTERM: the jobs' notice,
-    their last checkpoint save, PREEMPTED), is told as host maintenance, the job requeued, not preempted."""
-    agent.shutdown.maintenance = True
+    their last checkpoint save, PREEMPTED), is told as host maintenance, the job requeued, not preempted. An attempt
+    whose job has not started (a claim awaiting its answer or its gang's assembly, one confirmed still staging or
+    pulling) is given back before it starts, PREEMPTED, requeued unspent, unless its ``max_runtime_s`` surely ends it
+    before GCE's stop (``zen.agent.shutdown.Shutdown.before_start``)."""
+    agent.shutdown.notice()
     agent.pulls.retire(HOST_MAINTENANCE)
 
 

@@ -316,7 +316,7 @@ class Agent:
         self.controls.open(key)
         pulled = self._pull_ahead(start)
         try:
-            answer = self.claimer.claim(delivery, attempt, start.assemble_s)
+            answer = self.claimer.claim(delivery, attempt, start)
             settled = answer not in ("outranked", "timeout")  # _claim acks or nacks the others (these: below)
             if answer == "confirm":
                 if not self.slots.capacity.shared:

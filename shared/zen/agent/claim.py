@@ -22,7 +22,7 @@ from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SHUTDOWN_BUDGET_S, SLICE_S, Shutdown
 from zen.agent.slots import ControlRouter
 from zen.agent.transport import StartDelivery
-from zen.core.models import AgentStatus, ControlAction
+from zen.core.models import AgentStatus, ControlAction, StartMessage
 
 if TYPE_CHECKING:
     from zen.agent.transport import Transport
@@ -56,13 +56,14 @@ class Claimer:
         self._clock = clock
         self._log = log
 
-    def claim(self, delivery: StartDelivery, attempt: AttemptReport, wait_s: float | None = None) -> Answer:
+    def claim(self, delivery: StartDelivery, attempt: AttemptReport, start: StartMessage) -> Answer:
         """CLAIMED, then wait for the answer. Returns confirm | release | outranked | stop | timeout | shutdown (the
-        VM's shutdown began before the answer, or as it was read: reported PREEMPTED, not run) | fenced (confirmed
-        after the lease it gave ran out: reported PREEMPTED, not run). The start is acked or nacked, but for
-        outranked and timeout (``Answer``).
-        ``wait_s``: a gang's node waits that long at least (its CONFIRM comes once the last node claims)."""
-        fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
+        VM's shutdown began before the answer, or as it was read, or a host maintenance's notice came before it and
+        its job would not surely end before GCE's stop: ``Shutdown.before_start``; reported PREEMPTED, not run: a
+        gang's node so leaves the gang it waits for, for another VM) | fenced (confirmed after the lease it gave ran
+        out: reported PREEMPTED, not run). The start is acked or nacked, but for outranked and timeout (``Answer``).
+        A gang's node waits ``start.assemble_s`` at least (its CONFIRM comes once the last node claims)."""
+        fields, wait_s = {"job_id": attempt.job_id, "attempt": attempt.attempt}, start.assemble_s
         # Lease it for our own deadline now, whatever the subscription's ack deadline is.
         lease_every = self._settings.lease_s / 3
         self._leases.extend(delivery, self._settings.lease_s)
@@ -82,11 +83,14 @@ class Claimer:
             sent[attempt.seq] = began
             deadline = self._clock() + every_s
             while (remaining := deadline - self._clock()) > 0:
-                if self._shutdown.stopping:
+                noticed = None if self._shutdown.stopping else self._shutdown.before_start(self._vm, start)
+                if self._shutdown.stopping or noticed is not None:
                     self._leases.nack(delivery)
+                    if noticed is not None:
+                        self._log.info("claim given back at a host maintenance's notice", extra=fields)
                     # If our claim won, this requeues the attempt now instead of after the deadline.
-                    self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
-                                       message=self._shutdown.said(self._vm, f"VM {self._vm} is shutting down"))
+                    self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S, message=noticed
+                                       or self._shutdown.said(self._vm, f"VM {self._vm} is shutting down"))
                     return "shutdown"
                 if self._clock() >= next_lease:
                     self._leases.extend(delivery, self._settings.lease_s)

@@ -75,7 +75,11 @@ class Prestart:
     def prepare(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...],
                 output: AttemptOutput) -> Ready | Ended:
         """The attempt's secrets, inputs, checkpoint and image, in that order; ``Ended`` once one of them, its
-        ``max_runtime_s``, the VM's shutdown, the fence or a STOP ended it (STOPPED: one came before its start)."""
+        ``max_runtime_s``, the VM's shutdown, the fence or a STOP ended it (STOPPED: one came before its start), or a
+        host maintenance's notice that came before its job's start, looked at before the first and after the last
+        (PREEMPTED: ``Shutdown.before_start``; a long staging may cross the notice)."""
+        if (noticed := self._shutdown.before_start(self._identity.vm, start)) is not None:
+            return Ended(AgentStatus.PREEMPTED, noticed)  # nothing read nor staged yet
         secrets = self._secrets(start, output)
         if isinstance(secrets, Ended):  # the job never ran, nor staged anything
             return secrets
@@ -113,6 +117,8 @@ class Prestart:
         spec, over = pulled or spec, imagepull.killed_note(limit, counted)
         if (stop := self._controls.stop_waiting(key)) is not None:  # come while it read secrets, before its start
             return Ended(AgentStatus.STOPPED, f"zen: stopped before it started ({stop})", data=data)
+        if (noticed := self._shutdown.before_start(self._identity.vm, start, spec.max_runtime_s)) is not None:
+            return Ended(AgentStatus.PREEMPTED, noticed, data=data)  # come while it staged or pulled
         return Ready(spec, data, checkpoint, limit, over)
 
     def _stage(self, attempt: AttemptReport, key: Key, data: AttemptData, checkpoint: Checkpoint | None,

@@ -13,6 +13,7 @@ import math
 from typing import Callable
 
 from zen.core import gave_back
+from zen.core.models import StartMessage
 
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
 SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted VM has ~30 s in all)
@@ -24,8 +25,12 @@ POWER_OFF_S = 5.0  # a power-off the agent asks for comes this soon at most, the
 # Why a VM takes no more jobs once the metadata server gave it a host maintenance's notice
 # (zen.agent.identity.watch_notice): a GPU VM cannot live-migrate, and GCE stops it within the hour (a standard one
 # restarts). Its jobs run on meanwhile (those that end in time lose nothing); the shutdown that ends the others then
-# says host maintenance (``Shutdown.said``).
+# says host maintenance (``Shutdown.said``). An attempt whose job has not started is given back (``before_start``).
 HOST_MAINTENANCE = "host maintenance: GCE stops this VM within the hour"
+NOTICE_S = 3600.0  # GCE's notice to a VM with GPUs: it stops the VM this long after it at most
+# The end of a job killed at its max_runtime_s, past its stop grace and the upload of its outputs: the rest of its
+# output shipped (zen.agent.attempt.OUTPUT_BUDGET_S, 20 s) and its final report sent (seconds), with room.
+REPORT_S = 60.0
 
 
 class Shutdown:
@@ -38,6 +43,8 @@ class Shutdown:
         self.reason: str | None = None
         self.power_off_reason: str | None = None  # why the VM is powered off once its attempts are reported
         self.maintenance = False  # a host maintenance's notice came: the shutdown to come is GCE stopping the VM
+        self.noticed_at: float | None = None  # when (the clock's) that notice came (``notice``)
+        self._job_grace_s = stop_grace_s  # a job's, whatever a power-off cuts of the shutdown's
         self._at: float | None = None  # when asked for (the clock's): the deadline counts from it
 
     def request(self, reason: str) -> None:
@@ -45,6 +52,31 @@ class Shutdown:
         if self.reason is None:
             self._at = self._clock()
             self.reason = reason
+
+    def notice(self) -> None:
+        """A host maintenance's notice came now (``zen.agent.__main__._maintenance``): GCE stops the VM within
+        ``NOTICE_S``, a shutdown then told as host maintenance (``said``). Safe from another thread."""
+        if self.noticed_at is None:
+            self.noticed_at = self._clock()
+        self.maintenance = True
+
+    def before_start(self, vm: str, start: StartMessage, runtime_s: float | None = None) -> str | None:
+        """Why an attempt whose job has not started is given back, not started, since a host maintenance's notice
+        (PREEMPTED: Zen requeues it, no attempt spent: ``zen.core.gave_back``); None: no notice came, or its job
+        surely ends before GCE's stop. It surely does when its ``max_runtime_s`` (``runtime_s``: what staging and the
+        pull left of it), its stop grace once killed at it, as long again for its outputs' upload and checkpoint's
+        last save when it has either (their budget: ``zen.agent.attempt.AttemptRunner._end``) and ``REPORT_S`` for
+        its final report fit in what is left of ``NOTICE_S`` since the notice. Any other started there runs on a VM
+        GCE stops under it: up to an hour of its GPUs' time lost, then its rerun elsewhere (a gang's node: the
+        whole gang's attempt, on every node)."""
+        if (at := self.noticed_at) is None:
+            return None
+        limit = start.max_runtime_s
+        needs = None if limit is None else ((limit if runtime_s is None else runtime_s) + self._job_grace_s
+                                            + (limit if start.outputs or start.checkpoint else 0) + REPORT_S)
+        if needs is not None and self._clock() + needs <= at + NOTICE_S:
+            return None
+        return f"VM {vm} {gave_back.MAINTENANCE} before its job started"
 
     def power_off(self, reason: str, why: str) -> None:
         """A shutdown (``reason``: what the attempts' reports say) that ends with the VM's power-off
