@@ -16,6 +16,7 @@ from zen.agent import fence, leftover, resume
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox, lost_while_running
+from zen.agent.diskcheck import WorkDiskCheck
 from zen.agent.diskquota import DiskWatch
 from zen.agent.gpucheck import GpuCheck, vm_fault
 from zen.agent.identity import Identity
@@ -57,6 +58,7 @@ class AttemptRunner:
         self._base_env = base_env
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
         self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus).at_start()  # after a job's failure
+        self.work_disk = WorkDiskCheck(settings.work_dir)  # after a job's failure too: read-only or failing
         self.jobs_run, self._lock = 0, threading.Lock()  # (the lock: jobs_run, from every attempt's thread)
         self._prestart = Prestart(identity, settings, controls, pulls, cache, sandbox, shutdown, clock, log,
                                   local=local, read_secret=read_secret, disk=disk, transfer=self._transfer,
@@ -141,8 +143,9 @@ class AttemptRunner:
         key, spec = (start.job_id, start.attempt), ready.spec
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == ready.over  # at max_runtime_s
-        if final is None and (why := vm_fault(job.launch.container, outcome.exit_code, outcome.tail, self._gpus)):
-            self._pulls.retire(why)  # the VM's: docker's, its GPUs' (zen.agent.gpucheck); it retires (zen.agent.limits)
+        if final is None and (why := vm_fault(job.launch.container, outcome.exit_code, outcome.tail, self._gpus,
+                                                self.work_disk)):
+            self._pulls.retire(why)  # the VM's: docker's, its disk's, its GPUs' (zen.agent.gpucheck); it retires
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)

@@ -1,4 +1,5 @@
-"""Whether a job's failure was the VM's (``vm_fault``): docker's (``zen.agent.container.docker_fault``), or its GPUs'
+"""Whether a job's failure was the VM's (``vm_fault``): docker's (``zen.agent.container.docker_fault``), its work
+disk's (``zen.agent.diskcheck``: read-only or failing), or its GPUs'
 (``GpuCheck``: after a job's non-zero exit, ``nvidia-smi -L``, bounded, must list every GPU of the VM). A GPU fallen
 off the bus (NVIDIA Xid 79, 48, ...) fails every job it is given at once, each with the job's own exit code and CUDA's
 "unknown error" or "no CUDA-capable device is detected": the attempt is the VM's fault (PREEMPTED: requeued, no
@@ -77,11 +78,17 @@ class GpuCheck:
         return None, listed
 
 
-def vm_fault(container: str | None, exit_code: int, tail: str, gpus: Callable[[], str | None]) -> str | None:
+def vm_fault(container: str | None, exit_code: int, tail: str, gpus: Callable[[], str | None],
+             disk: Callable[[], str | None] = lambda: None) -> str | None:
     """Why a job's end was its VM's fault (the VM retires, the attempt is requeued free), or None: the job's own.
-    Docker's failure first (``docker_fault``); else, for a non-zero exit, the GPUs' check (``gpus``: ``GpuCheck``)."""
+    Docker's failure first (``docker_fault``); else, for a non-zero exit, its work disk's check (``disk``:
+    ``zen.agent.diskcheck.WorkDiskCheck``: read-only or failing), then the GPUs' (``gpus``: ``GpuCheck``)."""
     if (fault := docker_fault(container, exit_code, tail)) is not None:
         return fault_reason(fault)
+    if exit_code != 0 and (refused := disk()) is not None:
+        log.error("the VM's disk takes no writes after a job failed", extra={"exit_code": exit_code,
+                                                                             "reason": refused})
+        return f"the job exited with code {exit_code} on a VM whose disk failed: {refused}"
     if exit_code != 0 and (failed := gpus()) is not None:
         log.error("the VM's GPUs failed their check after a job failed", extra={"exit_code": exit_code,
                                                                                 "reason": failed})
