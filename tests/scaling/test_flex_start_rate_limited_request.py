@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from tests.scaling.test_flex_start_mig import NOW, cloud, flex_manager, requests_of  # noqa: F401 - fixture
 from zen.scaling.model import Action
+from zen.scaling.unread import last_known_size
 from zen_dev.local.compute.resources import ApiError
 
 
@@ -39,3 +40,27 @@ def test_a_rate_limited_resize_request_after_others_strikes_no_pool_and_counts_t
     standin.advance(1)
     manager.run()
     assert sorted(r.resize_by for r in requests_of(standin, flex)) == [1, 1, 1]  # the rest asked the next pass
+
+
+def test_the_requests_made_before_the_rate_limit_count_while_the_mig_cannot_be_read(cloud):
+    """The pass leaves its pool's memory sized as the requests it made (``RegionMemory.sized``): it said the MIG held
+    none, so a next pass unable to read it counted it empty toward the cluster's limits (``last_known_size``), the VM
+    asked for and queued outside them."""
+    standin, flex, cluster = cloud()
+    handle = standin.api.handle
+
+    def limited(method, path, query, body):  # the second insert onwards: 403 rateLimitExceeded
+        if method == "POST" and path.endswith("/resizeRequests"):
+            limited.inserts += 1  # type: ignore[attr-defined]
+            if limited.inserts > 1:  # type: ignore[attr-defined]
+                return 403, ApiError(403, "rateLimitExceeded", "Rate Limit Exceeded").body()
+        return handle(method, path, query, body)
+
+    limited.inserts = 0  # type: ignore[attr-defined]
+    standin.api.handle = limited
+    manager, pool, fleet = flex_manager(cluster, flex, 3, [NOW])
+    manager.run()
+    assert len(requests_of(standin, flex)) == 1
+    memory = fleet.recorded[-1][0]
+    assert memory[pool].sized == 1, memory[pool]
+    assert last_known_size(pool, memory, {}) == 1

@@ -100,7 +100,8 @@ def resize_failed(report: ClusterReport, region: str, exc: MigApiError, sizes: t
     answered. One Compute accepted whose operation could not be read is added, as the next read of its target shows;
     a rate limit (the project's write quota for a moment) strikes nothing: either blocked its pool as a stockout, and
     the queue went to other pools (a third VM for one job), the cluster logged as stocked out; what one carried out in
-    part added (``MigRateLimited.added``: a flex-start resize's requests made before) is counted and said added. Nor
+    part added (``MigRateLimited.added``: a flex-start resize's requests made before) is counted and said added (the
+    manager takes its MIG to hold them while it cannot be read: ``RegionMemory.sized``). Nor
     does a resize not sent while an earlier write to its MIG was in flight (``MigBusy``)."""
     report.errors.append(f"resize {region}: {exc}")
     if isinstance(exc, MigRateLimited):  # (of a flex-start resize, its requests made before: ``added``)

@@ -238,9 +238,12 @@ class ClusterManager:
                     total += size - current
                     self._sizes[region] = size
             except MigApiError as exc:  # what it counts toward the limits, says and strikes: ``applied.resize_failed``
-                total += resize_failed(report, region, exc, None if exc is current else (current, size))
+                counted = resize_failed(report, region, exc, None if exc is current else (current, size))
+                total += counted
                 if isinstance(exc, MigUnconfirmed):  # it may yet be carried out
                     self._sizes[region] = max(self._sizes.get(region, 0), size)
+                elif counted and isinstance(current, int):  # carried out in part (``MigRateLimited.added``): what it added
+                    self._sizes[region] = max(self._sizes.get(region, 0), current + counted)
         by_region: dict[str, list[str]] = {}
         for region, vm in plan.delete:
             if self._drain(vm, region):
