@@ -39,3 +39,31 @@ def test_zen_jobs_get_shows_the_stop_reason(functions, zen, db_url, monkeypatch,
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     assert main(["jobs", "get", "k"]) == 0
     assert "stop_reason: wrong data" in capsys.readouterr().out
+
+
+def test_a_gang_stopping_for_a_node_lost_says_when_the_sweep_reruns_it_by_its_nodes_fence(zen_and_fn, clock):
+    """Its nodes' agents fence from a longer ``heartbeat_timeout_s`` than Zen's (lowered since their VMs booted): the
+    sweep waits the rerun that much longer (``zen.core.lease.attempt_deadlines``), and so does the time Zen tells,
+    as the STOPs' ``answer_within_s`` do (``lifecycle.stop_left_s``); it said the configuration's, 180 s too soon."""
+    from zen.core.lease import attempt_deadlines
+
+    zen, fn = zen_and_fn
+    fn.submit(job_request("g", nodes=2))
+    for n, vm in enumerate(("vm-0", "vm-1")):
+        fn.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{n + 1}", heartbeat_timeout_s=300.0))
+    for vm in ("vm-0", "vm-1"):
+        fn.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm, heartbeat_timeout_s=300.0))
+    clock.advance(30)
+    fn.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-1", heartbeat_timeout_s=300.0))
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "g")
+    assert job.status.value == "STOPPING"
+    wait_s = attempt_deadlines(zen.config.deadlines, 300.0).preempted_stop_s
+    assert wait_s > zen.config.deadlines.preempted_stop_s
+    due = job.last_heartbeat_at + timedelta(seconds=wait_s)
+    line = why(zen, "g")
+    assert f"unanswered by {due:%H:%M:%S} UTC" in line, line
+    clock.advance(zen.config.deadlines.preempted_stop_s + 5)  # past the configuration's: the sweep still waits
+    zen.jobs.sweeps.sweep_lost()
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "g").status.value == "STOPPING"

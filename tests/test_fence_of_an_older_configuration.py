@@ -111,11 +111,12 @@ def test_a_gangs_node_stating_a_longer_timeout_is_waited_for(zen_and_fn, clock):
         fn.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{n + 1}", heartbeat_timeout_s=OLD_TIMEOUT_S))
     for vm in ("vm-0", "vm-1"):
         fn.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm, heartbeat_timeout_s=OLD_TIMEOUT_S))
+    clock.advance(5)  # no sweep exactly at a deadline: the sweep reads a job silent past it (held_jobs_silent_since)
     for seq in range(3, 14):  # node 0 beats every 30 s; node 1 is cut off from Zen
         clock.advance(30)
         fn.heartbeat(heartbeat("g", "RUNNING", seq, vm="vm-0", heartbeat_timeout_s=OLD_TIMEOUT_S))
         zen.jobs.sweeps.sweep_lost()
-        assert status(zen, "g") == ("RUNNING" if 30 * (seq - 2) < OLD_TIMEOUT_S else "STOPPING", 1), seq
+        assert status(zen, "g") == ("RUNNING" if 5 + 30 * (seq - 2) < OLD_TIMEOUT_S else "STOPPING", 1), seq
 
 
 def test_the_configuration_bounds_the_timeout_an_agent_may_state():
@@ -125,3 +126,20 @@ def test_the_configuration_bounds_the_timeout_an_agent_may_state():
     assert attempt_deadlines(deadlines, 10 * MAX_HEARTBEAT_TIMEOUT_S).heartbeat_timeout_s == MAX_HEARTBEAT_TIMEOUT_S
     with pytest.raises(ValueError, match="heartbeat_timeout_s"):
         Deadlines(heartbeat_timeout_s=MAX_HEARTBEAT_TIMEOUT_S + 1)
+
+
+def test_a_gang_within_its_nodes_longer_fence_does_not_hide_a_silent_job_from_the_sweeps_window(zen_and_fn, clock):
+    """A gang's claims state their fences' timeout too: the gang's is kept with the attempt (``jobs.fence_timeout_s``,
+    the longest of its nodes'), so the sweep does not read it before it is due, as it does not a single VM's."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("g", nodes=2))
+    for n, vm in enumerate(("vm-0", "vm-1")):
+        fn.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{n + 1}", heartbeat_timeout_s=OLD_TIMEOUT_S))
+    for vm in ("vm-0", "vm-1"):
+        fn.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm, heartbeat_timeout_s=OLD_TIMEOUT_S))
+    assert fence_timeout(zen, "g") == OLD_TIMEOUT_S
+    clock.advance(10)
+    running(fn, "gone", vm="vm-g")
+    clock.advance(130)
+    zen.jobs.sweeps.sweep_lost(limit=1)
+    assert (status(zen, "g"), status(zen, "gone")) == (("RUNNING", 1), ("QUEUED", 2))

@@ -96,11 +96,11 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig, created: 
         first = min(n.beat_at for n in nodes)  # the earliest claim held (a node replaced: claimed_again claimed now)
         return Decision(fields=dict(gang=nodes, start_regions=[hb.region], widen_at=first + timedelta(
             seconds=config.assemble_s)), note=f"node {node.rank} of {job.nodes} claimed by {hb.vm} in {hb.region}")
-    vms = ", ".join(n.vm for n in nodes)
+    vms = ", ".join(n.vm for n in nodes)  # below: message the last attempt's, not this one's; fence_timeout_s its nodes' longest
     return Decision(changes=[Change(JobStatus.ASSIGNED, f"gang complete: {job.nodes} nodes in {hb.region} ({vms})")],
                     fields=dict(gang=nodes, vm=nodes[0].vm, region=nodes[0].region, zone=nodes[0].zone,
                                 last_seq=0, last_heartbeat_at=most_silent(nodes).beat_at, start_regions=None,
-                                widen_at=None, start_vms=None, message=None),  # the last attempt's: not this one's
+                                widen_at=None, start_vms=None, message=None, fence_timeout_s=fence_timeout_s(nodes)),
                     controls=[_confirm(job, nodes, n, config) for n in nodes])
 
 

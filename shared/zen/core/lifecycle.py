@@ -390,11 +390,11 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
 
 
 def stop_left_s(job: Job, now: datetime, deadlines: Deadlines, losing: bool = False) -> float | None:
-    """Seconds the VM of a STOPPING job has left to report before the sweep ends the job without its word
-    (``decide_silence``: ``stop_timeout_s`` from the stop; ``preempted_stop_s`` for one its queue took back or a gang
-    ``losing`` a node, ``zen.core.gang``, from its last RUNNING: ``stops.MOVES``); None for any other job. Every STOP
-    of it carries it (``answer_within_s``): the agent ends a checkpoint's last save and the outputs' upload by then."""
+    """Seconds the VM of a STOPPING job has left to report before the sweep ends it unheard (``decide_silence``:
+    ``stop_timeout_s`` from the stop; ``preempted_stop_s`` by its agents' fence, from its last RUNNING, for one its
+    queue took back or a gang ``losing`` a node); else None. Its STOPs carry it (``answer_within_s``): saves end then."""
     if job.status is not JobStatus.STOPPING or job.last_heartbeat_at is None:
         return None
-    wait_s = deadlines.preempted_stop_s if job.preempted_by or losing else deadlines.stop_timeout_s
+    fence = attempt_deadlines(deadlines, job.fence_timeout_s)  # as the sweep waits (decide_silence)
+    wait_s = fence.preempted_stop_s if job.preempted_by or losing else deadlines.stop_timeout_s
     return max(0.0, wait_s - (now - job.last_heartbeat_at).total_seconds())

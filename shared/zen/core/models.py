@@ -326,7 +326,8 @@ class Job(AttemptBudget):
     # VMs that gave the attempt up before it ran there (a gang's node leaving its assembly, a claim whose VM went away)
     left_vms: dict[str, int] | None = None  # -> the seq of the report that said so: earlier ones are late copies
     heard_at: datetime | None = None  # STOPPING: this attempt's VM's last report, before the stop or since (a next attempt clears it)
-    fence_timeout_s: float | None = None  # what the current attempt's claim said of its fence (Heartbeat.heartbeat_timeout_s)
+    # What the current attempt's claim said of its fence (Heartbeat.heartbeat_timeout_s); a gang's: its nodes' longest
+    fence_timeout_s: float | None = None  # (zen.core.gang_records.fence_timeout_s), from its completion
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""
