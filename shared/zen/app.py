@@ -23,6 +23,7 @@ from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
 from zen.core.prices import PriceTable, catalog_pairs
 from zen.core.text import escape_unstorable
 from zen.jobs.announce import RejectionEvent
+from zen.jobs.beside import SWEEP_BESIDE_S, sweeping_beside
 from zen.jobs.messaging import OutboxRelay, Publisher
 from zen.jobs.notifications import Notifier, NotifyOutcome
 from zen.jobs.service import JobService, Outcome
@@ -80,6 +81,7 @@ class Zen:
                  timeout_s: float | None = None):
         self.config = config
         self.timeout_s = timeout_s  # the function's (ZEN_FUNCTION_TIMEOUT_S): a tick past it stops; None: never
+        self.sweep_every_s = SWEEP_BESIDE_S  # the sweeps' period beside the tick's scaling step (zen.jobs.beside)
         self.db = db
         self.store = PostgresJobStore(db)  # the job service's port (zen.jobs.store) over Postgres
         self.clock = clock
@@ -225,7 +227,8 @@ class Zen:
 
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, narrow (or hold) queued
-        jobs whose tags left their regions, prune old refusals, make the listed VMs' control subscriptions, scale,
+        jobs whose tags left their regions, prune old refusals, make the listed VMs' control subscriptions, scale
+        (resending, sweeping lost jobs and republishing again every ``sweep_every_s`` beside it: ``zen.jobs.beside``),
         then widen again (gangs: the room the pass found) and make those of the VMs just listed. A second concurrent
         tick skips. A tick past its function's timeout (``timeout_s``) stops before its next step: Cloud Functions
         answered 504 and left it running, throttled, and Postgres has ended its lock's connection by then
@@ -237,8 +240,12 @@ class Zen:
                 log.info("another scale tick holds the lock; skipping")
                 return TickReport(skipped=True)
             report = TickReport()
-            for step in self._tick_steps(report):
-                if self.timeout_s is not None and time.monotonic() - began > self.timeout_s:
+
+            def past_timeout() -> bool:
+                return self.timeout_s is not None and time.monotonic() - began > self.timeout_s
+
+            for step in self._tick_steps(report, past_timeout):
+                if past_timeout():
                     report.cut = step
                     log.warning(f"the scale tick ran past its function's timeout ({self.timeout_s:g} s): stopped "
                                 f"before its {step} step; the next tick goes on", extra={"step": step})
@@ -247,9 +254,9 @@ class Zen:
                                self._quiet)
             return report
 
-    def _tick_steps(self, report: TickReport) -> Iterator[str]:
+    def _tick_steps(self, report: TickReport, past_timeout: Callable[[], bool]) -> Iterator[str]:
         """The tick's steps, in order, into ``report``: each yields its name before it runs (the caller stops there
-        past the timeout)."""
+        past the timeout, ``past_timeout()``)."""
         yield "resend"
         report.relayed = self.relay.flush_pending()
         yield "lost-job sweep"
@@ -275,7 +282,8 @@ class Zen:
             report.controls = self._ensure_controls(self.controls)
         if self.scaler is not None:
             yield "scaling"
-            report.scaling = self.scaler.tick()
+            with sweeping_beside(lambda: self._sweep_beside(report), self.sweep_every_s, past_timeout):
+                report.scaling = self.scaler.tick()
             # Gangs again, with the room this pass found since their claims (zen.core.gang.room_seen_after):
             # the sweep above read the last tick's, which missed every claim made since.
             report.widened += self.jobs.sweeps.widen_narrowed()
@@ -291,6 +299,14 @@ class Zen:
             report.prices = self._refresh_prices(self.price_fetch)
         yield "final resend"
         report.relayed += self.relay.flush_pending()
+
+    def _sweep_beside(self, report: TickReport) -> None:
+        """The steps the scaling step must not hold back (``zen.jobs.beside``): resend, lost-job sweep (its probe
+        too), early stops, republish."""
+        report.relayed += self.relay.flush_pending()
+        report.swept += self.jobs.sweeps.sweep_lost()
+        report.stopped += self.jobs.sweeps.apply_early_stops()
+        report.republished += self.jobs.sweeps.republish_unclaimed()
 
     def _ensure_controls(self, controls: ControlMaker) -> int:
         """The control subscriptions of the instances the scaling passes listed, made where not yet."""
