@@ -51,6 +51,19 @@ def cmd_local(args, rest: list[str]) -> int:
     return compute_main(rest) or 0
 
 
+def _base_port(word: str) -> int:
+    """``--base-port``'s value: a port whose block of 13 (``Ports.from_base``) ends by 65535. One past that failed
+    deep in a socket's bind, as ``OverflowError: bind(): port must be 0-65535``, not as the flag's error."""
+    try:
+        base = int(word)
+    except ValueError:  # said as argparse says it of type=int (of this function it would name "_base_port")
+        raise argparse.ArgumentTypeError(f"invalid int value: {word!r}") from None
+    if not 1 <= base <= 65535 - 12:
+        raise argparse.ArgumentTypeError(f"{base}: the stack's 13 ports, {base} to {base + 12}, must lie within "
+                                         "1-65535: pick one from 1 to 65523")
+    return base
+
+
 def cmd_local_up(argv: list[str]) -> int:
     from zen_dev.local.stack import LocalStack, Ports, StackError
 
@@ -58,7 +71,7 @@ def cmd_local_up(argv: list[str]) -> int:
     parser.add_argument("--scenario", type=Path, help="Compute scenario (default: preferred region stocked out)")
     parser.add_argument("--time-scale", type=float, help="cloud seconds per real second (overrides the scenario)")
     parser.add_argument("--config", type=Path, help="Zen config (default: $ZEN_CONFIG or the shipped one)")
-    parser.add_argument("--base-port", type=int, default=8085,
+    parser.add_argument("--base-port", type=_base_port, default=8085,
                         help="first of the ports the stand-ins and functions listen on (default 8085)")
     parser.add_argument("--tick-every", type=float, default=5.0, help="scale tick period, seconds (default 5)")
     parser.add_argument("--fresh", action="store_true", help="start with an empty database")
@@ -113,7 +126,7 @@ def cmd_local_down(argv: list[str]) -> int:
     parser = Parser(prog="zen local down", description="Stop the local stack running from this directory or the "
                     "nearest above it (.zen/stack.json), as the other commands find it, else a demo's left running "
                     "here (.zen/demo), and its Postgres; the data stays in .zen/pgdata.")
-    parser.add_argument("--home", type=Path, help="the stack's folder (.zen, or the demo's .zen/demo)")
+    parser.add_argument("--home", type=Path, help="the folder the stack runs in (or its .zen, or the demo's .zen/demo)")
     stopped = down(parser.parse_args(argv).home)
     print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")
     return 0

@@ -337,8 +337,8 @@ class ZenConfig(_Strict):
 def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
     """Load and validate the configuration; ``path`` defaults to ``$ZEN_CONFIG``, then the default."""
     named = None if path else os.environ.get("ZEN_CONFIG")
+    fix = "check ZEN_CONFIG, which names it" if named else "check its name" if path else "set ZEN_CONFIG"
     path = Path(path or named or DEFAULT_CONFIG_PATH)
-    fix = "check ZEN_CONFIG, which names it" if named else "set ZEN_CONFIG"
     try:
         raw = load_yaml(path.read_text())
     except FileNotFoundError:

@@ -27,7 +27,7 @@ from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.functions_server import Function, FunctionGroup, wait_for_port
 from zen_dev.local.roles import function_logins
-from zen_dev.local.stackfile import process_alive, read_stack, running_home, stack_file
+from zen_dev.local.stackfile import named_home, process_alive, read_stack, running_home, stack_file
 
 FUNCTIONS = {
     "on_job_submitted": "job_submitted",
@@ -468,12 +468,12 @@ def _stop_database(home: Path) -> list[str]:
 
 
 def down(home: Path | None = None) -> list[str]:
-    """``zen local down``: stop a stack left behind, from its record, and its Postgres. ``home`` (None): the stack
-    running in this folder or the nearest above it, as the other commands find it (``running_home``), else the
-    demo's left running here (``.zen/demo``: no command stopped it, and ``make demo`` refused to start while it
-    ran), else this folder's ``.zen`` (a Postgres left running without a record)."""
+    """``zen local down``: stop a stack left behind, from its record, and its Postgres. ``home``: its folder or the
+    one it runs in (``named_home``); None: the stack running here or the nearest folder above, as the other commands
+    find it (``running_home``), else the demo's left running here (``.zen/demo``: no command stopped it, and ``make
+    demo`` refused to start while it ran), else this folder's ``.zen`` (a Postgres left running without a record)."""
     demo = Path(".zen") / "demo"
-    home = home or running_home() or (demo if read_stack(demo.resolve()) else Path(".zen"))
+    home = named_home(home) if home else running_home() or (demo if read_stack(demo.resolve()) else Path(".zen"))
     record = read_stack(home.resolve())
     if record:
         hand_back(record["processes"], record["env"])

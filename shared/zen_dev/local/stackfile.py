@@ -52,6 +52,17 @@ def running_home(start: Path | None = None) -> Path | None:
     return next((folder / ".zen" for folder in (here, *here.parents) if read_stack(folder / ".zen")), None)
 
 
+def named_home(folder: Path) -> Path:
+    """The stack's folder that ``zen local down --home FOLDER`` means: FOLDER when it is one (``.zen``, or holding a
+    record or a Postgres, as the demo's ``.zen/demo``), else the folder ``zen local up`` ran in, given as such (it
+    said "no local stack is running" and left that stack up): its ``.zen``, or the demo's left running there. Never
+    a folder above: a stack running there is not the one named."""
+    if folder.name == ".zen" or stack_file(folder).exists() or (folder / "pgdata").exists():
+        return folder
+    home, demo = folder / ".zen", folder / ".zen" / "demo"
+    return demo if read_stack(demo.resolve()) and not read_stack(home.resolve()) else home
+
+
 def stack_env(home: Path | None = None) -> dict[str, str]:
     """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack (``home``,
     else the one :func:`running_home` finds). A stopped stack's job output stays readable (``zen
