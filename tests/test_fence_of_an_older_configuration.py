@@ -104,13 +104,18 @@ def test_a_malformed_stated_timeout_is_refused_with_its_reason(zen_and_fn, state
     assert "heartbeat_timeout_s" in reason
 
 
-def test_a_gangs_node_stating_a_longer_timeout_is_waited_for(zen_and_fn, clock):
-    zen, fn = zen_and_fn
+def _running_gang(fn) -> None:
+    """Gang ``g`` of 2 nodes (vm-0, vm-1) claimed and running, each node stating ``OLD_TIMEOUT_S``."""
     fn.submit(job_request("g", nodes=2))
     for n, vm in enumerate(("vm-0", "vm-1")):
         fn.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{n + 1}", heartbeat_timeout_s=OLD_TIMEOUT_S))
     for vm in ("vm-0", "vm-1"):
         fn.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm, heartbeat_timeout_s=OLD_TIMEOUT_S))
+
+
+def test_a_gangs_node_stating_a_longer_timeout_is_waited_for(zen_and_fn, clock):
+    zen, fn = zen_and_fn
+    _running_gang(fn)
     clock.advance(5)  # no sweep exactly at a deadline: the sweep reads a job silent past it (held_jobs_silent_since)
     for seq in range(3, 14):  # node 0 beats every 30 s; node 1 is cut off from Zen
         clock.advance(30)
@@ -132,11 +137,7 @@ def test_a_gang_within_its_nodes_longer_fence_does_not_hide_a_silent_job_from_th
     """A gang's claims state their fences' timeout too: the gang's is kept with the attempt (``jobs.fence_timeout_s``,
     the longest of its nodes'), so the sweep does not read it before it is due, as it does not a single VM's."""
     zen, fn = zen_and_fn
-    fn.submit(job_request("g", nodes=2))
-    for n, vm in enumerate(("vm-0", "vm-1")):
-        fn.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{n + 1}", heartbeat_timeout_s=OLD_TIMEOUT_S))
-    for vm in ("vm-0", "vm-1"):
-        fn.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm, heartbeat_timeout_s=OLD_TIMEOUT_S))
+    _running_gang(fn)
     assert fence_timeout(zen, "g") == OLD_TIMEOUT_S
     clock.advance(10)
     running(fn, "gone", vm="vm-g")

@@ -148,6 +148,26 @@ def confirm_claims(vm: str) -> Callable[[Message], list[ControlMessage]]:
     return answer
 
 
+def run_to_final(agent, transport: FakeTransport, job_id: str, within_s: float = 30) -> Heartbeat:
+    """Run ``agent`` until ``job_id``'s final report is published (then shut it down, as a test ends), that report."""
+
+    def final() -> Heartbeat | None:
+        return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == job_id
+                     and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)), None)
+
+    def probe() -> None:
+        deadline = time.monotonic() + within_s
+        while final() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent.request_shutdown("test over")
+
+    threading.Thread(target=probe, daemon=True).start()
+    assert agent.run() == 0
+    report = final()
+    assert report is not None
+    return report
+
+
 class FakeMetadata:
     """A metadata server on 127.0.0.1 that, like the real one, insists on ``Metadata-Flavor: Google``."""
 

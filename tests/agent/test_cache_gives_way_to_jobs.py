@@ -8,19 +8,17 @@ full, and only then is a job stopped.
 
 from __future__ import annotations
 
-import threading
-import time
 
 from google.cloud import storage as gcs
 
-from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.fakes import FakeTransport, confirm_claims, run_to_final
 from tests.agent.helpers import job_command
 from zen.agent.agent import Agent
 from zen.agent.diskquota import FULL_MIN_BYTES, measure
 from zen.agent.identity import Identity
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import Capacity, Slots
-from zen.core.models import AgentStatus, Heartbeat, StartMessage
+from zen.core.models import AgentStatus, StartMessage
 
 VM = "vm-cache"
 IDENTITY = Identity(project="p", vm=VM, cluster="8xa100-40gb", region="us-central1", zone="us-central1-a",
@@ -52,21 +50,7 @@ def test_the_cache_gives_way_before_a_job_within_its_share_is_stopped_for_a_near
     # The disk: what the work directory holds (the cache and the job's) comes out of what is free.
     agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - ROOM, ROOM - measure(work).bytes)
 
-    def final() -> Heartbeat | None:
-        return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "writer"
-                     and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)), None)
-
-    def probe() -> None:
-        deadline = time.monotonic() + 30
-        while final() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        agent.request_shutdown("test over")
-
-    threading.Thread(target=probe, daemon=True).start()
-    assert agent.run() == 0
-
-    report = final()
-    assert report is not None
+    report = run_to_final(agent, transport, "writer")
     assert report.status is AgentStatus.SUCCEEDED, report.message
     assert agent.cache._bytes < 4 * ENTRY  # the cache gave the space back
     assert len(list(cache.iterdir())) < 4

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
 
-from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.fakes import FakeTransport, confirm_claims, run_to_final
 from zen.agent.agent import Agent
 from zen.agent.diskquota import DiskShare, DiskWatch
 from zen.agent.identity import Identity
@@ -49,20 +47,7 @@ def run_writer(tmp_path, free_bytes: int) -> tuple[Heartbeat, Agent]:
     agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=1)))
     agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - free_bytes, free_bytes)
 
-    def final() -> Heartbeat | None:
-        return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "writer"
-                     and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)), None)
-
-    def probe() -> None:
-        deadline = time.monotonic() + 30
-        while final() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        agent.request_shutdown("test over")
-
-    threading.Thread(target=probe, daemon=True).start()
-    assert agent.run() == 0
-    report = final()
-    assert report is not None
+    report = run_to_final(agent, transport, "writer")
     return report, agent
 
 

@@ -14,11 +14,9 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
-from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.fakes import FakeTransport, confirm_claims, run_to_final
 from zen.agent.agent import Agent
 from zen.agent.diskcheck import PROBE, WorkDiskCheck
 from zen.agent.identity import Identity
@@ -51,20 +49,7 @@ def run_writer(tmp_path, write=None) -> tuple[Heartbeat, Agent]:
     if write is not None:  # the agent's check of its work disk, whose writes are answered so
         agent.attempts.work_disk = WorkDiskCheck(settings.work_dir, write)
 
-    def final() -> Heartbeat | None:
-        return next((m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "writer"
-                     and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)), None)
-
-    def probe() -> None:
-        deadline = time.monotonic() + 30
-        while final() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        agent.request_shutdown("test over")
-
-    threading.Thread(target=probe, daemon=True).start()
-    assert agent.run() == 0
-    report = final()
-    assert report is not None
+    report = run_to_final(agent, transport, "writer")
     return report, agent
 
 
