@@ -114,7 +114,8 @@ def test_a_stop_for_an_attempt_not_held_here_removes_its_container_then_is_acked
 def agent_env(docker: FakeDocker, **env: str) -> dict[str, str]:
     kept = {key: value for key, value in os.environ.items() if not key.startswith(("ZEN_", "GCE_METADATA"))}
     return {**kept, "PYTHONPATH": os.pathsep.join([str(SHARED), str(ROOT)]), "ZEN_AGENT_DOCKER": docker.path,
-            "ZEN_AGENT_NVIDIA_SMI": "/nonexistent/nvidia-smi", **env}  # not this machine's GPUs (zen.agent.gpucheck)
+            "ZEN_AGENT_NVIDIA_SMI": "/nonexistent/nvidia-smi",  # not this machine's GPUs (zen.agent.gpucheck)
+            "ZEN_AGENT_METADATA_WAIT_S": "0.1", **env}  # a metadata server not answering: one try, not 90 s of them
 
 
 def test_leftovers_are_removed_before_any_read_that_can_fail(docker):

@@ -90,11 +90,31 @@ def test_the_check_names_a_failing_or_silent_nvidia_smi(tmp_path):
     assert GpuCheck(nvidia_smi, 8)() is None
 
 
-def test_a_check_listing_no_gpu_as_the_agent_starts_checks_nothing_and_one_listing_fewer_stays(tmp_path):
+def test_a_check_listing_no_gpu_as_the_agent_starts_is_no_fault_and_one_listing_fewer_stays(tmp_path):
     nvidia_smi, state = fake_nvidia_smi(tmp_path, "unreachable")
-    assert GpuCheck(nvidia_smi, 4).at_start().command is None  # the driver out of the agent's reach
+    check = GpuCheck(nvidia_smi, 4).at_start()
+    assert check() is None and check() is None  # the driver out of the agent's reach: a job's failure is its own
     state.write_text("3")
-    assert GpuCheck(nvidia_smi, 4).at_start().command == nvidia_smi  # a GPU gone already: the first failure retires
+    said = GpuCheck(nvidia_smi, 4).at_start()()  # a GPU gone already: the first failure retires
+    assert said is not None and "lists 3 of the VM's 4 GPUs" in said, said
+
+
+def test_a_gpu_lost_after_the_driver_answered_late_is_the_vms_fault(tmp_path):
+    """The agent started before NVIDIA's driver answered it (a boot: the device files are made when a root process
+    first opens the driver, as docker's GPU hook does at the first job; the agent runs unprivileged): its check at
+    the start listed none. Once the check lists the GPUs, one lost after is the VM's fault: the check was given up
+    at the start, and each job the VM ran after its GPU fell off ended FAILED, charged to its user."""
+    nvidia_smi, state = fake_nvidia_smi(tmp_path, "unreachable")
+    check = GpuCheck(nvidia_smi, 4).at_start()
+    assert check() is None  # not reached yet
+    state.write_text("4")
+    assert check() is None  # reached: sound
+    state.write_text("3")
+    said = check()
+    assert said is not None and "lists 3 of the VM's 4 GPUs" in said, said
+    state.write_text("unreachable")  # the driver no longer answers, after it did
+    said = check()
+    assert said is not None and "couldn't communicate with the NVIDIA driver" in said, said
 
 
 def test_no_nvidia_smi_checks_nothing(tmp_path):

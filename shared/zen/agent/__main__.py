@@ -153,7 +153,10 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
         settings = AgentSettings.from_env(env)
         config = load_config()
         settings = with_deadlines(settings, config.deadlines, env)  # zen.agent.fence
-        identity = resolve_identity(env, metadata, default_project=config.project)
+        # Its reads at the start wait out a metadata server that gives no answer for a while (a boot may meet one):
+        # exiting at once, the agent was restarted by systemd 5 s later, at most 5 times, then never on that boot.
+        reads = metadata.waiting(settings.metadata_wait_s)
+        identity = resolve_identity(env, reads, default_project=config.project)
         cluster = config.cluster(identity.cluster)
         if cluster is None:
             raise ConfigError(f"cluster {identity.cluster!r} is not in the configuration "
@@ -161,11 +164,11 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
         if identity.region not in cluster.regions:
             raise ConfigError(f"region {identity.region} is not a region of cluster {cluster.name} {cluster.regions}")
         # Its execution groups: ZEN_VM_TAGS, else its template's zen-tags, else the configuration's.
-        identity = replace(identity, tags=resolve_tags(env, metadata, identity, cluster.tags_of(identity.region)))
+        identity = replace(identity, tags=resolve_tags(env, reads, identity, cluster.tags_of(identity.region)))
         # Its pull limits: ZEN_AGENT_MAX_*, else its template's attributes, else the configuration's.
-        limits = resolve_pull_limits(settings, metadata, identity, cluster)
+        limits = resolve_pull_limits(settings, reads, identity, cluster)
         # Its GPUs and jobs at once: ZEN_AGENT_GPUS / _MAX_JOBS_PER_VM, else its template's, else the configuration's.
-        capacity = resolve_capacity(settings, metadata, identity, cluster)
+        capacity = resolve_capacity(settings, reads, identity, cluster)
         # Its containers' confinement: the cluster's choices, limits from this VM's shape (zen.agent.container).
         sandbox = Sandbox(run_as=cluster.containers.run_as, network=cluster.containers.network,
                           shape=Shape.of_host(capacity.gpus, capacity.max_jobs, tasks_per_job=settings.tasks_per_job),

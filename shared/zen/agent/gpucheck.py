@@ -6,8 +6,9 @@ off the bus (NVIDIA Xid 79, 48, ...) fails every job it is given at once, each w
 attempt spent) and the VM retires, so it does not drain the queue job after job.
 
 Where no ``nvidia-smi`` is found (the local stack's stand-in VMs, a VM without NVIDIA's driver), nothing is checked;
-in local mode (``ZEN_AGENT_LOCAL=1``) only a command ``ZEN_AGENT_NVIDIA_SMI`` names is run. Nor where it lists no GPU
-as the agent starts (``GpuCheck.at_start``: the driver out of the agent's reach).
+in local mode (``ZEN_AGENT_LOCAL=1``) only a command ``ZEN_AGENT_NVIDIA_SMI`` names is run. Nor, while it has listed
+no GPU since the agent started (``GpuCheck.at_start``: the driver out of the agent's reach), does an answer listing
+none count.
 The rules: docs/reference/agent.md, "a GPU that fails its check"."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class GpuCheck:
 
     def __init__(self, command: str | None, gpus: int, timeout_s: float = CHECK_TIMEOUT_S) -> None:
         self.command, self.gpus, self.timeout_s = command, gpus, timeout_s
+        self.reached = True  # whether the check has reached the GPUs (``at_start``): else listing none is no fault
 
     @classmethod
     def of(cls, command: str | None, local: bool, gpus: int) -> "GpuCheck":
@@ -37,19 +39,30 @@ class GpuCheck:
         return cls(command or (None if local else NVIDIA_SMI), gpus)
 
     def __call__(self) -> str | None:
-        """Why the VM's GPUs fail their check (its output, or its silence), or None: sound, or not checkable here."""
-        return self._run()[0]
+        """Why the VM's GPUs fail their check (its output, or its silence), or None: sound, not checkable here, or
+        not reached yet (an answer listing none before any listed one: ``at_start``)."""
+        said, listed = self._run()
+        if listed:
+            self.reached = True  # the driver answers the agent: from now on a GPU missing is the VM's fault
+        elif said is not None and listed == 0 and not self.reached:
+            log.warning("the GPUs' check lists none, as it did when the agent started: not the VM's fault",
+                        extra={"command": self.command, "reason": said})
+            return None
+        return said
 
     def at_start(self) -> "GpuCheck":
-        """This check, run once as the agent starts, before any job: one that answers listing no GPU at all (the
-        driver out of the agent's reach: its devices not given to it, as a private /dev did) would take every job's
-        own failure for its VM's, each requeued and its VM retired, job after job; it checks nothing from then on
-        (logged). One listing some GPUs, or silent, stays: a GPU already gone fails the first job, which retires
-        the VM."""
+        """This check, run once as the agent starts, before any job. One that answers listing no GPU at all is not
+        reached: the driver out of the agent's reach (its devices not given to it, as a private /dev did), or not
+        yet (a boot: NVIDIA's device files are made when a root process first opens the driver, as docker's GPU hook
+        does at the first job, and the agent may not: it runs unprivileged). Until the check lists a GPU, an answer
+        listing none is no fault: else every job's own failure would be taken for its VM's, each requeued and its
+        VM retired, job after job (logged). Once it lists one, it checks as any other: a GPU lost after the boot is
+        the VM's fault, which the check was blind to when it was given up at the start. One listing some GPUs, or
+        silent, is reached: a GPU already gone fails the first job, which retires the VM."""
         if self.command is not None and self.gpus > 0 and (run := self._run())[0] is not None and run[1] == 0:
-            log.error("the GPUs cannot be checked: the check lists none before any job ran; not checked after jobs",
+            log.error("the GPUs' check lists none before any job ran: not taken for the VM's fault until it lists one",
                       extra={"command": self.command, "reason": run[0]})
-            self.command = None
+            self.reached = False
         return self
 
     def _run(self) -> tuple[str | None, int | None]:

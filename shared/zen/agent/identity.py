@@ -32,6 +32,15 @@ class IdentityError(ZenError):
     """The VM's identity cannot be determined."""
 
 
+class MetadataUnavailable(IdentityError):
+    """The metadata server gave no answer to go by (any status but 200 and 404, a timeout, no connection): maybe
+    only for a moment (GCE asks its callers to retry; a VM's boot may meet it so)."""
+
+
+FIRST_PAUSE_S = 0.5  # between a retried read's tries (``MetadataServer.wait_s``), doubling
+LONGEST_PAUSE_S = 8.0
+
+
 @dataclass(frozen=True)
 class Identity:
     project: str
@@ -56,15 +65,21 @@ def region_of_zone(zone: str) -> str:
 
 
 class MetadataServer:
-    """A small adapter over the GCE metadata server (plain HTTP, header ``Metadata-Flavor: Google``)."""
+    """A small adapter over the GCE metadata server (plain HTTP, header ``Metadata-Flavor: Google``). A read the
+    server gives no answer to (``MetadataUnavailable``) is tried again for ``wait_s`` (0: once), pausing
+    ``FIRST_PAUSE_S``, then twice as long each time, up to ``LONGEST_PAUSE_S``."""
 
-    def __init__(self, host: str = METADATA_HOST, timeout_s: float = 5.0):
-        self.base_url = f"http://{host}/computeMetadata/v1/"
-        self.timeout_s = timeout_s
+    def __init__(self, host: str = METADATA_HOST, timeout_s: float = 5.0, wait_s: float = 0.0):
+        self.host, self.base_url = host, f"http://{host}/computeMetadata/v1/"
+        self.timeout_s, self.wait_s = timeout_s, wait_s
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "MetadataServer":
         return cls(env.get("GCE_METADATA_HOST") or METADATA_HOST)
+
+    def waiting(self, wait_s: float) -> "MetadataServer":
+        """This server, its reads tried again for ``wait_s`` while it gives no answer."""
+        return MetadataServer(self.host, self.timeout_s, wait_s)
 
     def get(self, path: str, *, timeout_s: float | None = None) -> str | None:
         """The value at ``path``; ``None`` when the server says it does not exist (404)."""
@@ -73,6 +88,19 @@ class MetadataServer:
     def fetch(self, path: str, *, timeout_s: float | None = None) -> tuple[str | None, str | None]:
         """The value at ``path`` (``None``: 404) and its ETag, which a ``wait_for_change`` request names as
         ``last_etag`` to wait for a change from the value read, not from the one it finds."""
+        deadline, pause = time.monotonic() + self.wait_s, FIRST_PAUSE_S
+        while True:
+            try:
+                return self._fetch(path, timeout_s)
+            except MetadataUnavailable as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                log.warning("metadata server gave no answer; trying again", extra={"path": path, "error": str(exc),
+                                                                                   "pause_s": pause})
+                time.sleep(pause)
+                pause = min(2 * pause, LONGEST_PAUSE_S)
+
+    def _fetch(self, path: str, timeout_s: float | None) -> tuple[str | None, str | None]:
         request = urllib.request.Request(self.base_url + path, headers={"Metadata-Flavor": "Google"})
         try:
             with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
@@ -82,9 +110,9 @@ class MetadataServer:
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None, None
-            raise IdentityError(f"metadata server: {path}: HTTP {exc.code}") from None
+            raise MetadataUnavailable(f"metadata server: {path}: HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise IdentityError(f"metadata server unreachable at {self.base_url} ({exc})") from None
+            raise MetadataUnavailable(f"metadata server unreachable at {self.base_url} ({exc})") from None
 
     def required(self, path: str) -> str:
         value = self.get(path)

@@ -22,6 +22,7 @@ from zen.core.errors import ConfigError
 PULL_STALL_S = 300.0  # kubelet's image-pull-progress-deadline was 60 s: a registry's slow minutes are not a stall
 MAX_LINE_BYTES = 200 * 1024  # an output line is one Cloud Logging entry (256 KB at most, labels included)
 MAX_TAIL_BYTES = 7000  # Heartbeat.message holds 8192 characters; leave room for a one-line preface
+METADATA_WAIT_S = 90.0  # the startup script's metadata reads give up after 90 s too (startup.sh, METADATA_TRIES)
 
 
 def _deadline(name: str) -> float:
@@ -67,6 +68,9 @@ class AgentSettings:
     nvidia_smi: str | None = None
     # A job's image pull with no progress for this long is cancelled, the attempt requeued (zen.agent.imagepull).
     pull_stall_s: float = PULL_STALL_S
+    # How long the agent's start waits for a metadata server that gives no answer (its identity, its template's
+    # attributes), as the startup script's reads do, before it exits (zen.agent.identity.MetadataUnavailable).
+    metadata_wait_s: float = METADATA_WAIT_S
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -132,6 +136,7 @@ class AgentSettings:
             fence_file=env.get("ZEN_AGENT_FENCE_FILE") or None,
             nvidia_smi=env.get("ZEN_AGENT_NVIDIA_SMI") or None,
             pull_stall_s=number("ZEN_AGENT_PULL_STALL_S", cls.pull_stall_s),
+            metadata_wait_s=number("ZEN_AGENT_METADATA_WAIT_S", cls.metadata_wait_s),
         )
 
 
