@@ -1,7 +1,7 @@
 """A job's secrets are read within one budget, all of them together (``zen.agent.secrets.BUDGET_S``): Secret
 Manager answering slowly, each read within the client's timeout but many of them, must not hold the attempt
-past it. No report of the attempt leaves while its secrets are read, so reads past its fence let Zen take the
-attempt for lost and run the job elsewhere while this VM then starts it too. Real reads through the official
+past it: the attempt is given back (PREEMPTED, no attempt spent) rather than held for as long as the service is slow
+(it heartbeats meanwhile: test_secrets_heartbeat.py). Real reads through the official
 client against the stand-in; the service's slowness is a clock moved on by each read."""
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ nothing to upload), which ``zen.agent.attempt.AttemptRunner`` reports."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +28,9 @@ from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import Shutdown
 from zen.agent.slots import ControlRouter, Key
 from zen.agent.staging import AttemptData, Progress, Unavailable
+from zen.agent.transfer import SHUTDOWN_JOIN_S, run_in_background
 from zen.core.gang_records import node_env
-from zen.core.models import AgentStatus, ControlMessage, OverLimit, StartMessage
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, OverLimit, StartMessage
 
 # ``AttemptRunner._transfer``: (attempt, data, what, progress, work, unavailable=, limit_s=, over=, verdict=).
 Transfer = Callable[..., "tuple[AgentStatus, str] | None"]
@@ -80,7 +82,7 @@ class Prestart:
         (PREEMPTED: ``Shutdown.before_start``; a long staging may cross the notice)."""
         if (noticed := self._shutdown.before_start(self._identity.vm, start)) is not None:
             return Ended(AgentStatus.PREEMPTED, noticed)  # nothing read nor staged yet
-        secrets = self._secrets(start, output)
+        secrets = self._secrets(start, attempt, output)
         if isinstance(secrets, Ended):  # the job never ran, nor staged anything
             return secrets
         settings, key, limit = self._settings, (start.job_id, start.attempt), start.max_runtime_s
@@ -169,20 +171,56 @@ class Prestart:
             self._disk.add(key, data.root)
         return None
 
-    def _secrets(self, start: StartMessage, output: AttemptOutput) -> dict[str, str] | Ended:
-        """The job's secrets, read before anything of it runs, and hidden in its output from the first line;
-        ``Ended`` when one cannot be read (``zen.agent.secrets``; STOPPED if a STOP came)."""
+    def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | Ended:
+        """The job's secrets, read before anything of it runs, and hidden in its output from the first line; ``Ended``
+        when one cannot be read (``zen.agent.secrets``), a STOP came (STOPPED), the fence fell or the VM shuts down
+        (PREEMPTED). Read in the background while the attempt heartbeats, as a staging is: the reads may take
+        ``secrets.BUDGET_S`` and one more read's timeout (40 s), longer than a ``heartbeat_timeout_s`` the
+        configuration allows: an attempt silent so long would be taken for lost (an attempt spent) and run elsewhere."""
         if not start.secrets:
             return {}
-        try:
-            values = resolve(start.secrets, self._read_secret)
-        except SecretsFailed as failed:
+        references, key, what = start.secrets, (start.job_id, start.attempt), "reading its secrets"
+        read: dict[str, dict[str, str]] = {}
+        cut: list[tuple[AgentStatus, str]] = []
+        stop: list[str] = []  # the reason of a STOP that came meanwhile
+        cancel, next_beat = threading.Event(), self._clock() + self._settings.heartbeat_s
+
+        def pause(seconds: float) -> None:  # between tries: a cut read tries no more
+            if cancel.wait(seconds):
+                raise _Cancelled
+
+        def work() -> None:
+            read["values"] = resolve(references, self._read_secret, sleep=pause)
+
+        def tick() -> bool:
+            nonlocal next_beat
+            if self._shutdown.stopping:
+                cut.append((AgentStatus.PREEMPTED, f"zen: {self._shutdown.cut(self._identity.vm, what)}"))
+            elif (note := fence.fenced(attempt, self._settings, self._clock(), what)) is not None:
+                cut.append((AgentStatus.PREEMPTED, note))
+            else:
+                next_beat, order = self._listen(attempt, next_beat, message=f"zen: {what}")
+                if order is not None and order.action is ControlAction.STOP:
+                    stop.append(order.reason or "stop requested")
+            return bool(cut or stop)
+
+        error = run_in_background(work, tick, cancel, SHUTDOWN_JOIN_S)
+        if error is not None and not isinstance(error, (SecretsFailed, _Cancelled)):
+            raise error  # (not the service's nor the reference's: the agent's own)
+        failed = error if isinstance(error, SecretsFailed) else None
+        if failed is not None:
             self._log.error("job secrets not read", extra={"job_id": start.job_id, "attempt": start.attempt,
                                                            "status": failed.status.value, "reason": failed.note})
             output.add("zen", failed.note)
             # STOPPED if a STOP came meanwhile
-            status, note = failed.stopped(self._controls.stop_waiting((start.job_id, start.attempt)))
-            return Ended(status, note)
+            return Ended(*failed.stopped(stop[0] if stop else self._controls.stop_waiting(key)))
+        if stop:  # the job never ran and its user stopped it (its read, if still under way, left to end by itself)
+            return Ended(AgentStatus.STOPPED, f"zen: stopped before it started ({stop[0]})")
+        if cut:  # the fence fell, or the VM shuts down
+            self._log.error(f"{what} cut", extra={"job_id": start.job_id, "attempt": start.attempt,
+                                                  "status": cut[0][0].value, "reason": cut[0][1]})
+            return Ended(*cut[0])
+        values = read["values"]
         output.hide(list(values.values()))
         return values
 
@@ -198,3 +236,7 @@ class Prestart:
                            Path(self._settings.work_dir), project=self._identity.project, cache=self._cache,
                            node=node, share=self._disk and self._disk.share,
                            scratch_only=not start.inputs and not start.outputs and start.checkpoint is None)
+
+
+class _Cancelled(Exception):
+    """A secrets' read cut (a STOP, the fence, the VM's shutdown): it tries no more."""

@@ -5,11 +5,12 @@ Secret Manager with the VM's service account as the attempt starts, before anyth
 A reference the VM may not read (permission denied, not found, disabled) fails the attempt: FAILED, the
 final report naming the variable, the reference and the reason; running the job again cannot help. An
 unavailable service is tried again with backoff for ``BUDGET_S`` at most, all the job's secrets together,
-and no reference is read once that budget is spent (slow answers add up as failures do): the attempt's
-heartbeats wait meanwhile, so it stays well inside the fence (``BUDGET_S`` and one read's timeout at most).
-Then the attempt is reported PREEMPTED, as a staging the service failed is (``zen.agent.transfer``), so Zen
-runs it again without spending an attempt. A STOP that came meanwhile makes either STOPPED, the failure named beside
-it (``zen.agent.prestart``): the job's user stopped it before it started. Why: docs/explanations/security.md#secrets
+and no reference is read once that budget is spent (slow answers add up as failures do): the attempt
+heartbeats meanwhile (``zen.agent.prestart`` reads them in the background), so Zen never takes it for lost
+however short its ``heartbeat_timeout_s``. Then the attempt is reported PREEMPTED, as a staging the service failed
+is (``zen.agent.transfer``), so Zen runs it again without spending an attempt. A STOP that came meanwhile makes either STOPPED, the failure named beside
+it (``zen.agent.prestart``; one that comes while a read hangs ends the attempt at once): the job's user stopped it
+before it started. Why: docs/explanations/security.md#secrets
 """
 
 from __future__ import annotations
