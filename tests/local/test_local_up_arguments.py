@@ -32,3 +32,13 @@ def test_a_missing_config_file_given_with_the_flag_is_not_told_to_set_zen_config
     assert "my.yaml does not exist" in err, err
     assert "set ZEN_CONFIG" not in err, err
     assert not (tmp_path / ".zen" / "stack.json").exists()
+
+
+def test_a_missing_config_file_named_by_zen_config_is_told_to_check_zen_config(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ZEN_CONFIG", "my.yaml")  # read as the stack starts, not at import
+    code = main(["local", "up", "--base-port", "19000"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "my.yaml does not exist (check ZEN_CONFIG, which names it)" in err, err
+    assert not (tmp_path / ".zen" / "stack.json").exists()

@@ -149,6 +149,8 @@ class AttemptRunner:
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
+        if final is None and outcome.exit_code == 0:
+            self._gpus.after_success()  # a check that listed no GPU at the start learns whether it reaches them now
         if final is None and outcome.exit_code and self._disk and (
                 full := self._disk.failed_full(key, outcome.tail, self._pulls.retire)):
             final, note = AgentStatus.PREEMPTED, f"zen: {full} (requeued)"  # not its own failure (zen.agent.diskquota)

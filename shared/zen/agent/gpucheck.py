@@ -7,8 +7,8 @@ attempt spent) and the VM retires, so it does not drain the queue job after job.
 
 Where no ``nvidia-smi`` is found (the local stack's stand-in VMs, a VM without NVIDIA's driver), nothing is checked;
 in local mode (``ZEN_AGENT_LOCAL=1``) only a command ``ZEN_AGENT_NVIDIA_SMI`` names is run. Nor, while it has listed
-no GPU since the agent started (``GpuCheck.at_start``: the driver out of the agent's reach), does an answer listing
-none count.
+no GPU since the agent started (``GpuCheck.at_start``: the driver out of the agent's reach, or not yet), does an answer
+listing none count; it runs after a job's success too until it lists one (``GpuCheck.after_success``).
 The rules: docs/reference/agent.md, "a GPU that fails its check"."""
 
 from __future__ import annotations
@@ -49,6 +49,17 @@ class GpuCheck:
                         extra={"command": self.command, "reason": said})
             return None
         return said
+
+    def after_success(self) -> None:
+        """After a job's exit 0: a check that has listed no GPU since the agent started (``at_start``) runs, to learn
+        whether it reaches them now (the job's container made NVIDIA's device files). It ran only after a job's
+        failure: on a VM whose jobs succeeded until a GPU fell off the bus it had never listed one, and each answer
+        listing none from then on (a 1-GPU VM's, a driver gone) was no fault, job after job. Listing some, it is
+        reached; else it runs again after the next success."""
+        if not self.reached and self._run()[1]:
+            log.info("the GPUs' check lists them after a job: a GPU missing from now on is the VM's fault",
+                     extra={"command": self.command})
+            self.reached = True
 
     def at_start(self) -> "GpuCheck":
         """This check, run once as the agent starts, before any job. One that answers listing no GPU at all is not

@@ -145,7 +145,7 @@ class LocalStack:
                  buckets: dict[str, str] | None = None):
         self.home = home.resolve()
         self.config_path = (config_path or Path(os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)).resolve()
-        self.config = load_config(self.config_path)
+        self.config = load_config(self.config_path if config_path else None)  # ZEN_CONFIG's: its hint names it
         self.scenario = (scenario or DEFAULT_SCENARIO).resolve()
         self.time_scale = time_scale
         self.tick_every_s = tick_every_s
