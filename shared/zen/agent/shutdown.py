@@ -76,7 +76,7 @@ class Shutdown:
                                             + (limit if start.outputs or start.checkpoint else 0) + REPORT_S)
         if needs is not None and self._clock() + needs <= at + NOTICE_S:
             return None
-        return f"VM {vm} {gave_back.MAINTENANCE} before its job started"
+        return f"{gave_back.stopping_for_maintenance(vm)} before its job started"
 
     def power_off(self, reason: str, why: str) -> None:
         """A shutdown (``reason``: what the attempts' reports say) that ends with the VM's power-off
@@ -97,7 +97,7 @@ class Shutdown:
         ``cut``: the step the shutdown cut (a transfer, the image's pull), named after them ("... while <cut>")."""
         if not self.maintenance:
             return otherwise
-        return f"VM {vm} {gave_back.MAINTENANCE}" + (f" while {cut}" if cut else "")
+        return gave_back.stopping_for_maintenance(vm) + (f" while {cut}" if cut else "")
 
     def cut(self, vm: str, what: str) -> str:
         """The words of a step (``what``: a transfer, the image's pull) the shutdown cut: "VM ... shut down while ..."

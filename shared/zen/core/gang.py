@@ -382,7 +382,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     """The sweep, for any job; a gang's silence is its most silent node's, named in the reason (``_settle``)."""
     if not is_gang(job) or not job.gang:
         return lifecycle.decide_silence(job, now, deadlines, heard_since, heard_until)
-    deadlines = attempt_deadlines(deadlines, fence_timeout_s(job.gang))  # its nodes' longest fence
+    deadlines = attempt_deadlines(deadlines, job.fence_timeout_s)  # its nodes' longest fence, kept from its completion
     if losing_node(job):  # unanswered: rerun once a node cut off from Zen has surely ended it (its fence)
         quiet_s = silent_for(job.last_heartbeat_at or job.updated_at, now, heard_since, heard_until).total_seconds()
         return _settle(job, list(job.gang), job.gang[0], now) if quiet_s >= deadlines.preempted_stop_s else None

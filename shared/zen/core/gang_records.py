@@ -126,8 +126,9 @@ def most_silent(nodes: list[GangNode]) -> GangNode:
 
 
 def fence_timeout_s(nodes: list[GangNode] | None) -> float | None:
-    """The longest ``heartbeat_timeout_s`` a gang's nodes said their fences are computed from (None: none said): the
-    sweep waits it for the whole gang (``zen.core.lease.attempt_deadlines``)."""
+    """The longest ``heartbeat_timeout_s`` a gang's nodes said their fences are computed from (None: none said): kept
+    with the attempt once the gang is complete (``Job.fence_timeout_s``), the sweep waits it for the whole gang
+    (``zen.core.lease.attempt_deadlines``)."""
     return max((n.timeout_s for n in nodes or () if n.timeout_s is not None), default=None)
 
 

@@ -42,8 +42,14 @@ _REQUEUED = re.compile(r" \(requeued(?:, no attempt spent|; (?P<more>[^()]*))?\)
 def shut_down(vm: str, message: str | None) -> bool:
     """Whether the agent's report says its VM shut down (or says nothing: an agent's bare PREEMPTED). Any line of it:
     a job's own note may come first (a shutdown cut the upload after its end: ``zen.agent.attempt``)."""
-    lines = [line.strip().removeprefix("zen: ") for line in (message or "").splitlines()]
-    return not any(lines) or any(line.startswith((f"VM {vm} shut down", f"VM {vm} is shutting down")) for line in lines)
+    lines = _lines(message)
+    return not lines or any(line.startswith((f"VM {vm} shut down", f"VM {vm} is shutting down")) for line in lines)
+
+
+def stopping_for_maintenance(vm: str) -> str:
+    """What a report says of ``vm`` that GCE stops after its host maintenance's notice (``MAINTENANCE``: the agent's
+    ``Shutdown.said`` and ``Shutdown.before_start``), read back on any line of the note (``why``)."""
+    return f"VM {vm} {MAINTENANCE}"
 
 
 def named(changes: list[Change], vm: str, message: str | None) -> list[Change]:
@@ -86,10 +92,14 @@ def reason(text: str, said: dict[str, str | None]) -> str:
     return text
 
 
-def _first_line(message: str | None, vm: str | None = None) -> str:
+def _lines(message: str | None) -> list[str]:
+    """The note's lines that say something, each without its ``zen: ``."""
+    return [line.strip().removeprefix("zen: ") for line in (message or "").splitlines() if line.strip()]
+
+
+def _first_line(message: str | None, vm: str) -> str:
     """The note's first line, but its line of ``vm``'s host maintenance (``MAINTENANCE``) if any: as a shutdown's
     (``shut_down``), GCE's stop may cut a step after a note of the attempt's own (a job that exited 0, its upload
     cut, after a checkpoint save that failed or an agent restarted): that note did not end the attempt."""
-    lines = [line.strip().removeprefix("zen: ") for line in (message or "").splitlines() if line.strip()]
-    said = f"VM {vm} {MAINTENANCE}"
-    return next((line for line in lines if vm is not None and line.startswith(said)), lines[0] if lines else "")
+    lines, said = _lines(message), stopping_for_maintenance(vm)
+    return next((line for line in lines if line.startswith(said)), lines[0] if lines else "")

@@ -36,7 +36,7 @@ from typing import Callable
 from zen.core import gang
 from zen.core.config import ZenConfig
 from zen.core.gang_assembly import order
-from zen.core.gang_records import ENDED, SILENT, GangNode, fence_timeout_s, most_silent
+from zen.core.gang_records import ENDED, SILENT, GangNode, most_silent
 from zen.core.lease import attempt_deadlines
 from zen.core.lifecycle import Change, Decision, preempted_by_cloud
 from zen.core.models import AgentStatus, ControlAction, Heartbeat, Job, JobStatus
@@ -139,7 +139,7 @@ def _running_node_taken(config: ZenConfig, job: Job, decision: Decision, node: G
         cloud.fields["gang"] = [n.model_copy(update={"run_ended": ended}) if n.vm == node.vm else n for n in marked]
     cloud.controls = decision.controls if all_silent else [  # the silent VM told STOP too: it may be cut off, alive
         *cloud.controls, *(c for c in decision.controls if c.vm == node.vm)]
-    timeout = attempt_deadlines(config.deadlines, fence_timeout_s(job.gang)).heartbeat_timeout_s  # as the sweep waited
+    timeout = attempt_deadlines(config.deadlines, job.fence_timeout_s).heartbeat_timeout_s  # as the sweep waited
     silence = f"no heartbeat from node {node.rank} ({node.vm}) for {timeout:g}s"
     return _reworded(cloud, {(node.rank, node.vm): f"{silence}, and {why}"})
 

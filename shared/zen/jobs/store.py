@@ -10,14 +10,13 @@ docs/how-to/test.md, "the job store port".
 
 from __future__ import annotations
 
-import functools
-import threading
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence
 
 from zen.core.models import Job, JobStatus
 from zen.jobs.outgoing import Enqueued, OutgoingMessage
+from zen.jobs.store_hooks import StoreHooks as StoreHooks, hooked as hooked  # (zen.store reaches them here)
 
 if TYPE_CHECKING:
     from zen.core.prices import AttemptPrice
@@ -55,7 +54,8 @@ class JobRows(Protocol):
 
     def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
                                preempted_cutoff: datetime | None = None, timeout_s: float | None = None) -> list[str]:
-        """Held jobs silent since before their cutoff (``zen.store.repository.held_jobs_silent_since``), oldest first."""
+        """Held jobs silent since before ``cutoff`` (STOPPING: ``stop_cutoff`` or ``preempted_cutoff``; a running one
+        whose agent fences from longer than ``timeout_s``, its ``fence_timeout_s``: that much longer), oldest first."""
 
     def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:
         """QUEUED jobs whose start went out before ``cutoff``, longest-waiting first."""
@@ -293,7 +293,8 @@ class ArrayRows(Protocol):
         hold starts with ``kind`` when ``of_kind``, else the others."""
 
 
-class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows, ArrayRows, Protocol):
+class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows,
+            ArrayRows, Protocol):
     """One unit of work of a ``JobStore``."""
 
 
@@ -322,79 +323,3 @@ class JobStore(Protocol):
 
     def prune_rejections(self, now: datetime) -> int:
         """Delete refusals past their retention, a batch a unit of work, within a time budget; how many."""
-
-
-Hook = Callable[..., None]
-_Method = TypeVar("_Method", bound=Callable[..., Any])
-
-
-class StoreHooks:
-    """Calls injected around a store's named operations (the ``JobTx`` method names, and
-    ``submit_jobs`` for one group-commit statement): how a test makes a race or an error happen at an
-    exact point, in the in-memory fake or in the Postgres adapter, without patching modules.
-
-    ``before(op, call)``: ``call(*args, **kwargs)`` runs before each ``op``; ``after(op, call)``:
-    ``call(result, *args, **kwargs)`` after it; ``fail_next(op, error)``: the next ``op`` raises ``error``
-    (once) instead of running. A store without hooks pays one attribute test per call."""
-
-    def __init__(self) -> None:
-        self._before: dict[str, list[Hook]] = {}
-        self._after: dict[str, list[Hook]] = {}
-        self._errors: dict[str, list[BaseException]] = {}
-        self._lock = threading.Lock()
-        self.active = False
-
-    def before(self, operation: str, call: Hook) -> None:
-        with self._lock:
-            self._before.setdefault(operation, []).append(call)
-            self.active = True
-
-    def after(self, operation: str, call: Hook) -> None:
-        with self._lock:
-            self._after.setdefault(operation, []).append(call)
-            self.active = True
-
-    def fail_next(self, operation: str, error: BaseException) -> None:
-        with self._lock:
-            self._errors.setdefault(operation, []).append(error)
-            self.active = True
-
-    def clear(self) -> None:
-        with self._lock:
-            for calls in (self._before, self._after, self._errors):
-                calls.clear()
-            self.active = False
-
-    def run_before(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        with self._lock:
-            error = errors.pop(0) if (errors := self._errors.get(operation)) else None
-            calls = list(self._before.get(operation, ()))
-        if error is not None:
-            raise error
-        for call in calls:
-            call(*args, **kwargs)
-
-    def run_after(self, operation: str, result: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        with self._lock:
-            calls = list(self._after.get(operation, ()))
-        for call in calls:
-            call(result, *args, **kwargs)
-
-
-def hooked(operation: str) -> Callable[[_Method], _Method]:
-    """Runs a store's ``hooks`` (an attribute of the object the method is on) around the method."""
-
-    def wrap(method: _Method) -> _Method:
-        @functools.wraps(method)
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            hooks: StoreHooks = self.hooks
-            if not hooks.active:
-                return method(self, *args, **kwargs)
-            hooks.run_before(operation, args, kwargs)
-            result = method(self, *args, **kwargs)
-            hooks.run_after(operation, result, args, kwargs)
-            return result
-
-        return call  # type: ignore[return-value]
-
-    return wrap

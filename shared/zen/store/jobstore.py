@@ -1,7 +1,7 @@
 """The job store port (``zen.jobs.store``) over Postgres: each ``JobTx`` method is one of the store's
 functions (``repository``, ``queues``, ``usage``, ``rejections``, ``outbox``, ``fleet``, ``submits``) on
 the unit of work's ``Session``, so the SQL, the transactions and the statements per message are those
-functions' own. ``hooks`` (``zen.jobs.store.StoreHooks``) run around each operation where a test set some."""
+functions' own. ``hooks`` (``zen.jobs.store_hooks.StoreHooks``) run around each operation where a test set some."""
 
 from __future__ import annotations
 
