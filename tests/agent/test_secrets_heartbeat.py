@@ -78,3 +78,35 @@ def test_a_stop_while_a_secret_read_hangs_ends_the_attempt_without_waiting_for_i
     final = reports[-1]
     assert final.status.value == "STOPPED", final
     assert "stopped before it started (user stop)" in (final.message or ""), final.message
+
+
+def test_a_read_cut_by_a_stop_reads_no_further_secret(tmp_path):
+    """The read left to end by itself once the attempt was STOPPED read the job's next secret too: Secret Manager
+    served (and logged as accessed) a secret of a job that had ended before it started."""
+    read: list[str] = []
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(StartMessage(job_id="j1", attempt=1, cluster="4xa100-40gb", user_id="alice",
+                                     command=[sys.executable, "-c", "pass"], regions=["us-central1"],
+                                     secrets={"A_TOKEN": SECRET, "B_TOKEN": SECRET.replace("/1", "/2")}))
+    transport.answer = confirm_claims(VM)
+
+    def read_secret(reference: str) -> bytes:  # the first read hangs until the attempt was reported STOPPED
+        read.append(reference)
+        if len(read) == 1:
+            _stop(transport)
+            deadline = time.monotonic() + WAIT_S
+            while not any(isinstance(m, Heartbeat) and m.status.value == "STOPPED" for m in list(transport.published)) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return b"value"
+
+    agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(tmp_path / "work")), transport, local=True,
+                  clock=transport.clock, read_secret=read_secret)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    agent.run()
+    for thread in [t for t in threading.enumerate() if t.name == "zen-transfer"]:  # the read, left to end by itself
+        thread.join(WAIT_S + 5)
+
+    finals = [m for m in transport.published if isinstance(m, Heartbeat) and m.status.value == "STOPPED"]
+    assert finals and "stopped before it started (user stop)" in (finals[-1].message or ""), finals
+    assert read == [SECRET], f"secrets read after the attempt was stopped: {read}"
