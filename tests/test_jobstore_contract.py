@@ -255,15 +255,17 @@ def test_the_outbox_resends_failed_and_old_rows_least_tried_first_and_prunes_sen
 def test_progress_is_recorded_only_for_the_running_attempt_from_its_vm_and_newer(store):
     inserted(store, a_job("j1", JobStatus.QUEUED))
     moved(store, "j1", [JobStatus.ASSIGNED], vm="vm-a", last_seq=1)
-    moved(store, "j1", [JobStatus.RUNNING], last_seq=2, message="started")
+    moved(store, "j1", [JobStatus.RUNNING], last_seq=2, message="zen: staging inputs")
     later = NOW + timedelta(seconds=30)
     with store.session() as tx:
-        assert tx.record_progress(job_id="j1", attempt=1, vm="vm-a", seq=3, message=None, now=later)
-        assert not tx.record_progress(job_id="j1", attempt=1, vm="vm-a", seq=3, message="again", now=later)
-        assert not tx.record_progress(job_id="j1", attempt=1, vm="vm-b", seq=4, message=None, now=later)
-        assert not tx.record_progress(job_id="j1", attempt=2, vm="vm-a", seq=4, message=None, now=later)
+        assert tx.record_progress(job_id="j1", attempt=1, vm="vm-a", seq=3, message="zen: pulling", now=NOW)
+        assert tx.get_job("j1").message == "zen: pulling"
+        assert tx.record_progress(job_id="j1", attempt=1, vm="vm-a", seq=4, message=None, now=later)
+        assert not tx.record_progress(job_id="j1", attempt=1, vm="vm-a", seq=4, message="again", now=later)
+        assert not tx.record_progress(job_id="j1", attempt=1, vm="vm-b", seq=5, message=None, now=later)
+        assert not tx.record_progress(job_id="j1", attempt=2, vm="vm-a", seq=5, message=None, now=later)
         job = tx.get_job("j1")
-    assert (job.last_seq, job.last_heartbeat_at, job.message) == (3, later, "started")
+    assert (job.last_seq, job.last_heartbeat_at, job.message) == (4, later, None)  # its command runs: no note left
 
 
 def test_sweep_candidates_come_oldest_first(store):

@@ -168,10 +168,10 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
         decision.fields["last_heartbeat_at"] = most_silent(nodes).beat_at  # node says it runs (it heard no STOP)
     elif hb.status is AgentStatus.RUNNING and status == AgentStatus.RUNNING.value and (job.preempted_by or losing_node(job)):
         decision.fields["last_heartbeat_at"] = now
-    # The job's message: rank 0's word, but not its answer to a STOP for a lost or failed node, and once a failure came, the
-    failed_before = any(n.status == AgentStatus.FAILED.value for n in job.gang or ())  # one that ends the attempt (_settle)
-    failed_before = failed_before and first_failure(nodes, job.max_runtime_s) is not node  # not a peer's error, a tail
-    if hb.message is not None and not failed_before and (hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):
+    # The job's message: rank 0's word (a RUNNING's none: its part runs), not its answer to a STOP for a node lost or failed, nor after the first failure
+    failed_before = any(n.status == AgentStatus.FAILED.value for n in job.gang or ()) and first_failure(nodes, job.max_runtime_s) is not node
+    said = hb.message is not None or hb.status is AgentStatus.RUNNING  # (a peer's error after the first: a tail)
+    if said and not failed_before and (hb.status is AgentStatus.FAILED or node.rank == 0 and not losing_node(job)):
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
     if answer := _answer(job, nodes, was, hb, config):
         decision.controls.append(answer)

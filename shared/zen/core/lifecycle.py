@@ -191,8 +191,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # which the new one sends after it (Pub/Sub keeps no order); dropped as seen, a SUCCEEDED was lost and the job
         # ran again. Assigned, it does: a VM heartbeat sent before it no longer gives the claim back (decide_given_back).
         decision.fields["last_seq"] = max(job.last_seq, hb.seq)
-    if hb.message is not None:
-        decision.fields["message"] = hb.message
+    if hb.message is not None or hb.status is AgentStatus.RUNNING:  # a RUNNING's says what the attempt does now:
+        decision.fields["message"] = hb.message  # none once its command runs (not its secrets' read, staging, pull)
     if current is JobStatus.STOPPING or current is JobStatus.RUNNING and hb.status is AgentStatus.CLAIMED:
         # The stop's deadline counts from the stop, whatever the VM reports (it is told again); a running attempt's
         # holder claiming it is its restarted agent, whose run ended with it. A rerun (its queue's preemption)

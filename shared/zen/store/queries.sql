@@ -20,10 +20,10 @@ SELECT * FROM jobs WHERE job_id = :job_id FOR UPDATE;
 -- name: record_progress
 -- The most common heartbeat in one statement: RUNNING, from the VM holding the running attempt,
 -- newer than the last one applied (what zen.core.lifecycle.decide_heartbeat does with it: record seq,
--- time and message). Any other heartbeat matches no row and takes the general path, as does one from a VM made
+-- time and message: none, its command running, clears a note of its preparing). Any other heartbeat matches no row and takes the general path, as does one from a VM made
 -- after the attempt started (:vm_since, from its token: a VM its MIG recreated under the name, zen.core.incarnation).
 UPDATE jobs
-SET last_seq = :seq, last_heartbeat_at = :now, message = COALESCE(:message, message), updated_at = :now
+SET last_seq = :seq, last_heartbeat_at = :now, message = :message, updated_at = :now
 WHERE job_id = :job_id AND status = 'RUNNING' AND attempt = :attempt AND vm = :vm AND last_seq < :seq
   AND (CAST(:vm_since AS timestamptz) IS NULL OR started_at >= CAST(:vm_since AS timestamptz))
   AND gang IS NULL  -- a gang's node reports per node (zen.core.gang): the general path

@@ -130,7 +130,7 @@ class InMemoryJobTx:
         if job.gang:  # a gang's node reports per node (zen.core.gang): the general path
             return False
         self._t.jobs[job_id] = job.model_copy(update={"last_seq": seq, "last_heartbeat_at": now, "updated_at": now,
-                                                      "message": job.message if message is None else message})
+                                                      "message": message})
         return True
 
     @hooked("held_jobs_silent_since")
