@@ -38,8 +38,8 @@ def reports(transport: FakeTransport) -> list[tuple[str, int, str]]:
     return [r[:3] for r in transport.job_reports()]
 
 
-def make_agent(transport: FakeTransport, settings: AgentSettings = SETTINGS) -> Agent:
-    agent = Agent(IDENTITY, settings, transport, local=True, clock=transport.clock)
+def make_agent(transport: FakeTransport, settings: AgentSettings = SETTINGS, read_secret=None) -> Agent:
+    agent = Agent(IDENTITY, settings, transport, local=True, clock=transport.clock, read_secret=read_secret)
     transport.when_idle = lambda: agent.request_shutdown("test over")
     return agent
 

@@ -127,10 +127,12 @@ def test_a_missing_bucket_stays_failed(client, tmp_path):  # noqa: F811
     assert "The specified bucket does not exist: no-such-bkt" in final.message
 
 
-def retiring_agent(tmp_path, transport):
-    """An agent that is shut down once it has said RETIRED (the VM is deleted), or when nothing is left."""
+def retiring_agent(tmp_path, transport, read_secret=None):
+    """An agent that is shut down once it has said RETIRED (the VM is deleted), or when nothing is left; its
+    secrets read by ``read_secret`` (None: Secret Manager's)."""
     agent = make_agent(transport, AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.02, claim_timeout_s=5,
-                                                lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work")))
+                                                lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work")),
+                       read_secret=read_secret)
     confirm = confirm_claims(VM)
 
     def answer(message):

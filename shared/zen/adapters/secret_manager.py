@@ -25,6 +25,10 @@ class SecretUnavailable(Exception):
     """Secret Manager did not answer in time or said to try again."""
 
 
+class SecretTokenRefused(SecretUnavailable):
+    """Secret Manager refused the reading service account's own token (401): the VM's credentials, not the job's."""
+
+
 def secret_client(endpoint: str | None = None) -> Any:
     """The official client; with ``endpoint`` (or ``ZEN_SECRETS_ENDPOINT``), one talking plain gRPC to a
     local stand-in with anonymous credentials."""
@@ -82,9 +86,10 @@ def access(client: Any, name: str, account: str = "the VM's service account") ->
     except exceptions.InvalidArgument as exc:
         raise SecretDenied(f"refused: {exc.message}") from None
     except (exceptions.ServiceUnavailable, exceptions.DeadlineExceeded, exceptions.InternalServerError,
-            exceptions.TooManyRequests, exceptions.Unknown, exceptions.Aborted, exceptions.Cancelled,
-            exceptions.Unauthenticated) as exc:  # (401: the VM's own token, refused or expiring: the VM's, as staging's)
+            exceptions.TooManyRequests, exceptions.Unknown, exceptions.Aborted, exceptions.Cancelled) as exc:
         raise SecretUnavailable(f"Secret Manager unavailable: {exc.message or type(exc).__name__}") from None
+    except exceptions.Unauthenticated as exc:  # (401: the VM's own token, refused or expiring: the VM's, as staging's)
+        raise SecretTokenRefused(f"Secret Manager unavailable: {exc.message or type(exc).__name__}") from None
     except exceptions.GoogleAPICallError as exc:
         raise SecretDenied(f"refused: {exc.message or type(exc).__name__}") from None
     payload = response.payload

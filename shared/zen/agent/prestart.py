@@ -146,6 +146,8 @@ class Prestart:
                              verdict=lambda: self._disk.verdict(key) if self._disk else None)
         if cut is None or (fault := data.disk_fault or (checkpoint.disk_fault if checkpoint else None)) is not None:
             self._pulls.staged(None if cut is None else fault)  # a worn disk retires the VM (zen.agent.limits)
+        elif data.token_fault is not None:  # as its own token refused does
+            self._pulls.staged(data.token_fault, of="credentials")
         if cut is not None:  # the job never ran: nothing to upload
             return Ended(*cut, data=data, over_limit="max_runtime_s" if cut[1].startswith(late) else None)
         if limit is not None and (data.inputs or checkpoint is not None):  # staged or restored: counted
@@ -217,6 +219,8 @@ class Prestart:
             self._log.error("job secrets not read", extra={"job_id": start.job_id, "attempt": start.attempt,
                                                            "status": failed.status.value, "reason": failed.note})
             output.add("zen", failed.note)
+            if failed.vm_fault is not None:  # its own token refused: retires the VM as a worn disk does
+                self._pulls.staged(failed.vm_fault, of="credentials")
             # STOPPED if a STOP came meanwhile
             return Ended(*failed.stopped(stop[0] if stop else self._controls.stop_waiting(key)))
         if stop:  # the job never ran and its user stopped it (its read, if still under way, left to end by itself)

@@ -8,7 +8,9 @@ unavailable service is tried again with backoff for ``BUDGET_S`` at most, all th
 and no reference is read once that budget is spent (slow answers add up as failures do): the attempt
 heartbeats meanwhile (``zen.agent.prestart`` reads them in the background), so Zen never takes it for lost
 however short its ``heartbeat_timeout_s``. Then the attempt is reported PREEMPTED, as a staging the service failed
-is (``zen.agent.transfer``), so Zen runs it again without spending an attempt. A STOP that came meanwhile makes either STOPPED, the failure named beside
+is (``zen.agent.transfer``), so Zen runs it again without spending an attempt; one whose last refusal was of the
+VM's own token (401: ``vm_fault``) counts toward retiring the VM (``zen.agent.limits.DailyPulls.staged``). A STOP
+that came meanwhile makes either STOPPED, the failure named beside
 it (``zen.agent.prestart``; one that comes while a read hangs ends the attempt at once): the job's user stopped it
 before it started. Why: docs/explanations/security.md#secrets
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from zen.adapters.secret_manager import SecretDenied, SecretUnavailable
+from zen.adapters.secret_manager import SecretDenied, SecretTokenRefused, SecretUnavailable
 from zen.core.models import AgentStatus
 from zen.core.secrets import REFERENCE
 
@@ -27,12 +29,14 @@ RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0)  # between tries of one reference while th
 
 
 class SecretsFailed(Exception):
-    """The attempt cannot have its secrets: the status to report and the note naming the variable."""
+    """The attempt cannot have its secrets: the status to report and the note naming the variable; ``vm_fault``:
+    the note too when the VM's own credentials were refused (its token: 401), else None."""
 
-    def __init__(self, status: AgentStatus, note: str):
+    def __init__(self, status: AgentStatus, note: str, vm_fault: bool = False):
         super().__init__(note)
         self.status = status
         self.note = note
+        self.vm_fault = note if vm_fault else None
 
     def stopped(self, stop: str | None) -> tuple[AgentStatus, str]:
         """The attempt's end: this failure's, or STOPPED where a STOP came while the secrets were read (``stop``, its
@@ -66,7 +70,8 @@ def _one(variable: str, reference: str, read: Callable[[str], bytes], clock: Cal
             raise SecretsFailed(AgentStatus.FAILED, f"{where}: {exc}") from None
         except SecretUnavailable as exc:
             if delay is None or clock() + delay >= deadline:
-                raise SecretsFailed(AgentStatus.PREEMPTED, f"{where}: {exc} (requeued)") from None
+                raise SecretsFailed(AgentStatus.PREEMPTED, f"{where}: {exc} (requeued)",
+                                    vm_fault=isinstance(exc, SecretTokenRefused)) from None
             sleep(delay)
             continue
         try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
+from zen.agent.limits import token_refused
 from zen.agent import output_manifest as manifest
 from zen.agent.progress import Progress  # (also imported from here)
 from zen.agent.output_files import Skipped, not_regular, open_listed, send, unnamable
@@ -72,8 +73,7 @@ def _not_the_jobs(exc: BaseException) -> bool:
 
 def _reason(exc: BaseException) -> str:
     """A short reason from a client error: the API's own message when the response carries one."""
-    text = str(exc)
-    found = re.search(r'"message":\s*"((?:[^"\\]|\\.)*)"', text)
+    found = re.search(r'"message":\s*"((?:[^"\\]|\\.)*)"', text := str(exc))
     code = getattr(exc, "code", None)
     if found:
         return f"{code} {found[1]}" if isinstance(code, int) else found[1]
@@ -117,6 +117,7 @@ class AttemptData:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
     unlisted: list[str] = field(default_factory=list)  # outputs that could not be read (path and why)
     disk_fault: str | None = None  # why staging failed by this VM's disk (zen.agent.limits.DailyPulls.staged)
+    token_fault: str | None = None  # why it failed by this VM's own credentials (limits.token_refused): as disk_fault
     written: bool = False  # the outputs' manifest is stored: every file went up (zen.agent.output_manifest)
     _needed: int = 0  # bytes of the objects staged so far, against the disk's size
     _held: int | None = None  # the attempt's directory, open and locked while in use (zen.agent.agent sweeps)
@@ -190,7 +191,6 @@ class AttemptData:
                     self._client = self.client_factory()
                 else:
                     import google.cloud.storage as storage  # heavy: only for jobs with data
-
                     self._client = storage.Client(project=self.project)
             except Exception as exc:  # noqa: BLE001 - e.g. no credentials
                 raise Unavailable(f"no Cloud Storage client: {_reason(exc)}") from None
@@ -214,9 +214,10 @@ class AttemptData:
                 except TransferError as exc:
                     raise type(exc)(f"input {spec.uri}: {exc}") from None
                 except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
-                    kind = Unavailable if _not_the_jobs(exc) else TransferError
+                    kind, why = Unavailable if _not_the_jobs(exc) else TransferError, f"input {spec.uri}: {_reason(exc)}"
                     self.disk_fault = disk_fault_of(exc, f"input {spec.uri}") or self.disk_fault
-                    raise kind(f"input {spec.uri}: {_reason(exc)}") from None
+                    self.token_fault = why if token_refused(exc) else None
+                    raise kind(why) from None
         finally:
             self.staged.ended = time.monotonic()
 
