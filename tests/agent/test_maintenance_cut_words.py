@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from typing import Callable
 
 from tests.agent.fakedocker import FakeDocker
 from tests.agent.fakes import FakeTransport, confirm_claims
@@ -21,7 +22,7 @@ from tests.agent.test_upload_end import finals, settings, uploading
 from zen.agent.agent import Agent
 from zen.agent.imagepull import WHAT
 from zen.core import gave_back
-from zen.core.models import AgentStatus, Heartbeat
+from zen.core.models import AgentStatus, ControlMessage, Heartbeat, Message
 from zen.core.notify import verb
 
 
@@ -29,6 +30,19 @@ def stopped_for_maintenance(agent: Agent) -> None:
     """GCE's stop after a host maintenance's notice (``zen.agent.__main__._maintenance``)."""
     agent.shutdown.maintenance = True
     agent.request_shutdown("SIGTERM")
+
+
+def confirmed_and_at_the_pull(act: Callable[[], None]) -> Callable[[Message], list[ControlMessage]]:
+    """Zen's answer: every claim confirmed, and ``act`` done as the VM says it pulls the job's image."""
+    confirm = confirm_claims(VM)
+
+    def answer(message: Message) -> list[ControlMessage]:
+        if (isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING
+                and (message.message or "").startswith(f"zen: {WHAT}")):
+            act()
+        return confirm(message)
+
+    return answer
 
 
 def told(message: str | None) -> tuple[str | None, str]:
@@ -59,15 +73,7 @@ def test_a_pull_a_host_maintenance_cut_is_not_told_as_a_preemption(tmp_path):
     agent = Agent(IDENTITY, dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"),
                                                 pull_stall_s=600), transport, local=False)
     transport.when_idle = lambda: agent.request_shutdown("test over")
-    confirm = confirm_claims(VM)
-
-    def zen(message):
-        if (isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING
-                and (message.message or "").startswith(f"zen: {WHAT}")):
-            stopped_for_maintenance(agent)
-        return confirm(message)
-
-    transport.answer = zen
+    transport.answer = confirmed_and_at_the_pull(lambda: stopped_for_maintenance(agent))
     agent.run()
 
     final = finals(transport)["pull"]

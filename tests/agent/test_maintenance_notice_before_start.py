@@ -22,16 +22,14 @@ from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from tests.agent.test_container_ends_named import IMAGE
 from tests.agent.test_gang_claims import RANKS
 from tests.agent.test_stop_before_start import SECRET
+from tests.agent.test_maintenance_cut_words import confirmed_and_at_the_pull, told
 from tests.agent.test_maintenance_notice import cloud  # noqa: F401 (its fixture: a standard MIG's stand-in)
 from tests.agent.test_upload_end import finals
 from tests.local.test_compute_standin import BOOT_S
 from tests.waiting import wait_for
 from zen.agent.__main__ import _maintenance
 from zen.agent.agent import Agent
-from zen.agent.imagepull import WHAT
-from zen.core import gave_back
 from zen.core.models import AgentStatus, Heartbeat
-from zen.core.notify import verb
 
 NOTICE = "metadata server reports a host maintenance: GCE stops this VM within the hour"
 BEFORE = "is stopping for host maintenance before its job started"
@@ -88,12 +86,6 @@ def noticed_as_claimed(transport: RetiredEnds, **fields) -> Agent:
     return agent
 
 
-def told(message: str | None) -> tuple[str | None, str]:
-    """What Zen says the VM did, by the report's message, and the job's notice's verb."""
-    word = gave_back.why(VM, message)
-    return word, verb("PREEMPTED", {"reason": f"VM {VM} {word or 'was preempted'} (no attempt spent)"})
-
-
 @pytest.mark.parametrize("fields", [{}, {"max_runtime_s": 3550}, {"max_runtime_s": 1800, "outputs": "gs://out-bkt/r"}],
                          ids=["no-limit", "past-the-hour", "its-upload-past-the-hour"])
 def test_a_claim_answered_after_the_notice_is_given_back_not_run(fields):
@@ -141,15 +133,7 @@ def test_a_notice_while_the_confirmed_attempt_pulls_its_image_gives_it_back_befo
     transport.add_start(start_message("pull", image=IMAGE, command=["python", "train.py"]))
     settings = dataclasses.replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"))
     agent = transport.agent = Agent(IDENTITY, settings, transport, local=False)
-    confirm = confirm_claims(VM)
-
-    def zen(message):
-        if (isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING
-                and (message.message or "").startswith(f"zen: {WHAT}")):
-            _maintenance(agent)
-        return confirm(message)
-
-    transport.answer = zen
+    transport.answer = confirmed_and_at_the_pull(lambda: _maintenance(agent))
     agent.run()
 
     final = finals(transport)["pull"]
