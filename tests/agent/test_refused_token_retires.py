@@ -1,6 +1,6 @@
 """A VM whose own token Secret Manager refuses (401 UNAUTHENTICATED, every read: its service account's credentials
 broken) gives each attempt back (PREEMPTED: requeued without spending an attempt, the VM's fault), and after
-``MAX_DISK_FAULTS`` such attempts in a row it retires, as after stagings its disk failed (one rule: attempts given
+``MAX_VM_FAULTS`` such attempts in a row it retires, as after stagings its disk failed (one rule: attempts given
 back for the VM's own fault). It never retired: it went on claiming job after job, spending each one's free
 preemptions (FREE_PREEMPTIONS) until every job with a secret had failed on it. A secret refused for the job's own
 reference (PERMISSION_DENIED, NOT_FOUND: FAILED) neither counts nor resets them; an attempt that starts resets them.

@@ -1,5 +1,5 @@
 """Per-day pull limits of one agent (issue 15): after N jobs or G GPU-hours in a trailing 24 h, after
-``MAX_DISK_FAULTS`` attempts in a row given back for its own fault (staging failed by its disk or its own token
+``MAX_VM_FAULTS`` attempts in a row given back for its own fault (staging failed by its disk or its own token
 refused, its secrets' reads refused for its token), or with a job's container docker could not
 remove, the agent takes no more jobs and its VM retires for good: an agent restarted on the same boot stays
 retired (``remember_in``, ``zen.agent.retired``).
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 DAY_S = 86_400.0
 JOBS_ATTRIBUTE = "zen-max-jobs-per-day"
 GPU_HOURS_ATTRIBUTE = "zen-max-gpu-hours-per-day"
-MAX_DISK_FAULTS = 3  # attempts in a row given back for this VM's own fault (its disk, its token): then it retires
+MAX_VM_FAULTS = 3  # attempts in a row given back for this VM's own fault (its disk, its token): then it retires
 
 
 def token_refused(exc: BaseException) -> bool:
@@ -60,7 +60,7 @@ class DailyPulls:
         self._running: dict[object, tuple[float, int]] = {}  # attempt -> (began at, its GPUs)
         self._claims: dict[object, None] = {}  # attempts whose claim waits for its answer
         self._reached: str | None = None
-        self._disk_faults = 0  # attempts in a row given back for this VM's own fault (``staged``)
+        self._vm_faults = 0  # attempts in a row given back for this VM's own fault (``staged``)
         self._mark: RetiredMark | None = None  # where the retirement is kept for the boot's next agents
         # Attempt threads begin and end while the agent's loop asks whether a limit is reached.
         self._lock = threading.RLock()
@@ -86,14 +86,14 @@ class DailyPulls:
                 now = self._clock()
                 self.record(now, began[1] * max(0.0, now - began[0]))
 
-    def staged(self, disk_fault: str | None, of: str = "disk") -> None:
+    def staged(self, fault: str | None, of: str = "disk") -> None:
         """An attempt's staging worked (None), or this VM's own ``of`` failed it (why: its disk, or its credentials
-        refused reading the job's secrets or staging, ``zen.agent.prestart``): ``MAX_DISK_FAULTS`` in a row, of either,
+        refused reading the job's secrets or staging, ``zen.agent.prestart``): ``MAX_VM_FAULTS`` in a row, of either,
         retire the VM for good."""
         with self._lock:
-            self._disk_faults = 0 if disk_fault is None else self._disk_faults + 1
-            if self._disk_faults >= MAX_DISK_FAULTS and self._reached is None:
-                self._reach(f"{self._disk_faults} attempts in a row could not stage: this VM's {of} ({disk_fault})")
+            self._vm_faults = 0 if fault is None else self._vm_faults + 1
+            if self._vm_faults >= MAX_VM_FAULTS and self._reached is None:
+                self._reach(f"{self._vm_faults} attempts in a row could not stage: this VM's {of} ({fault})")
 
     def retire(self, reason: str) -> None:
         """Take no more jobs, for good, for ``reason`` (e.g. a job's container docker could not remove:
