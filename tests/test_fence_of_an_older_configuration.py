@@ -144,3 +144,22 @@ def test_a_gang_within_its_nodes_longer_fence_does_not_hide_a_silent_job_from_th
     clock.advance(130)
     zen.jobs.sweeps.sweep_lost(limit=1)
     assert (status(zen, "g"), status(zen, "gone")) == (("RUNNING", 1), ("QUEUED", 2))
+
+
+def test_a_stopping_gang_within_its_nodes_longer_fence_does_not_hide_a_silent_job_from_the_sweeps_window(
+        zen_and_fn, clock):
+    """A gang that stops for a node lost waits its nodes' fence (``preempted_stop_s`` of the longest stated timeout)
+    before its rerun: the sweep does not read it before then either, or it filled the window while a job past its
+    own deadline behind it waited."""
+    zen, fn = zen_and_fn
+    _running_gang(fn)
+    fn.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-1", heartbeat_timeout_s=OLD_TIMEOUT_S))  # vm-0 told STOP
+    assert status(zen, "g") == ("STOPPING", 1)
+    clock.advance(10)
+    running(fn, "gone", vm="vm-g")
+    clock.advance(130)  # past the configuration's preempted_stop_s (120 s), within the nodes' (300 s)
+    zen.jobs.sweeps.sweep_lost(limit=1)
+    assert (status(zen, "g"), status(zen, "gone")) == (("STOPPING", 1), ("QUEUED", 2))
+    clock.advance(OLD_TIMEOUT_S - 130)  # past the nodes' fence: the gang's rerun
+    zen.jobs.sweeps.sweep_lost()
+    assert status(zen, "g")[1] == 2

@@ -166,11 +166,15 @@ WHERE status IN ('ASSIGNED','RUNNING','STOPPING')
         WHEN status <> 'STOPPING' THEN CAST(:cutoff AS timestamptz)
         WHEN preempted_by IS NOT NULL OR (nodes > 1 AND stop_reason IS NULL) THEN CAST(:preempted_cutoff AS timestamptz)
         ELSE CAST(:stop_cutoff AS timestamptz) END
-  -- A running attempt whose agent fences from a longer timeout than :timeout_s (the configuration's, lowered since
-  -- its VM booted: zen.core.lease.attempt_deadlines) is not due until then: read sooner, 500 of them filled the window.
-  AND (status = 'STOPPING' OR fence_timeout_s IS NULL OR CAST(:timeout_s AS double precision) IS NULL
+  -- An attempt whose agent fences from a longer timeout than :timeout_s (the configuration's, lowered since its VM
+  -- booted: zen.core.lease.attempt_deadlines) is not due until then: read sooner, 500 of them filled the window. So
+  -- too one its queue took back or a gang stopping for a node lost: its rerun waits preempted_stop_s of that timeout,
+  -- never less than the timeout itself nor than :preempted_cutoff's (zen.core.lease.Deadlines.preempted_stop_s).
+  AND (fence_timeout_s IS NULL OR CAST(:timeout_s AS double precision) IS NULL
+       OR fence_timeout_s <= CAST(:timeout_s AS double precision)
+       OR status = 'STOPPING' AND preempted_by IS NULL AND NOT (nodes > 1 AND stop_reason IS NULL)
        OR COALESCE(last_heartbeat_at, updated_at) < CAST(:cutoff AS timestamptz)
-          - make_interval(secs => GREATEST(fence_timeout_s - CAST(:timeout_s AS double precision), 0)))
+          - make_interval(secs => fence_timeout_s - CAST(:timeout_s AS double precision)))
 ORDER BY COALESCE(last_heartbeat_at, updated_at)
 LIMIT :limit;
 

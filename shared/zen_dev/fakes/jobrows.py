@@ -137,11 +137,14 @@ class InMemoryJobTx:
     def held_jobs_silent_since(self, cutoff: datetime, limit: int, stop_cutoff: datetime | None = None,
                                preempted_cutoff: datetime | None = None, timeout_s: float | None = None) -> list[str]:
         def own(j: Job) -> datetime:  # each kind of held job's deadline, as the Postgres store's query
-            if j.status is not JobStatus.STOPPING:  # a longer fence than timeout_s: that much before (fence_timeout_s)
-                longer = 0.0 if timeout_s is None or j.fence_timeout_s is None else max(j.fence_timeout_s - timeout_s, 0.0)
+            # a longer fence than timeout_s: that much before (fence_timeout_s), a rerun after a STOP's too
+            longer = 0.0 if timeout_s is None or j.fence_timeout_s is None else max(j.fence_timeout_s - timeout_s, 0.0)
+            if j.status is not JobStatus.STOPPING:
                 return cutoff - timedelta(seconds=longer)
-            taken_back = j.preempted_by is not None or (j.nodes > 1 and j.stop_reason is None)
-            return (preempted_cutoff or stop_cutoff or cutoff) if taken_back else (stop_cutoff or cutoff)
+            if j.preempted_by is not None or (j.nodes > 1 and j.stop_reason is None):  # taken back
+                taken_back = preempted_cutoff or stop_cutoff or cutoff
+                return min(taken_back, cutoff - timedelta(seconds=longer)) if longer else taken_back
+            return stop_cutoff or cutoff
 
         silent = [(j.last_heartbeat_at or j.updated_at, j.job_id) for j in self._t.jobs.values()
                   if j.status in HELD and (j.last_heartbeat_at or j.updated_at) < own(j)]
