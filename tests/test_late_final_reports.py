@@ -124,8 +124,9 @@ def test_a_failure_of_the_job_itself_reported_late_ends_it_failed_instead_of_ret
 def test_only_the_final_report_of_the_lost_attempt_from_its_vm_counts_and_only_while_nothing_runs_since(
         functions, zen, publisher, clock):
     """Everything else stays stale: another VM's final report, a STOPPED (the sweep's STOP reached the
-    job), an attempt whose successor a VM claimed (the rerun goes on), an attempt the VM itself said
-    was preempted (not the sweep's loss). The lost attempt's own report still ends its job."""
+    job), a failure of an attempt whose successor a VM claimed (the rerun goes on: a success stops it,
+    tests/test_late_success_stops_rerun.py), an attempt the VM itself said was preempted (not the sweep's
+    loss). The lost attempt's own report still ends its job."""
     for job_id in ("lost", "claimed", "preempted"):
         functions.submit(job_request(job_id))
     run_then_go_silent(functions, clock, "lost", "claimed")
@@ -135,7 +136,7 @@ def test_only_the_final_report_of_the_lost_attempt_from_its_vm_counts_and_only_w
 
     functions.heartbeat(final("lost", vm="vm-x"))  # not the VM that held attempt 1
     functions.heartbeat(final("lost", "STOPPED", -15))
-    functions.heartbeat(final("claimed"))
+    functions.heartbeat(final("claimed", "FAILED", 3))
     functions.heartbeat(final("preempted"))
     assert [(j.status.value, j.attempt) for j in (job(zen, "lost"), job(zen, "claimed"), job(zen, "preempted"))] == [
         ("QUEUED", 2), ("ASSIGNED", 2), ("QUEUED", 2)]

@@ -240,9 +240,10 @@ class DecisionWriter:
     def _record_usage(self, tx: JobTx, job: Job, after: Job, decision: Decision, now: datetime) -> None:
         """The usage of the attempt this change ends, in its transaction (after its history rows: the claim)."""
         outcome = attempt_outcome(job, after, decision.changes)
+        if after.attempt < job.attempt and after.status.terminal:  # a lost attempt's late end (zen.jobs.late_final)
+            tx.record_late_outcome(job.job_id, after.attempt, after.status.value)
+            outcome = None if outcome is None else "STOPPED"  # its rerun, held by a VM, told STOP: not its outcome
         if outcome is None:
-            if after.attempt < job.attempt and after.status.terminal:  # a lost attempt's late end (zen.jobs.late_final)
-                tx.record_late_outcome(job.job_id, after.attempt, after.status.value)
             return
         cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
         vm_gpus = cluster.gpu_count if cluster else job.gpus
