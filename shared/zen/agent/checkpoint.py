@@ -31,13 +31,14 @@ from typing import Any, Callable
 from zen.agent import checkpoint_files, checkpoint_objects
 from zen.agent.checkpoint_files import Files, Listing
 from zen.agent.checkpoint_objects import CLAIMED, SUPERSEDED
+from zen.agent.limits import token_refused
 from zen.agent.staging import Cancelled, CountingWriter, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
 from zen.core.text import human_bytes
 
 MANIFEST, RESTORE_TRIES = "LATEST.json", 3  # tries: restores begun again after another attempt's save replaced it
-REFUSED_FOR_S, REFUSED_WAIT_S = 120.0, 10.0  # a restore refused (401, 403) is asked again this long, this often
+REFUSED_FOR_S, REFUSED_WAIT_S = 120.0, 10.0  # a restore refused (403: a grant propagating) is asked again this long, this often
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
 AFRESH = "no checkpoint was saved: the next attempt starts afresh"  # a save not made, where none was before
@@ -58,6 +59,7 @@ class Checkpoint:
         (the nodes' files, named alike or not, and their manifests never overwrite each other's)."""
         self.spec = spec if node is None else spec.model_copy(update={"uri": f"{spec.uri}node-{node}/"})
         self.disk_fault: str | None = None  # why a restore failed by this VM's disk: retires it, as stagings do
+        self.token_fault: str | None = None  # why it failed by this VM's own token (limits.token_refused): as disk_fault
         self.directory, self.notice_path = root / "checkpoint", root / "notice" / NOTICE
         self.attempt, self._client, self._say = attempt, client, say
         self.notes, self._failed = list[str](), set[str]()  # _failed: notes of saves that failed, dropped once one lands
@@ -108,9 +110,10 @@ class Checkpoint:
     def restore(self, progress: Progress, cancel: threading.Event, refused_until: float | None = None) -> None:
         """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none: the folder
         stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs'). A refusal
-        (401, 403: an IAM change under way) is asked again every ``REFUSED_WAIT_S`` for ``REFUSED_FOR_S``, then fails the
+        (403: an IAM grant propagating) is asked again every ``REFUSED_WAIT_S`` for ``REFUSED_FOR_S``, then fails the
         attempt saying so (one for good, a prefix no grant covers, is no VM's fault: requeued, all met it); another 4xx
-        but 404, 408, 429 (a 400: the bucket made requester pays) at once. 5xx, the network: ``Unavailable``."""
+        but 401, 404, 408, 429 (a 400: the bucket made requester pays) at once. 5xx, the network, this VM's own token
+        refused (401, or not had: ``token_fault``, counted as staging's toward retiring the VM): ``Unavailable``."""
         progress.restart()
         refused_until = time.monotonic() + REFUSED_FOR_S if refused_until is None else refused_until
         try:
@@ -145,20 +148,20 @@ class Checkpoint:
                       f" saved by attempt {saved_by} ({manifest.get('reason', 'saved')})")
         except TransferError:
             raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TransferError(f"checkpoint {self.spec.uri}{MANIFEST} cannot be read: {exc!r}") from None
         except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+            if isinstance(exc, (KeyError, TypeError, ValueError)) and not token_refused(exc):  # (google.auth's: some are)
+                raise TransferError(f"checkpoint {self.spec.uri}{MANIFEST} cannot be read: {exc!r}") from None
             self.disk_fault = disk_fault_of(exc, f"checkpoint {self.spec.uri}")  # one VM disk failing every restore
-            if (refused := getattr(exc, "code", None) in (401, 403)) and time.monotonic() < refused_until:
+            self.token_fault = f"checkpoint {self.spec.uri}: {reason(exc)}" if token_refused(exc) else None  # as staging's
+            if (refused := getattr(exc, "code", None) == 403) and time.monotonic() < refused_until:
                 self._say(f"zen: checkpoint restore refused ({reason(exc)}): asked again in {REFUSED_WAIT_S:g} s")
                 if cancel.wait(REFUSED_WAIT_S):
                     raise Cancelled("cancelled") from None
                 self._empty()
                 return self.restore(progress, cancel, refused_until)
+            hint = f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read and write this prefix? terraform/checkpoints.tf)"
             kind = Unavailable if not refused and (not_the_jobs(exc) or getattr(exc, "code", None) == 404) else TransferError  # 404: replaced as read
-            raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}" + (
-                f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read and write this prefix? terraform/checkpoints.tf)"
-                if refused else "")) from None
+            raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}" + (hint if refused else "")) from None
 
     def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:
         """The manifest's files into the folder; the first one not found (a newer save replaced them, or expired)."""
@@ -213,9 +216,7 @@ class Checkpoint:
     def _manifest(self) -> dict[str, Any] | None:
         blob = self._bucket().get_blob(self._prefix + MANIFEST)
         self._generation = int(blob.generation) if blob is not None else 0
-        if blob is None:
-            return None
-        return checkpoint_objects.checked(json.loads(blob.download_as_bytes()))
+        return None if blob is None else checkpoint_objects.checked(json.loads(blob.download_as_bytes()))
 
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Listing:

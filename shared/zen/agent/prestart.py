@@ -146,8 +146,8 @@ class Prestart:
                              verdict=lambda: self._disk.verdict(key) if self._disk else None)
         if cut is None or (fault := data.disk_fault or (checkpoint.disk_fault if checkpoint else None)) is not None:
             self._pulls.staged(None if cut is None else fault)  # a worn disk retires the VM (zen.agent.limits)
-        elif data.token_fault is not None:  # as its own token refused does
-            self._pulls.staged(data.token_fault, of="credentials")
+        elif (token := data.token_fault or (checkpoint.token_fault if checkpoint else None)) is not None:
+            self._pulls.staged(token, of="credentials")  # as its own token refused does (inputs or the checkpoint's)
         if cut is not None:  # the job never ran: nothing to upload
             return Ended(*cut, data=data, over_limit="max_runtime_s" if cut[1].startswith(late) else None)
         if limit is not None and (data.inputs or checkpoint is not None):  # staged or restored: counted
