@@ -44,7 +44,7 @@ def test_zen_jobs_get_shows_the_stop_reason(functions, zen, db_url, monkeypatch,
 def test_a_gang_stopping_for_a_node_lost_says_when_the_sweep_reruns_it_by_its_nodes_fence(zen_and_fn, clock):
     """Its nodes' agents fence from a longer ``heartbeat_timeout_s`` than Zen's (lowered since their VMs booted): the
     sweep waits the rerun that much longer (``zen.core.lease.attempt_deadlines``), and so does the time Zen tells,
-    as the STOPs' ``answer_within_s`` do (``lifecycle.stop_left_s``); it said the configuration's, 180 s too soon."""
+    as the STOPs' ``answer_within_s`` do (``silence.stop_left_s``); it said the configuration's, 180 s too soon."""
     from zen.core.lease import attempt_deadlines
 
     zen, fn = zen_and_fn

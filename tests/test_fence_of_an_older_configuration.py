@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.messages import heartbeat, job_request
-from zen.core import lifecycle
+from zen.core import silence
 from zen.core.lease import MAX_HEARTBEAT_TIMEOUT_S, Deadlines, attempt_deadlines
 from zen.store import repository
 
@@ -51,7 +51,7 @@ def test_an_attempt_whose_agent_fences_from_a_longer_timeout_is_lost_only_past_i
     assert status(zen, "old-vm") == ("RUNNING", 1)
     with zen.db.transaction() as session:
         job = repository.get_job(session, "old-vm")
-    assert lifecycle.decide_silence(job, zen.clock(), zen.config.deadlines) is None  # read anyway: not lost yet
+    assert silence.decide_silence(job, zen.clock(), zen.config.deadlines) is None  # read anyway: not lost yet
     clock.advance(180)  # 310 s of silence: past the timeout the agent's fence was computed from
     zen.jobs.sweeps.sweep_lost()
     assert status(zen, "old-vm") == ("QUEUED", 2)

@@ -89,7 +89,7 @@ def test_a_gang_whose_flex_start_vms_runs_ended_is_told_so_at_each_step(config, 
 def test_a_gang_whose_first_node_to_report_its_runs_end_is_rank_0_is_told_so_at_its_end(
         config, db, publisher, clock, db_url, monkeypatch, answer):
     """Rank 0's PREEMPTED first: the attempt ends on node 1's word (its own end, or its answer to the STOP), and
-    names the node preempted first, rank 0 (``zen.core.gang._settle``), not the VM reporting: its end said that
+    names the node preempted first, rank 0 (``zen.core.gang_ends.settle``), not the VM reporting: its end said that
     rank 0's VM "was preempted", after the gang's STOPPING said it reached the end of its run."""
     zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
     vms = _gang_near_its_runs_end(zen, functions)
@@ -107,7 +107,7 @@ def test_a_gang_whose_first_node_to_report_its_runs_end_is_rank_0_is_told_so_at_
 def test_a_gang_whose_other_node_goes_silent_after_rank_0s_run_ended_is_told_so_at_its_end(
         config, db, publisher, clock, db_url, monkeypatch):
     """Rank 0's PREEMPTED at its run's end, node 1 deleted unheard: the lost-job sweep ends the attempt once node 1's
-    fence surely fell, naming rank 0, preempted first (``zen.core.gang._settle``): it said that VM "was preempted"."""
+    fence surely fell, naming rank 0, preempted first (``zen.core.gang_ends.settle``): it said that VM "was preempted"."""
     zen, functions = _zen(config, db, publisher, clock, db_url, monkeypatch)
     vms = _gang_near_its_runs_end(zen, functions)
     functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm=vms[0], message=f"zen: VM {vms[0]} shut down (SIGTERM)"))

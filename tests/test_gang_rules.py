@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from tests.messages import heartbeat
-from zen.core import gang, lifecycle
+from zen.core import gang, gang_ends, lifecycle, silence
 from zen.core.gang_records import GangConfig, GangNode
 from zen.core.models import ControlAction, Heartbeat, Job, JobStatus, StopRequest
 
@@ -79,7 +79,7 @@ def test_a_job_of_one_node_is_decided_by_the_lifecycle_alone():
     single = a_job(nodes=1, gang_vms=("vm-1",)).model_copy(update={"gang": None})
     report = Heartbeat.model_validate(heartbeat("g", "FAILED", 7, vm="vm-1", exit_code=2))
     assert gang.decide_heartbeat(single, report, T0, GangConfig()) == lifecycle.decide_heartbeat(single, report, T0)
-    assert gang.decide_silence(single, T0 + timedelta(hours=1), _deadlines()) == lifecycle.decide_silence(
+    assert silence.decide_silence(single, T0 + timedelta(hours=1), _deadlines()) == silence.decide_one_vm(
         single, T0 + timedelta(hours=1), _deadlines())
 
 
@@ -102,7 +102,7 @@ def test_a_users_stop_reason_reading_as_a_preemption_is_marked_while_a_gang_stop
     lost = gang.decide_heartbeat(job, Heartbeat.model_validate(heartbeat("g", "PREEMPTED", 5, vm="vm-1")), T0,
                                  GangConfig())
     stopping = job.model_copy(update={**lost.fields, "status": lost.changes[-1].to})
-    assert gang.losing_node(stopping)
+    assert gang_ends.losing_node(stopping)
     stop = gang.decide_stop(stopping, StopRequest(job_id="g", reason="preempted: moving it to another queue"), T0)
     again = gang.decide_heartbeat(stopping.model_copy(update=stop.fields),
                                   Heartbeat.model_validate(heartbeat("g", "RUNNING", 6, vm="vm-2")), T0, GangConfig())

@@ -151,7 +151,7 @@ def test_a_stop_told_again_carries_the_users_reason(jobs):
 
 def test_a_users_stop_during_a_preemption_is_the_reason_told_again(fake):
     """A job stopping for a preemption is told again with the preemption's reason; once its user stops
-    it too, with the user's, at once (the shorter wait: lifecycle.stop_left_s) and at each report after (the
+    it too, with the user's, at once (the shorter wait: silence.stop_left_s) and at each report after (the
     user's stop wins: it ends CANCELLED)."""
     from zen.core.models import JobStatus
 

@@ -50,7 +50,7 @@ def test_a_job_its_queue_took_back_is_rerun_only_after_a_vm_cut_off_from_zen_has
     could start elsewhere."""
     from datetime import datetime, timedelta, timezone
 
-    from zen.core import lifecycle
+    from zen.core import silence
     from zen.core.models import Job, JobStatus
 
     try:
@@ -65,6 +65,6 @@ def test_a_job_its_queue_took_back_is_rerun_only_after_a_vm_cut_off_from_zen_has
               regions=["r"], request={}, request_hash="h", max_runtime_s=60, vm="vm-a", region="r", zone="r-a",
               last_seq=2, last_heartbeat_at=stopped, submitted_at=stopped, queued_at=stopped, started_at=stopped,
               finished_at=None, exit_code=None, message=None, updated_at=stopped, preempted_by="job urgent")
-    assert lifecycle.decide_silence(job, stopped + timedelta(seconds=killed_by - 1e-3), deadlines) is None
-    later = lifecycle.decide_silence(job, stopped + timedelta(seconds=deadlines.preempted_stop_s + 1), deadlines)
+    assert silence.decide_silence(job, stopped + timedelta(seconds=killed_by - 1e-3), deadlines) is None
+    later = silence.decide_silence(job, stopped + timedelta(seconds=deadlines.preempted_stop_s + 1), deadlines)
     assert later is not None and later.changes[-1].to is JobStatus.PENDING

@@ -96,7 +96,7 @@ def test_a_report_after_the_stop_moves_the_end_of_its_usage(functions, zen, cloc
 def test_a_new_attempt_starts_without_the_last_ones_vm_report():
     """``heard_at`` is the current attempt's: a job requeued (its queue took it back and its VM went silent; lost; a
     retry) clears it, so no later attempt's unanswered stop is billed from an earlier attempt's VM's report."""
-    from zen.core import lifecycle
+    from zen.core import lifecycle, silence
     from zen.core.lease import Deadlines
     from zen.core.models import Job, JobStatus
     from zen.core.retries import Retry
@@ -107,7 +107,7 @@ def test_a_new_attempt_starts_without_the_last_ones_vm_report():
               last_seq=2, last_heartbeat_at=at, submitted_at=at, queued_at=at, started_at=at, finished_at=None,
               exit_code=None, message=None, updated_at=at, preempted_by="job urgent", heard_at=at)
     deadlines = Deadlines()
-    preempted = lifecycle.decide_silence(job, at + timedelta(seconds=deadlines.preempted_stop_s + 1), deadlines)
+    preempted = silence.decide_silence(job, at + timedelta(seconds=deadlines.preempted_stop_s + 1), deadlines)
     assert preempted is not None and preempted.changes[-1].to is JobStatus.PENDING and preempted.fields["heard_at"] is None
     lost = lifecycle.lose_attempt(job.model_copy(update={"status": JobStatus.RUNNING}), "silent")
     assert lost.changes[-1].to is JobStatus.QUEUED and lost.fields["heard_at"] is None

@@ -12,7 +12,7 @@ import pytest
 
 from zen.agent.reports import AttemptReport
 from zen.agent.settings import AgentSettings, with_deadlines
-from zen.core import lifecycle
+from zen.core import silence
 from zen.core.config import load_config
 from zen.core.errors import ConfigError
 from zen.core.lease import STOP_REPORT_S, Deadlines
@@ -37,14 +37,14 @@ def test_every_accepted_stop_timeout_waits_out_the_grace_and_the_final_report(st
         return
     job = _stopping()
     # The STOP Zen sends at the stop carries answer_within_s; the agent cuts the upload STOP_REPORT_S before it.
-    within = lifecycle.stop_left_s(job, STOPPED, deadlines)
+    within = silence.stop_left_s(job, STOPPED, deadlines)
     assert within is not None
     report = AttemptReport(job_id="j", attempt=1)
     report.stopped(0.0, within, False, None)
     assert report.report_by >= stop_grace_s, "the STOP cut the job's upload before its SIGTERM grace was over"
     # Zen still waits for the agent's answer once the grace and the final report's time are over.
     answered_by = STOPPED + timedelta(seconds=stop_grace_s + STOP_REPORT_S - 1e-3)
-    assert lifecycle.decide_silence(job, answered_by, deadlines) is None, "CANCELLED while the job was in its grace"
+    assert silence.decide_silence(job, answered_by, deadlines) is None, "CANCELLED while the job was in its grace"
 
 
 def test_a_stop_timeout_within_the_grace_is_refused_naming_both_fields(tmp_path):

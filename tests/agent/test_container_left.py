@@ -71,7 +71,7 @@ def test_the_final_report_waits_while_the_stopped_jobs_container_may_run(tmp_pat
     else:
         # No final report: it went after WAIT_S with the container running, and a queue's preemption reran the job
         # elsewhere at once, beside it. The attempt says RUNNING until the VM shuts down, and Zen, hearing nothing
-        # more, reruns it once the silence outlasts preempted_stop_s (zen.core.lifecycle.decide_silence): the VM gone.
+        # more, reruns it once the silence outlasts preempted_stop_s (zen.core.silence.decide_silence): the VM gone.
         assert seen["final"] == [] and docker.names() == [CONTAINER]
     # The VM retired at once, docker healed or not: its slot is no other job's, it takes no other job, and Zen
     # deletes it, the container with it (tests.agent.test_stopped_container_left_retires).

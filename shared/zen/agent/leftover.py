@@ -155,7 +155,7 @@ def hold(job: Removable, note: str | None, beat: Callable[[float], float], clock
     (its job stopping, saying ``RUNNING_NOTE``) is deleted by Zen, the container with it (``zen.store.fleet.held_vms``).
     A stopped job's wait goes on until the container is gone (its report goes then) or the VM shuts down, and then
     no final report goes (False): Zen reruns the job once its VM has been silent ``preempted_stop_s``
-    (``zen.core.lifecycle.decide_silence``), gone, not while it may still run it. Any other job's report goes after
+    (``zen.core.silence.decide_silence``), gone, not while it may still run it. Any other job's report goes after
     ``WAIT_S`` (a fenced one's, or one that ended on its own: its exit code known, its container runs no more; its
     VM retires then, ``zen.agent.agent``). A stopped job whose attempt's lease runs out while it waits (``lease_out``:
     none of its reports reached Zen, which reruns a job its queue took back once its VM is silent) has the VM

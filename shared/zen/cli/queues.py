@@ -18,11 +18,12 @@ from typing import Any, Callable
 from zen.cli.kit import CliError, Context, fail, no_job, print_table, shown
 from zen.core.clearance import for_request
 from zen.core.config import load_config
-from zen.core.gang import losing_node
-from zen.core.lifecycle import stop_left_s, stopping_reason
+from zen.core.gang_ends import losing_node
+from zen.core.lifecycle import stopping_reason
 from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
 from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.core.routing import next_route
+from zen.core.silence import stop_left_s
 from zen.jobs.placement import gpus_short, regions_cleared_now, required_now
 from zen.jobs.authorization import may_submit
 
@@ -183,7 +184,7 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
         why = f"{job.status.value.lower()}: {len(up)} of {job.nodes} nodes up in {job.region} ({', '.join(up)})"
     else:
         why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
-    if job.status is JobStatus.STOPPING:  # why, and until when its VM may answer (lifecycle.stop_left_s)
+    if job.status is JobStatus.STOPPING:  # why, and until when its VM may answer (silence.stop_left_s)
         since, losing = job.last_heartbeat_at, losing_node(job)
         wait_s = None if since is None else stop_left_s(job, since, config.deadlines, losing)
         why += f"; stopping: {_stopping_why(session, job, losing)}" + ("" if since is None or wait_s is None else
@@ -200,7 +201,7 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
 
 def _stopping_why(session, job, losing: bool) -> str:
     """Why a STOPPING job stops: its user's reason or its queue's preemption (``lifecycle.stopping_reason``); a gang's
-    lost or failed node (``gang.losing_node``: neither), as its history's last change to STOPPING says."""
+    lost or failed node (``gang_ends.losing_node``: neither), as its history's last change to STOPPING says."""
     if not losing:
         return stopping_reason(job)
     from zen.store import repository
@@ -211,9 +212,9 @@ def _stopping_why(session, job, losing: bool) -> str:
 
 
 def _unanswered(job, losing: bool) -> str:
-    """What the sweep does with a STOPPING job its VMs leave unanswered (``gang.decide_silence``): a user's stop
+    """What the sweep does with a STOPPING job its VMs leave unanswered (``silence.decide_silence``): a user's stop
     ends the job (CANCELLED); a preemption by its queue gives the attempt up and the job waits for its quota again, no
-    attempt spent; a gang that lost a node gives the attempt up and runs again, or ends FAILED (``gang._settle``)."""
+    attempt spent; a gang that lost a node gives the attempt up and runs again, or ends FAILED (``gang_ends.settle``)."""
     word = "their" if job.nodes > 1 else "its VM's"
     if job.preempted_by:
         return f"the attempt is given up without {word} word and the job waits for its queue's quota again (no attempt spent)"

@@ -14,7 +14,7 @@ from zen.core.cluster_config import Strict
 from zen.core.reports import AgentStatus
 
 # A node's final reports: it no longer runs its part (its VM may take other work); or SILENT, Zen's word for
-# a node silent past the deadline while its gang stops the others (``zen.core.gang.decide_silence``); or
+# a node silent past the deadline while its gang stops the others (``zen.core.silence.decide_silence``); or
 # GAVE_BACK, a node that gave its part back as the gang completed, while the others are stopped.
 SILENT = "SILENT"
 GAVE_BACK = "GAVE_BACK"
@@ -57,7 +57,7 @@ class GangNode(BaseModel):
     # (zen.core.incarnation). None on a node recorded before it was kept.
     claimed_at: datetime | None = None
     # How its flex-start VM's run ended, where its PREEMPTED came at that end (zen.jobs.flex_end): a later report of
-    # another node, which ends the attempt (zen.core.gang._settle), names this node's end so too.
+    # another node, which ends the attempt (zen.core.gang_ends.settle), names this node's end so too.
     run_ended: str | None = None
     # What its agent's PREEMPTED said instead of its VM shutting down (``zen.core.gave_back.why``: "gave the attempt
     # back (<the agent's note>)"), a step before its part failed by the cloud's fault: the gang's history names it so.
@@ -144,7 +144,7 @@ def broken_by(killed: GangNode, failed: GangNode, max_runtime_s: int | None) -> 
 
 
 def first_failure(nodes: list[GangNode], max_runtime_s: int | None) -> GangNode | None:
-    """The failure that ends a gang's attempt (``zen.core.gang._settle``): the first heard, but a node stopped at its
+    """The failure that ends a gang's attempt (``zen.core.gang_ends.settle``): the first heard, but a node stopped at its
     limit before any that its stop may have broken (``broken_by``)."""
     failures = sorted((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at)
     killed = next((n for n in failures if n.over_limit), None)

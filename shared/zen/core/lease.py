@@ -1,14 +1,13 @@
 """An attempt's lease, as numbers: how long an agent may go unheard before it must have stopped its job
 (the fence), and before its VM counts as gone; and the configuration's ``deadlines`` (``Deadlines``),
 whose periods are checked against these at load. Pure; the agent (``zen.agent.fence``) and the supervisor of each
-job (``zen.agent.launch``) keep the fence, and scaling (``zen.scaling.vms``) the VM's silence.
+job (``zen.agent.launch``) keep the fence, scaling (``zen.scaling.vms``) the VM's silence, and the lost-job sweep
+(``zen.core.silence``) an attempt's.
 
 Why the fence ends a job before Zen reruns it is written in ``zen.agent.fence``.
 """
 
 from __future__ import annotations
-
-from datetime import datetime, timedelta
 
 from pydantic import Field, model_validator
 
@@ -46,21 +45,6 @@ def probe_late_s(heartbeat_timeout_s: float) -> float:
     """How late a report Pub/Sub accepted may reach Zen before the fence's arithmetic no longer holds: the margin
     (``zen.jobs.probes``: a probe of the heartbeat path later than this holds the lost-job sweep)."""
     return min(MARGIN_S, heartbeat_timeout_s / 4)
-
-
-def silent_for(last: datetime, now: datetime, heard_since: datetime | None = None,
-               heard_until: datetime | None = None) -> timedelta:
-    """How long a VM last heard at ``last`` has been silent as far as Zen can know: from its last report, or from
-    when Zen could hear again after an outage (``heard_since``), to now, or to how far the heartbeat path is
-    vouched for (``heard_until``: ``zen.jobs.probes``): the lost-job sweep's measure, a gang's or one VM's."""
-    return min(now, heard_until or now) - max(last, heard_since or last)
-
-
-def lost_at(last: datetime, now: datetime, timeout_s: float, heard_since: datetime | None = None,
-            heard_until: datetime | None = None) -> datetime:
-    """When a VM last heard at ``last`` had been silent ``timeout_s`` as ``silent_for`` counts, ``now`` at the latest:
-    what an attempt left silent is billed to (the sweep ended it then), for one whose stop went unanswered."""
-    return now - max(timedelta(0), silent_for(last, now, heard_since, heard_until) - timedelta(seconds=timeout_s))
 
 
 def fence_s(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> float:
@@ -167,7 +151,7 @@ class Deadlines(Strict):
     @property
     def preempted_stop_s(self) -> float:
         """How long after its STOP a job its queue takes back waits for its VM's answer before it is rerun
-        (``lifecycle.decide_silence``): ``stop_timeout_s``, but never before a VM cut off from Zen has ended it
+        (``zen.core.silence.decide_silence``): ``stop_timeout_s``, but never before a VM cut off from Zen has ended it
         (its fence, the stop grace and the margin: ``heartbeat_timeout_s`` unless the fence's floor decides)."""
         fence = fence_s(self.heartbeat_timeout_s, self.stop_grace_s, self.agent_heartbeat_s)
         return max(self.stop_timeout_s, fence + self.stop_grace_s + min(MARGIN_S, self.heartbeat_timeout_s / 4))

@@ -3,17 +3,17 @@
 Nothing here does I/O: ``JobService._apply`` (``zen.jobs.service``) carries a ``Decision`` out in one
 transaction. The transitions are ``zen.core.models.TRANSITIONS``. The rules that make Pub/Sub's
 at-least-once, any-order delivery safe (stale attempts, ``seq``, the claim race, what is retried, a
-lost attempt's late final report): docs/explanations/delivery-guarantees.md.
+lost attempt's late final report): docs/explanations/delivery-guarantees.md. What a silent VM's attempt
+comes to (the lost-job sweep): ``zen.core.silence``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from zen.core import gave_back
-from zen.core.lease import Deadlines, attempt_deadlines, lost_at, silent_for
 from zen.core.retries import budget_spent, ended, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
@@ -46,10 +46,12 @@ class Decision:
         return bool(self.changes or self.fields)
 
 
-def _control(job: Job, hb_or_vm: Heartbeat | str | None, action: ControlAction, reason: str, attempt: int | None = None) -> ControlMessage:
+def _control(job: Job, hb_or_vm: Heartbeat | str | None, action: ControlAction, reason: str,
+             attempt: int | None = None) -> ControlMessage:
     vm, its = (hb_or_vm.vm, hb_or_vm.attempt) if isinstance(hb_or_vm, Heartbeat) else (hb_or_vm, job.attempt)
     assert vm is not None, "a job that holds a VM names it (set with ASSIGNED, by the claim)"
-    return ControlMessage(vm=vm, job_id=job.job_id, attempt=its if attempt is None else attempt, action=action, reason=reason)
+    return ControlMessage(vm=vm, job_id=job.job_id, attempt=its if attempt is None else attempt, action=action,
+                          reason=reason)
 
 
 FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend no attempt (``_advance``)
@@ -57,7 +59,8 @@ FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend
 
 def refusal(job: Job, hb: Heartbeat, reason: str) -> ControlMessage:
     """The order to a VM whose report about ``job`` is refused: RELEASE a claim (drop the start), STOP one it runs."""
-    return _control(job, hb, ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP, reason)
+    action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
+    return _control(job, hb, action, reason)
 
 
 def lose_attempt(job: Job, reason: str) -> Decision:
@@ -70,8 +73,8 @@ def lose_attempt(job: Job, reason: str) -> Decision:
         decision.changes.append(Change(JobStatus.FAILED, f"{spent}; the last: {reason}"))  # what a person may act on
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
-    decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
-                           started_at=None, exit_code=None, preempted_by=None, heard_at=None)
+    decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0,
+                           last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None, heard_at=None)
     decision.publish_start = True
     return decision
 
@@ -87,17 +90,19 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime) 
     sent before it is a late copy: ``left_vms``). A RUNNING job is left to the sweep: the VM's reports say it ran."""
     if job.vm != vm or job.attempt != attempt or seq <= job.last_seq:
         return None
-    never = f"{vm} dropped its claim (VM heartbeat {seq}, its last report {job.last_seq}); attempt {job.attempt} never ran"
+    never = (f"{vm} dropped its claim (VM heartbeat {seq}, its last report {job.last_seq}); "
+             f"attempt {job.attempt} never ran")
     if job.status is JobStatus.STOPPING:
         if job.preempted_by:
             return back_to_pending(job, f"preempted: {job.preempted_by}; {never}")
-        return Decision(changes=[Change(JobStatus.CANCELLED, f"{job.stop_reason or 'stop requested'}; {never}")],
-                        fields={"finished_at": now})
+        stopped = f"{job.stop_reason or 'stop requested'}; {never}"
+        return Decision(changes=[Change(JobStatus.CANCELLED, stopped)], fields={"finished_at": now})
     if job.status is not JobStatus.ASSIGNED:
         return None
     return Decision(  # last_seq 0: the next claim may come from a VM whose clock is behind this one's
         changes=[Change(JobStatus.QUEUED, f"{never}: requeued")],
-        fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None, left_vms=gave_up(job.left_vms, vm, seq)),
+        fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
+                    left_vms=gave_up(job.left_vms, vm, seq)),
         publish_start=True)
 
 
@@ -130,8 +135,9 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         return _stale_attempt(job, hb)
     if job.status.terminal:
         return _after_the_end(job, hb)
-    if job.status is JobStatus.PENDING:  # (a claim's seq a floor: the VM drops its copy; a job held at a refused claim
-        # keeps its attempt, and this claim delivered again once the tick lets it go is a late one: claims.held_uncleared)
+    if job.status is JobStatus.PENDING:
+        # A claim's seq is a floor: the VM drops its copy; a job held at a refused claim keeps its attempt, and this
+        # claim delivered again once the tick lets it go is a late one (claims.held_uncleared).
         floor = refused_floor(job.left_vms, hb.vm, hb.seq) if hb.status is AgentStatus.CLAIMED else {}
         return Decision(ignored="job is not admitted yet", fields=dict(floor),
                         controls=[_control(job, hb, ControlAction.RELEASE, "not admitted")])
@@ -141,8 +147,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         if hb.seq <= (job.left_vms or {}).get(hb.vm, -1):  # sent before its VM gave the attempt up: a late copy
             return Decision(ignored=f"{hb.vm} gave attempt {job.attempt} up after this report (a copy delivered late)")
         if hb.status is AgentStatus.PREEMPTED:  # its VM went away as it claimed: no CONFIRM came, nothing ran
-            return Decision(fields=dict(left_vms=gave_up(job.left_vms, hb.vm, hb.seq)),
-                            note=f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there")
+            note = f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there"
+            return Decision(fields=dict(left_vms=gave_up(job.left_vms, hb.vm, hb.seq)), note=note)
         if hb.region not in job.regions:
             # This VM should never have seen the start message (its subscription filters by region);
             # tell it to drop its copy, and publish a fresh one so the job cannot be stranded.
@@ -160,9 +166,11 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # First report of this attempt wins the claim, whatever its status: a later report from the
         # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
         decision.changes.append(Change(JobStatus.ASSIGNED, f"claimed by {hb.vm}"))
-        # An earlier attempt's message (its last lines, a retry's failure, LEFT_RUNNING: zen.store.fleet.held_vms) is not
-        # this one's: shown while the job waits to run again, gone once another attempt is claimed. Its fence's timeout.
-        decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone, message=None, fence_timeout_s=hb.heartbeat_timeout_s)
+        # An earlier attempt's message (its last lines, a retry's failure, LEFT_RUNNING: zen.store.fleet.held_vms) is
+        # not this one's: shown while the job waits to run again, gone once another attempt is claimed. Its fence's
+        # timeout is kept with the attempt (zen.core.silence).
+        decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone, message=None,
+                               fence_timeout_s=hb.heartbeat_timeout_s)
         if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
             decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
         current = JobStatus.ASSIGNED
@@ -197,7 +205,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # The stop's deadline counts from the stop, whatever the VM reports (it is told again); a running attempt's
         # holder claiming it is its restarted agent, whose run ended with it. A rerun (its queue's preemption)
         # waits while the VM says it runs: that VM has not heard the STOP (an order lost, not its reports).
-        decision.fields["heard_at"] = now  # the VM was heard: an unanswered stop is billed from here (decide_silence)
+        decision.fields["heard_at"] = now  # the VM was heard: an unanswered stop is billed from here (zen.core.silence)
         if not (job.preempted_by and current is JobStatus.STOPPING and hb.status is AgentStatus.RUNNING):
             decision.fields.pop("last_heartbeat_at")
         if hb.status is AgentStatus.RUNNING:
@@ -252,14 +260,16 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.RUNNING, f"running on {hb.vm}"))
             decision.fields["started_at"] = sent_at
         return
-    if current is JobStatus.STOPPING and job.preempted_by and rerun_as_taken_back(status is AgentStatus.SUCCEEDED,
-                                                                                hb.over_limit):  # as a gang's
+    if current is JobStatus.STOPPING and job.preempted_by and rerun_as_taken_back(
+            status is AgentStatus.SUCCEEDED, hb.over_limit):  # as a gang's
         pending = back_to_pending(job, f"preempted: {job.preempted_by}")
         decision.changes.extend(pending.changes)
         decision.fields.update(pending.fields)
         return
-    if status is AgentStatus.FAILED and current is not JobStatus.STOPPING and (
-            retry := next_retry(job.request, job.retries, job.attempt, hb, now)) is not None:
+    retry = None
+    if status is AgentStatus.FAILED and current is not JobStatus.STOPPING:
+        retry = next_retry(job.request, job.retries, job.attempt, hb, now)
+    if retry is not None:
         decision.changes.append(Change(JobStatus.PENDING, retry.reason))  # its backoff's hold: Sweeps.retry_due
         decision.fields.update(retry.fields(job.attempt, job.max_attempts))
         return
@@ -280,8 +290,10 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.CANCELLED, "VM went away while stopping"))
             decision.fields["finished_at"] = now
             return
-        decision.fields.update((lost := preempted_by_cloud(job, hb.vm, now)).fields)  # or not: zen.core.gave_back
-        decision.changes, decision.publish_start = decision.changes + gave_back.named(lost.changes, hb.vm, hb.message), lost.publish_start
+        lost = preempted_by_cloud(job, hb.vm, now)  # or not: zen.core.gave_back
+        decision.fields.update(lost.fields)
+        decision.changes = decision.changes + gave_back.named(lost.changes, hb.vm, hb.message)
+        decision.publish_start = lost.publish_start
 
 
 def preempted_by_cloud(job: Job, vm: str, now: datetime) -> Decision:
@@ -289,8 +301,9 @@ def preempted_by_cloud(job: Job, vm: str, now: datetime) -> Decision:
     the cloud's doing, so the attempt is requeued unspent (silence, maybe the job's, spends one unless a pass saw the
     cloud take its VM: ``zen.jobs.cloud_silence``), FREE_PREEMPTIONS times: a job shutting its VM down must not loop."""
     free = job.preemptions < FREE_PREEMPTIONS
-    lost = lose_attempt(job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free}), f"VM {vm} was "
-                        f"preempted{' (no attempt spent)' if free else f' ({FREE_PREEMPTIONS} preemptions were free)'}")
+    spent = " (no attempt spent)" if free else f" ({FREE_PREEMPTIONS} preemptions were free)"
+    unspent = job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free})
+    lost = lose_attempt(unspent, f"VM {vm} was preempted{spent}")
     lost.fields.update(max_attempts=job.max_attempts + free, preemptions=job.preemptions + 1)
     if lost.changes[-1].to is JobStatus.FAILED:
         lost.fields["finished_at"] = now
@@ -330,13 +343,16 @@ def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
 
 
 def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
-    decision = Decision(ignored=(stale := f"stale attempt {hb.attempt}: the job is at attempt {job.attempt}"))
+    stale = f"stale attempt {hb.attempt}: the job is at attempt {job.attempt}"
+    decision = Decision(ignored=stale)
     if hb.status is AgentStatus.CLAIMED:
         decision.controls.append(_control(job, hb, ControlAction.RELEASE, stale))
     elif hb.status is AgentStatus.RUNNING:
         decision.controls.append(_control(job, hb, ControlAction.STOP, stale))
     else:
-        decision.duplicate, decision.ignored = True, None  # a late report of an attempt given up (zen.jobs.late_final)
+        # A late report of an attempt given up (zen.jobs.late_final).
+        decision.duplicate = True
+        decision.ignored = None
     return decision
 
 
@@ -344,57 +360,25 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     """A user asks to stop the job (its reason never reads as a preemption's: ``zen.core.stops``)."""
     reason = users_reason(stop.reason)
     if job.status.terminal:  # the stop that ended it, delivered again (its reason kept on the row): a duplicate
-        return Decision(duplicate=True) if job.stop_reason == reason else Decision(ignored=f"job is already {job.status.value}")
+        if job.stop_reason == reason:
+            return Decision(duplicate=True)
+        return Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:
         # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting; its VM is told
-        if job.preempted_by:  # again, with the shorter wait (stop_left_s): the preemption's STOP gave it longer
-            return Decision(fields={"preempted_by": None, "stop_reason": reason}, controls=[
-                _control(job, job.vm, ControlAction.STOP, reason)], note=f"{reason} (during a preemption: it ends CANCELLED)")
+        # again, with the shorter wait (zen.core.silence.stop_left_s): the preemption's STOP gave it longer.
+        if job.preempted_by:
+            return Decision(fields={"preempted_by": None, "stop_reason": reason},
+                            controls=[_control(job, job.vm, ControlAction.STOP, reason)],
+                            note=f"{reason} (during a preemption: it ends CANCELLED)")
         return Decision(duplicate=True)
     if job.status in (JobStatus.PENDING, JobStatus.QUEUED):  # over: no hold of it is due any more
-        return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields=dict(finished_at=now, stop_reason=reason, hold=None, hold_until=None))
-    # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
+        return Decision(changes=[Change(JobStatus.CANCELLED, reason)],
+                        fields=dict(finished_at=now, stop_reason=reason, hold=None, hold_until=None))
+    # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent). Its deadline from now.
     return Decision(
         changes=[Change(JobStatus.STOPPING, reason)],
-        fields={"last_heartbeat_at": now, "heard_at": job.last_heartbeat_at, "stop_reason": reason, "preempted_by": None},  # deadline from now
+        fields={"last_heartbeat_at": now, "heard_at": job.last_heartbeat_at, "stop_reason": reason,
+                "preempted_by": None},
         controls=[_control(job, job.vm, ControlAction.STOP, reason)],
     )
 
-
-def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: datetime | None = None,
-                   heard_until: datetime | None = None) -> Decision | None:
-    """The sweep: a job whose VM went silent past its deadline. ``None`` when the job is fine.
-    ``heard_since``: when Zen could record heartbeats again after an outage; silence counts from then.
-    ``heard_until``: how far the heartbeat path is vouched for (``zen.jobs.probes``); silence counts to then."""
-    if not job.status.holds_vm:
-        return None
-    deadlines = attempt_deadlines(deadlines, job.fence_timeout_s)  # its agent's fence, from a longer timeout: waited
-    silent = silent_for(job.last_heartbeat_at or job.updated_at, now, heard_since, heard_until)
-    if job.status is JobStatus.STOPPING:  # a rerun waits the fence, from the VM's last RUNNING (decide_heartbeat)
-        if silent < timedelta(seconds=deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s):
-            return None
-        if job.preempted_by:  # its VM is silent: the attempt is over (a later report of it is stale)
-            decision = back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
-        else:
-            decision = Decision(changes=[Change(JobStatus.CANCELLED, f"no answer from {job.vm} within "
-                                                f"{deadlines.stop_timeout_s:g}s of stop")], fields={"finished_at": now})
-        heard = max([job.heard_at or now, *(n.beat_at for n in job.gang or ())])  # its VM's (a gang's node's) last report
-        decision.ended_at = lost_at(heard, now, deadlines.heartbeat_timeout_s, heard_since, heard_until)  # billed as if left
-        return decision
-    if silent < timedelta(seconds=deadlines.heartbeat_timeout_s):
-        return None
-    decision = lose_attempt(job, f"no heartbeat from {job.vm} for {deadlines.heartbeat_timeout_s:g}s")
-    if decision.changes[-1].to is JobStatus.FAILED:
-        decision.fields["finished_at"] = now
-    return decision
-
-
-def stop_left_s(job: Job, now: datetime, deadlines: Deadlines, losing: bool = False) -> float | None:
-    """Seconds the VM of a STOPPING job has left to report before the sweep ends it unheard (``decide_silence``:
-    ``stop_timeout_s`` from the stop; ``preempted_stop_s`` by its agents' fence, from its last RUNNING, for one its
-    queue took back or a gang ``losing`` a node); else None. Its STOPs carry it (``answer_within_s``): saves end then."""
-    if job.status is not JobStatus.STOPPING or job.last_heartbeat_at is None:
-        return None
-    fence = attempt_deadlines(deadlines, job.fence_timeout_s)  # as the sweep waits (decide_silence)
-    wait_s = fence.preempted_stop_s if job.preempted_by or losing else deadlines.stop_timeout_s
-    return max(0.0, wait_s - (now - job.last_heartbeat_at).total_seconds())

@@ -11,7 +11,7 @@ from typing import Mapping
 
 PREEMPTED = "preempted: "
 # A STOP's attribute beside ``answer_within_s``: "1" where Zen's wait counts from the VM's last RUNNING (a job its
-# queue took back, a gang losing a node: zen.core.lifecycle.stop_left_s), so each STOP's deadline replaces the one
+# queue took back, a gang losing a node: zen.core.silence.stop_left_s), so each STOP's deadline replaces the one
 # made before it (zen.agent.reports.AttemptReport.stopped); "0" where it counts from the stop (a user's), so the
 # earliest holds.
 MOVES = "answer_moves"

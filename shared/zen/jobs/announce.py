@@ -112,7 +112,7 @@ class Announcements:
         unknown fields in the payload, still read it): an agent claiming an attempt again takes only
         the answers to its new claim, never a late one to a claim it gave up (``zen.agent.agent``).
         A STOP of the job's current attempt while it is STOPPING carries ``answer_within_s``, the
-        seconds left before Zen ends the job without the VM's report (``lifecycle.stop_left_s``), and
+        seconds left before Zen ends the job without the VM's report (``silence.stop_left_s``), and
         ``answer_moves`` (``zen.core.stops.MOVES``): "1" when ``moves`` (that wait counts from the VM's last RUNNING:
         each STOP's deadline replaces the one before), else "0" (the earliest holds), and ``answer_made``
         (``zen.core.stops.MADE``): ``made``, when Zen made it (what ``answer_within_s`` counts from; the outbox may

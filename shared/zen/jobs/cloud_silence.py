@@ -1,7 +1,7 @@
 """A silent attempt whose VM the cloud took, as the lost-job sweep counts it.
 
 An attempt whose VM is silent past ``heartbeat_timeout_s`` spends one of its job's attempts
-(``zen.core.lifecycle.decide_silence``): silence may be the job's doing (its agent killed, its VM wedged). One whose
+(``zen.core.silence.decide_silence``): silence may be the job's doing (its agent killed, its VM wedged). One whose
 agent reports PREEMPTED is requeued without spending one (``lifecycle.preempted_by_cloud``). But a spot VM's notice
 is 30 s, and its agent's report may go down with it; a flex-start VM is deleted at its run's end, whatever runs on it:
 such attempts spent one, and a job of ``max_attempts`` 1 to 3 FAILED after a few preemptions it had no part in.
@@ -24,7 +24,7 @@ spend an attempt, as any silence does.
 A gang's node (``zen.core.gang``) so taken is counted as its agent's PREEMPTED would be, all or nothing kept: the most
 silent node of a running gang, its VM taken, is PREEMPTED, not SILENT, the others stopped first (STOPPING) unless all
 are silent, and the attempt requeued unspent once they answered or their fence passed (a node that failed beside it
-failed for its peer's going: ``gang._settle``). So too a node left unanswered as a gang stops for a node lost or failed,
+failed for its peer's going: ``gang_ends.settle``). So too a node left unanswered as a gang stops for a node lost or failed,
 judged once the gang's fence passed: its silence had ended the attempt as the survivor's failure, never rerun.
 """
 
@@ -33,13 +33,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from zen.core import gang
+from zen.core import gang, gang_ends
 from zen.core.config import ZenConfig
 from zen.core.gang_assembly import order
 from zen.core.gang_records import ENDED, SILENT, GangNode, most_silent
-from zen.core.lease import attempt_deadlines
 from zen.core.lifecycle import Change, Decision, preempted_by_cloud
 from zen.core.models import AgentStatus, ControlAction, Heartbeat, Job, JobStatus
+from zen.core.silence import deadlines_for
 from zen.jobs.flex_end import near_run_end
 from zen.jobs.store import JobTx
 
@@ -49,7 +49,7 @@ def taken(config: ZenConfig, tx: JobTx, job: Job, decide: Callable[[Job], Decisi
     """The sweep's decision for ``job`` (``decide``) counted as ``preempted_by_cloud`` counts it where the scaling
     passes saw the cloud take the job's VM, a gang's node's (``taken_because``); else the decision as it is."""
     decision = decide(job)
-    if gang.is_gang(job):
+    if gang_ends.is_gang(job):
         return _gang_taken(config, tx, job, decision, decide, now)
     if (decision is None or job.vm is None or job.last_heartbeat_at is None
             or job.status not in (JobStatus.ASSIGNED, JobStatus.RUNNING)
@@ -93,7 +93,7 @@ def taken_because(config: ZenConfig, job: Job, seen: tuple[str | None, datetime 
 
 def _gang_taken(config: ZenConfig, tx: JobTx, job: Job, decision: Decision | None,
                 decide: Callable[[Job], Decision | None], now: datetime) -> Decision | None:
-    """``decision`` (the sweep's for the gang ``job``: ``gang.decide_silence``) where a pass saw the cloud take the VM
+    """``decision`` (the sweep's for the gang ``job``: ``silence.decide_silence``) where a pass saw the cloud take the VM
     of a node it judged: the running gang's most silent node, or the nodes left unanswered as it stops for a node lost
     or failed, counted as their agents' PREEMPTED would be (this module's docstring)."""
     if decision is None or not job.gang:
@@ -102,7 +102,7 @@ def _gang_taken(config: ZenConfig, tx: JobTx, job: Job, decision: Decision | Non
         node = most_silent(job.gang)
         why = _node_taken(config, tx, job, node)
         return decision if why is None else _running_node_taken(config, job, decision, node, why, now)
-    if not gang.losing_node(job):
+    if not gang_ends.losing_node(job):
         return decision
     taken = {n.vm: why for n in job.gang if n.status not in ENDED and (why := _node_taken(config, tx, job, n))}
     if not taken:
@@ -139,7 +139,7 @@ def _running_node_taken(config: ZenConfig, job: Job, decision: Decision, node: G
         cloud.fields["gang"] = [n.model_copy(update={"run_ended": ended}) if n.vm == node.vm else n for n in marked]
     cloud.controls = decision.controls if all_silent else [  # the silent VM told STOP too: it may be cut off, alive
         *cloud.controls, *(c for c in decision.controls if c.vm == node.vm)]
-    timeout = attempt_deadlines(config.deadlines, job.fence_timeout_s).heartbeat_timeout_s  # as the sweep waited
+    timeout = deadlines_for(job, config.deadlines).heartbeat_timeout_s  # as the sweep waited
     silence = f"no heartbeat from node {node.rank} ({node.vm}) for {timeout:g}s"
     return _reworded(cloud, {(node.rank, node.vm): f"{silence}, and {why}"})
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.core import arrays, dependencies, gang, lifecycle
+from zen.core import arrays, dependencies, gang, gang_ends, lifecycle, silence
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.prices import attempt_price
@@ -56,7 +56,7 @@ class DecisionWriter:
     def route(self, job: Job, now: datetime, tx: JobTx | None = None) -> Route:
         """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed. A gang's
         goes everywhere: the first node to claim narrows it to its region (``zen.core.gang``)."""
-        if gang.is_gang(job):
+        if gang_ends.is_gang(job):
             return EVERYWHERE
         def read(query: Callable[[JobTx], Any]) -> Any:
             with nullcontext(tx) if tx is not None else self._store.session() as own:
@@ -100,8 +100,8 @@ class DecisionWriter:
             self._record_usage(tx, job, after, decision, now)
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
-        left = lifecycle.stop_left_s(after, now, self._config.deadlines, losing := gang.losing_node(after))
-        moves = bool(after.preempted_by) or losing  # that wait counts from the VM's last RUNNING (lifecycle.stop_left_s)
+        left = silence.stop_left_s(after, now, self._config.deadlines, losing := gang_ends.losing_node(after))
+        moves = bool(after.preempted_by) or losing  # that wait counts from the VM's last RUNNING (silence.stop_left_s)
         holders = {after.vm, *(node.vm for node in after.gang or ())}  # a gang's every node is told as rank 0 is
         claims = {node.vm: node.seq for node in after.gang or ()}  # a gang's CONFIRM answers each node's last claim
         messages += [self._announce.control(c, answering, left if c.vm in holders and c.attempt == after.attempt

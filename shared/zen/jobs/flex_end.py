@@ -85,7 +85,7 @@ def told(config: ZenConfig, hb: Heartbeat, marks: Marks | None,
     """``decide`` with each change saying ``hb.vm`` "was preempted" (``lifecycle.preempted_by_cloud``'s "VM ...", a
     gang's first node ``zen.core.gang``'s "node N (...)") saying how its flex-start run ended instead, where it did
     (``run_ended``). A gang's node keeps that word (``GangNode.run_ended``): the attempt's end, decided on another
-    node's later report (its answer to the STOP, or its own end: ``zen.core.gang._settle`` names the node preempted
+    node's later report (its answer to the STOP, or its own end: ``zen.core.gang_ends.settle`` names the node preempted
     first), says it of that node too. Only the history's words: the STOP sent to a gang's other nodes still reads as
     a preemption's, which gives them ``ZEN_PREEMPTION_NOTICE`` (``zen.core.stops.preempts``)."""
 

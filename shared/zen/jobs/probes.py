@@ -9,7 +9,7 @@ Pub/Sub's push then backs off) leave the agent's fence up while Zen hears nothin
 beside the first. So each scale tick publishes a probe on ``zen-heartbeats`` (a fresh nonce, its time kept in
 ``tick_clock``), and the heartbeat function notes when it hears it: what Pub/Sub accepted up to when that probe was
 sent has come through, however late (``tick_clock.probe_vouched_at``). The sweep counts an attempt's silence up to
-then, not to now (``zen.core.lifecycle.decide_silence``'s ``heard_until``): a report accepted after it may still
+then, not to now (``zen.core.silence.decide_silence``'s ``heard_until``): a report accepted after it may still
 wait in Pub/Sub, its agent's fence up. A stall that began after the last probe came through holds every silence
 where it was until a probe sent after it comes through; a steadily slow path (a backlog of the heartbeat
 function) only delays the verdict by its lag; a VM really gone is found once a probe sent one timeout after its

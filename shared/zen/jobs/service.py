@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from zen import telemetry
-from zen.core import gang, incarnation, lifecycle, report_end
+from zen.core import gang, gang_ends, incarnation, lifecycle, report_end
 from zen.core.lifecycle import Decision
 from zen.core.clock import Clock
 from zen.core.clearance import data_uris
@@ -293,7 +293,7 @@ class JobService:
                                    tx, self._config, job, message, self._clock(), self._proof.names_proven,
                                    envelope.publish_time, lambda other, offer: offered.extend(self.decisions.apply(
                                        tx, other, offer, actor="priority", now=self._clock())), created))
-                                                      or (None if gang.is_gang(job)  # one node's word is not the gang's
+                                                      or (None if gang_ends.is_gang(job)  # one node's word is not the gang's
                                                           else late_final(tx, job, message, self._clock(), created))))
         self._relay.flush_quietly(offered)  # after the claim's RELEASE: the VM takes an offer once free of its claim
         return outcome

@@ -10,7 +10,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
-from zen.core import dependencies, gang, lifecycle
+from zen.core import dependencies, gang, lifecycle, silence
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
@@ -72,7 +72,7 @@ class Sweeps:
                 deadlines.heartbeat_timeout_s) if back_at is None or back_at < until else []
             probes.send(tx, self._relay, self._config, probe)  # before the commit that keeps it as sent
         return self._for_each_job(candidates, "sweep", lambda tx, job: cloud_silence.taken(  # (its VM taken: free)
-            self._config, tx, job, lambda seen: flex_end.of_nodes(seen, gang.decide_silence(
+            self._config, tx, job, lambda seen: flex_end.of_nodes(seen, silence.decide_silence(
                 seen, now, deadlines, back_at, until)), now))  # (flex_end: a gang's node whose run ended named so)
 
     def republish_unclaimed(self, limit: int = 500) -> int:

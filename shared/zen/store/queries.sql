@@ -155,7 +155,7 @@ SELECT count(*) AS n FROM jobs WHERE status IN ('PENDING','QUEUED','ASSIGNED','R
 -- Candidates for the lost-job sweep (no lock here: each is re-read FOR UPDATE and re-decided).
 -- Oldest silence first; the expression is jobs_held_silence's. Each past its own deadline (zen.core.lifecycle.
 -- decide_silence): a running job past :cutoff, a STOPPING one past :stop_cutoff, or :preempted_cutoff where its
--- queue took it back or a gang stops for a node lost (zen.core.gang.losing_node). Read past the shortest of them,
+-- queue took it back or a gang stops for a node lost (zen.core.gang_ends.losing_node). Read past the shortest of them,
 -- 500 STOPPING jobs waiting out a long stop_timeout_s filled the window and hid a running job gone silent.
 SELECT job_id FROM jobs
 WHERE status IN ('ASSIGNED','RUNNING','STOPPING')

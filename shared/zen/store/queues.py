@@ -33,7 +33,7 @@ def admitted(session: Session, queues: list[str], cluster: str) -> list[dict[str
     but its quota is still on its way back, and a pass that stopped counting it would preempt a
     second victim for the same preemptor. A user's stop of any other job frees quota just as surely,
     so no preemption is needed for it either until it has ended. A gang stopping because it lost a node
-    (``zen.core.gang.losing_node``: neither ``preempted_by`` nor ``stop_reason``) is not counted: it is
+    (``zen.core.gang_ends.losing_node``: neither ``preempted_by`` nor ``stop_reason``) is not counted: it is
     requeued holding its quota, and a head kept room for those GPUs would wait for nothing."""
     return session.run("admitted_gpus", queues=json.dumps(queues), cluster=cluster)
 
