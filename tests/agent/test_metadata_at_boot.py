@@ -63,3 +63,19 @@ def test_the_agent_starts_through_a_metadata_server_that_gave_no_answer_for_a_wh
     checked = json.loads(done.stdout)
     assert checked["identity"]["vm"] == metadata.values[NAME] and checked["capacity"]["gpus"] == 4
     assert reads(metadata, NAME) == 3 and reads(metadata, GPUS) == 2
+
+
+@pytest.mark.parametrize("wait", ["nan", "inf"])
+def test_a_metadata_wait_that_is_no_finite_number_is_refused_at_start_not_waited_for_ever(metadata, wait):
+    """A wait of nan never reached its deadline (no comparison with nan is true), one of inf neither: an agent whose
+    metadata server gave no answer waited for ever, the VM up and billed without a working agent. Refused, named."""
+    metadata.failures = {NAME: [503] * 1000}
+    env = {"GCE_METADATA_HOST": metadata.host, "PATH": os.environ.get("PATH", ""), "ZEN_AGENT_METADATA_WAIT_S": wait,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(SHARED), os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run([sys.executable, "-m", "zen.agent", "--check"], env=env, capture_output=True,
+                              text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        done = None
+    assert done is not None, f"ZEN_AGENT_METADATA_WAIT_S={wait}: the agent still waits after 30 s"
+    assert done.returncode == 2 and f"ZEN_AGENT_METADATA_WAIT_S='{wait}' is not a number" in done.stderr, done.stderr

@@ -7,6 +7,7 @@ Every variable, its default and its range: docs/reference/agent.md, "Tunables".
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -86,6 +87,8 @@ class AgentSettings:
                 value = int(raw) if integer else float(raw)
             except ValueError:
                 raise ConfigError(f"{name}={raw!r} is not a {'whole ' if integer else ''}number") from None
+            if not math.isfinite(value):  # nan passes every bound, and a wait of nan or inf never ends
+                raise ConfigError(f"{name}={raw!r} is not a number")
             if value <= minimum:
                 raise ConfigError(f"{name}={raw!r} must be above {minimum:g}")
             return value
