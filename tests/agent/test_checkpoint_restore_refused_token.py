@@ -77,5 +77,5 @@ def test_a_vm_whose_token_three_restores_in_a_row_refused_retires(storage, tmp_p
     assert ended == {"r1": "PREEMPTED", "r2": "PREEMPTED", "den": "FAILED", "r3": "PREEMPTED"}, ended
     assert [start.ack_id for start in transport.starts] == [acks[-1]]  # never pulled: left for another VM
     assert agent.shutdown.reason == "deleted" and "RETIRED" in transport.vm_states()
-    assert agent.pulls.exhausted().startswith("3 attempts in a row could not stage: this VM's credentials (checkpoint "
+    assert agent.pulls.exhausted().startswith("3 attempts in a row given back for this VM's own fault (the last: its credentials, checkpoint "
                                               "gs://ckpt-bkt/checkpoints/4xa100-40gb/r3/: 401 Invalid Credentials")

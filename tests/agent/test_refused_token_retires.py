@@ -62,7 +62,7 @@ def test_a_vm_whose_token_is_refused_three_attempts_in_a_row_retires(tmp_path, m
                      "r3": "PREEMPTED", "r4": "PREEMPTED", "r5": "PREEMPTED"}, ended
     assert [start.ack_id for start in transport.starts] == [acks[-1]]  # never pulled: left for another VM
     assert agent.shutdown.reason == "deleted" and "RETIRED" in transport.vm_states()
-    assert agent.pulls.exhausted().startswith("3 attempts in a row could not stage: this VM's credentials (zen: "
+    assert agent.pulls.exhausted().startswith("3 attempts in a row given back for this VM's own fault (the last: its credentials, zen: "
                                               f"secret TOKEN: {REFUSED}: Secret Manager unavailable: ")
 
 
@@ -100,5 +100,5 @@ def test_stagings_and_secrets_refused_for_the_vms_token_count_in_one_row(client,
     assert ended == {"s1": "PREEMPTED", "ok": "SUCCEEDED", "s2": "PREEMPTED", "miss": "FAILED", "s3": "PREEMPTED",
                      "r1": "PREEMPTED"}, ended
     assert [start.ack_id for start in transport.starts] == [acks[-1]]
-    assert agent.pulls.exhausted().startswith("3 attempts in a row could not stage: this VM's credentials (zen: "
+    assert agent.pulls.exhausted().startswith("3 attempts in a row given back for this VM's own fault (the last: its credentials, zen: "
                                               f"secret TOKEN: {REFUSED}: Secret Manager unavailable: ")

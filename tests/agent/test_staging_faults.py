@@ -187,7 +187,7 @@ def test_a_vm_whose_disk_fails_three_stagings_in_a_row_retires(client, tmp_path,
                      "miss": "FAILED", "d4": "PREEMPTED", "d5": "PREEMPTED"}
     assert [start.ack_id for start in transport.starts] == [acks[-1]]  # never pulled: left for another VM
     assert agent.shutdown.reason == "deleted" and "RETIRED" in transport.vm_states()
-    assert agent.pulls.exhausted().startswith("3 attempts in a row could not stage: this VM's disk (input "
+    assert agent.pulls.exhausted().startswith("3 attempts in a row given back for this VM's own fault (the last: its disk, input "
                                               "gs://data-bkt/corpus/words.txt: [Errno 5] Input/output error: ")
 
 

@@ -93,7 +93,8 @@ class DailyPulls:
         with self._lock:
             self._vm_faults = 0 if fault is None else self._vm_faults + 1
             if self._vm_faults >= MAX_VM_FAULTS and self._reached is None:
-                self._reach(f"{self._vm_faults} attempts in a row could not stage: this VM's {of} ({fault})")
+                self._reach(f"{self._vm_faults} attempts in a row given back for this VM's own fault (the last: "
+                            f"its {of}, {fault})")
 
     def retire(self, reason: str) -> None:
         """Take no more jobs, for good, for ``reason`` (e.g. a job's container docker could not remove:
