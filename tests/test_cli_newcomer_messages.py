@@ -12,6 +12,10 @@
 - A job given no cluster said "invalid job request: (message): give a cluster ...".
 - `zen submit job.yaml --gpu-count 4`, the file naming its cluster, said "job.yaml: give a cluster, ...": the flag
   had replaced the file's whole GPU shape (its cluster too), and the message blamed the file.
+- A job file's mistyped top-level field named the field meant (`comand`: "did you mean command?"), one inside a
+  mapping (`checkpoint: {evry: 600}`, an input's `siz_gb`) only "Extra inputs are not permitted".
+- `zen submit --max-runtime 10m` said "invalid int value: '10m'" (`--since` takes 10m; the job file's field says "of
+  seconds"), not that the flag counts seconds.
 """
 
 from __future__ import annotations
@@ -112,3 +116,27 @@ def test_cluster_and_gpu_flags_together_are_named_as_the_flags_clash(user_env, t
     err = capsys.readouterr().err
     assert "--cluster and --gpu-type/--gpu-count each give the GPU shape" in err and "job.yaml" not in err, err
     assert user_env.on("zen-job-submitted") == [], err
+
+
+@pytest.mark.parametrize("field, meant", [("checkpoint: {evry: 600}", "checkpoint.every"),
+                                          ("array: {count: 2, max_paralel: 1}", "array.max_parallel"),
+                                          ("inputs: [{uri: 'gs://my-data/a', siz_gb: 3}]", "inputs.0.size_gb")])
+def test_a_mistyped_field_inside_a_mapping_is_told_the_field_it_is_closest_to(user_env, tmp_path, capsys, field, meant):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"cluster: 1xl4\ncommand: [python, -c, '1']\n{field}\n")
+    assert main(["submit", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert f"(did you mean {meant}?)" in err, err
+    assert user_env.on("zen-job-submitted") == [], err
+
+
+@pytest.mark.parametrize("flag, given, said", [("--max-runtime", "10m", "'10m' is not a whole number of seconds (10m is 600)"),
+                                               ("--retry-backoff", "1h", "'1h' is not a whole number of seconds (1h is 3600)"),
+                                               ("--checkpoint-every", "often", "'often' is not a whole number of seconds")])
+def test_a_seconds_flag_given_an_age_says_it_counts_seconds(user_env, capsys, flag, given, said):
+    assert main(["submit", "--cluster", "1xl4", flag, given, "--", "python", "-c", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: {said}" in err and "invalid int value" not in err, err
+    main(["submit", "--cluster", "1xl4", flag, "600", "--", "python", "-c", "1"])  # a number is read as before
+    err = capsys.readouterr().err
+    assert f"argument {flag}" not in err, err

@@ -66,6 +66,10 @@ def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
      "    a2-highgpu-8g: {us-west1: {standard: 30.0}}\n",
      "line 4: pricing.overrides.a2-highgpu-8g is given twice (keep one)"),
     ("clusters: [", "is not valid YAML"),
+    # a mistyped key inside a section names the key it is closest to, as a job file's does
+    ("checkpoints: {buckt: my-ckpts}", "checkpoints.buckt: Extra inputs are not permitted (did you mean checkpoints.bucket?)"),
+    ("queues: [{name: team-a, quota: {1xl4: 4}, usrs: [alice]}]",
+     "queues.0.usrs: Extra inputs are not permitted (did you mean queues.0.users?)"),
 ])
 def test_invalid_config_is_refused_with_the_field_and_reason(tmp_path, text, message):
     path = tmp_path / "zen.yaml"

@@ -194,6 +194,18 @@ def positive(text: str, most: int = MOST) -> int:
     return value
 
 
+def seconds(text: str) -> int:
+    """``--max-runtime SECONDS`` and the like: a whole number, as ``type=int`` reads it (its range is the job's field's
+    to check); an age as ``--since`` takes it (10m) is told the seconds to give, not argparse's "invalid int value"."""
+    try:
+        return int(text)
+    except ValueError:
+        match = re.fullmatch(r"(\d+)([smhd])", text.strip())
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)] if match else 0
+        given = f" ({match.group(0)} is {int(match.group(1)) * unit})" if match else ""
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds{given}") from None
+
+
 def row_id(text: str) -> int:
     """``--before ID``: a row id, as the pages' hints print them."""
     return positive(text, MOST_ID)

@@ -23,7 +23,7 @@ from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.jobfiles import heaviest, is_job_file, read_job_file
 from zen.cli.publish import NotPublished, publish
-from zen.cli.kit import CliError, Context, database_configured, deployed, deployed_config, read
+from zen.cli.kit import CliError, Context, database_configured, deployed, deployed_config, read, seconds
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
@@ -353,13 +353,13 @@ def register(sub, ctx: Context) -> None:
                         "local stack runs the command as a process of this machine, the image unused)")
     submit.add_argument("--priority", type=int, help="-1000..1000: a queue admits, scaling plans for, and a free VM "
                         "runs higher first (not a gang; default 0)")
-    submit.add_argument("--max-runtime", type=int, metavar="SECONDS", help="stop an attempt after this long; a rerun after a preemption gets it again (default: the configured cap, limits.max_runtime_s)")
+    submit.add_argument("--max-runtime", type=seconds, metavar="SECONDS", help="stop an attempt after this long; a rerun after a preemption gets it again (default: the configured cap, limits.max_runtime_s)")
     submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (a VM gone silent spends one; a preempted VM does not)")
     submit.add_argument("--provisioning", choices=(*MODELS, ANY),
                         help="the VMs it may run on (default: any of its cluster's provisioning models)")
-    submit.add_argument("--max-start-wait", type=int, metavar="SECONDS", help="how long it may wait for a start "
+    submit.add_argument("--max-start-wait", type=seconds, metavar="SECONDS", help="how long it may wait for a start "
                         "before Zen uses a costlier model (default: its cluster's max_start_wait_s)")
-    submit.add_argument("--checkpoint-every", type=int, metavar="SECONDS",
+    submit.add_argument("--checkpoint-every", type=seconds, metavar="SECONDS",
                         help="save $ZEN_CHECKPOINT_DIR this often, restore it in a rerun (checkpoint: {every: N})")
     submit.add_argument("--nodes", type=int, metavar="N", help="VMs it runs on at once, in one region, each with "
                         "ZEN_NODE_RANK, ZEN_NUM_NODES, ZEN_NODE_IPS and torchrun's MASTER_ADDR, MASTER_PORT, NNODES, "
@@ -377,7 +377,7 @@ def register(sub, ctx: Context) -> None:
                         "(a lost or preempted attempt is rerun anyway: --max-attempts)")
     submit.add_argument("--retry-exit-code", type=int, action="append", metavar="CODE",
                         help="retry only these exit codes (repeatable; default: any non-zero)")
-    submit.add_argument("--retry-backoff", type=int, metavar="SECONDS", help="wait before the first retry (default 30), doubling")
+    submit.add_argument("--retry-backoff", type=seconds, metavar="SECONDS", help="wait before the first retry (default 30), doubling")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--secret", action="append", metavar="NAME=REFERENCE", help=(

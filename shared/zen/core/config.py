@@ -354,7 +354,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
     try:
         config = ZenConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {describe_validation_error(exc, top='(top level)')}") from None
+        raise ConfigError(f"{path}: {describe_validation_error(exc, top='(top level)', model=ZenConfig)}") from None
     if os.environ.get("ZEN_PRICES", "catalog").lower() == "snapshot":  # a deployment's catalog: false, after the
         # checks (a pool the snapshot lacks stays unpriced there, as with the catalog down, not refused)
         config = config.model_copy(update={"pricing": config.pricing.model_copy(update={"catalog": False})})
