@@ -7,17 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.messages import agent_run, heartbeat, job_request
-from zen.store import repository
-
-
-def status(zen, job_id):
-    with zen.db.transaction() as session:
-        return repository.get_job(session, job_id)
-
-
-def history(zen, job_id):
-    with zen.db.transaction() as session:
-        return [(r["from_status"], r["to_status"]) for r in repository.job_history(session, job_id)]
+from tests.test_functions_lifecycle import history, job as status
 
 
 def test_a_copy_of_the_submission_delivered_after_the_job_succeeded_runs_nothing(functions, zen, publisher):
