@@ -150,20 +150,37 @@ def rerun_as_taken_back(succeeded: bool, over_limit: str | None) -> bool:
 OUT_OF_MEMORY = "killed: out of memory"  # the kernel's doing, as the agent's final report begins (container.exit_note)
 
 
+NOTE_CHARS = 500  # the agent's note said as an attempt's end (``ended``): its first line, at most this long
+
+
 def ended(exit_code: int | None, over_limit: str | None, max_runtime_s: int | None, otherwise: str,
           message: str | None = None) -> str:
     """Why an attempt ended, for the job's history and ``zen explain``: the limit the agent stopped it at, with its
     exit code (a plain "exit code 143", or "exit code 0" for a job that saved its work on SIGTERM and exited cleanly,
     read as a failure of its own, or a contradiction); else its exit code, said to be out of memory where the
-    agent's final report ``message`` begins so (``zen.agent.container.exit_note``); else ``otherwise``."""
+    agent's final report ``message`` begins so (``zen.agent.container.exit_note``); else, with no exit code (its
+    command never ran: its secrets, inputs, checkpoint or image, ``zen.agent.prestart``), the agent's note that
+    ended it (``never_ran``); else ``otherwise`` (a final report without a note, an older agent's)."""
     code = f"exit code {exit_code}" if exit_code is not None else None
+    note = never_ran(message) if code is None else None
     if over_limit == "max_runtime_s":
-        return f"stopped at max_runtime_s={max_runtime_s}" + (f" ({code})" if code else "")
+        return f"stopped at max_runtime_s={max_runtime_s}" + (f" ({code})" if code else f": {note}" if note else "")
     if over_limit is not None:  # "disk": its share of the VM's disk (zen.agent.diskquota)
-        return "stopped at its share of the disk" + (f" ({code})" if code else "")
+        return "stopped at its share of the disk" + (f" ({code})" if code else f": {note}" if note else "")
     first = (message or "").split("\n", 1)[0]
     if code and first.startswith("zen: ") and OUT_OF_MEMORY in first:
         return f"{OUT_OF_MEMORY} ({code})" if first.startswith(f"zen: {OUT_OF_MEMORY}") else (
             f"{code}, after one of its processes was {OUT_OF_MEMORY}")
-    return code or otherwise
+    return code or note or otherwise
+
+
+def never_ran(message: str | None) -> str | None:
+    """The agent's note that ended an attempt before its command ran, read from its final report's ``message``
+    (``zen.agent.attempt.AttemptRunner._end``): that note comes first, then at most its staging's summary line, and no
+    output (none ran); its first line, "zen: " dropped, at most ``NOTE_CHARS``. None when the message does not begin
+    with the agent's note (empty; a note longer than the report's preface, cut at its start)."""
+    first = (message or "").split("\n", 1)[0].strip()
+    if not first.startswith("zen: ") or not (note := first.removeprefix("zen: ").strip()):
+        return None
+    return note if len(note) <= NOTE_CHARS else note[:NOTE_CHARS - 1] + "…"
 
