@@ -5,7 +5,8 @@
 - ``docker run`` failed before the job's command ran: 125 (docker's own error: an image it could not pull),
   126 and 127 (the command could not be run, or is not in the image) are the job's, FAILED, docker's line in
   the message saying so; one docker failed for the VM's sake (a GPU it cannot give, its GPU libraries missing,
-  the attempt's container name taken, the image's pull cut short by the network or the registry) requeues the
+  the attempt's container name taken, the image's pull cut short by the network or the registry, the GPUs' runtime or
+  containerd's shim gone from the VM, 127 though it is) requeues the
   attempt and retires the VM, as a dead daemon does (``tests/agent/test_docker_failing_its_run.py``); an image that
   cannot be pulled for good (not found, denied, no such registry host) is the job's FAILED.
 """
@@ -78,6 +79,13 @@ def test_a_command_docker_could_not_run_fails_the_job_with_dockers_line(schedule
     (125, 'docker: Error response from daemon: Conflict. The container name "/zen-train-1" is already in use by '
           'container "4f2a". You have to remove (or rename) that container to be able to reuse that name.'),
     (125, 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'),
+    # The programs under docker gone (a package upgrade replacing them): docker's CLI answers 127 for their "no such
+    # file", as for a command not in the image.
+    (127, "docker: Error response from daemon: OCI runtime create failed: unable to retrieve OCI runtime error (open "
+          "/run/containerd/io.containerd.runtime.v1.linux/moby/4f2a/log.json: no such file or directory): fork/exec "
+          "/usr/bin/nvidia-container-runtime: no such file or directory: unknown."),
+    (127, 'docker: Error response from daemon: failed to create task for container: failed to start shim: exec: '
+          '"containerd-shim-runc-v2": executable file not found in $PATH: unknown.'),
     # The image's pull cut short: the registry's rate limit, its 5xx, the network's timeout (another VM pulls it again).
     (125, "docker: Error response from daemon: toomanyrequests: You have reached your pull rate limit. You may "
           "increase the limit by authenticating and upgrading: https://www.docker.com/increase-rate-limit."),
@@ -103,6 +111,28 @@ def test_a_jobs_own_126_or_127_is_told_by_its_exit_code_alone():
     assert exit_note(127, "train.sh: line 3: pythn: command not found\n", False, GIB) is None
     assert exit_note(126, "train.sh: line 3: ./prep: Permission denied\n", False, GIB) is None
     assert docker_fault("zen-train-1", 127, "cp: cannot write: no space left on device\n") is None
+
+
+def test_the_runtime_under_docker_gone_is_the_vms_and_a_command_not_in_the_image_the_jobs():
+    """The GPUs' hook, containerd's socket, a runtime docker no longer knows: the VM's, whatever exit code docker's CLI
+    chose for them; a command not in the image (127, ``executable file not found`` too) stays the job's."""
+    from zen.agent.container import docker_fault
+
+    for code, line in (
+            (127, "docker: Error response from daemon: failed to create task for container: failed to create shim "
+                  "task: OCI runtime create failed: runc create failed: unable to start container process: error "
+                  "during container init: error running hook #0: fork/exec /usr/bin/nvidia-container-runtime-hook: no "
+                  "such file or directory: unknown."),
+            (125, "docker: Error response from daemon: failed to create task for container: connection error: desc = "
+                  '"transport: Error while dialing: dial unix:///run/containerd/containerd.sock: connect: connection '
+                  'refused": unavailable.'),
+            (125, "docker: Error response from daemon: unknown or invalid runtime name: nvidia."),
+            (125, "docker: Error response from daemon: Unknown runtime specified nvidia.")):
+        assert docker_fault("zen-train-1-abc-1", code, f"{line}\n{HELP}") == line[:300], line  # (its first 300)
+    own = ('docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI '
+           'runtime create failed: runc create failed: unable to start container process: exec: "pythn": executable '
+           'file not found in $PATH: unknown.')
+    assert docker_fault("zen-train-1-abc-1", 127, f"{own}\n{HELP}") is None
 
 
 def test_an_image_that_cannot_be_pulled_for_good_retires_no_vm():

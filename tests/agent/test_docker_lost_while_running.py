@@ -17,9 +17,14 @@ IMAGE = "us-docker.pkg.dev/p/r/train:1"
 LOST = 'time="2026-12-06T17:50:01Z" level=error msg="error waiting for container: unexpected EOF"\n'
 
 
-def test_a_job_whose_docker_daemon_died_under_it_is_requeued_not_failed(scheduler, agents, tmp_path):
+# The daemon's own answer to the wait an error: docker's CLI logs it capitalized.
+ANSWERED = 'time="2026-12-06T17:50:01Z" level=error msg="Error waiting for container: context canceled"\n'
+
+
+@pytest.mark.parametrize("lost", [LOST, ANSWERED])
+def test_a_job_whose_docker_daemon_died_under_it_is_requeued_not_failed(scheduler, agents, tmp_path, lost):
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125, "epoch 3/10: loss 0.41\n" + LOST)  # the job's last line, then the CLI's
+    docker.ends(125, "epoch 3/10: loss 0.41\n" + lost)  # the job's last line, then the CLI's
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
 
@@ -27,19 +32,21 @@ def test_a_job_whose_docker_daemon_died_under_it_is_requeued_not_failed(schedule
         job.status.value in ("FAILED", "SUCCEEDED") or job.attempt == 2) and job, 60, what="train-1 ended or requeued")
     assert job.status.value == "QUEUED" and job.exit_code is None, (job.status, job.exit_code, job.message)
     wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 30, what="vm-a retired")
-    assert "docker lost a job's container while it ran: error waiting for container: unexpected EOF" in (
-        job.message or ""), job.message
+    said = lost.partition('msg="')[2].rstrip('"\n')
+    assert f"docker lost a job's container while it ran: e{said[1:]}" in (job.message or ""), job.message
     assert docker.names() == []  # its container removed all the same
 
 
 @pytest.mark.parametrize("line", [
     'time="2026-12-06T17:50:01Z" level=error msg="error waiting for container: unexpected EOF"',
     "ERRO[0042] error waiting for container: EOF",
+    'time="2026-12-06T17:50:01Z" level=error msg="Error waiting for container: context canceled"',
 ])
 def test_dockers_lost_wait_is_the_vms_fault(line):
     from zen.agent.container import docker_fault, exit_note
 
     said = line.partition('msg="')[2].rstrip('"') or line.partition("] ")[2]
+    said = "e" + said[1:]  # (said so whichever the CLI's words)
     assert docker_fault("zen-train-1-abc-1", 125, f"step 9\n{line}\n") == said
     assert docker_fault(None, 125, f"{line}\n") is None  # a host process: no docker
     assert docker_fault("zen-train-1-abc-1", 1, f"{line}\n") is None  # the job's own exit code: its own end

@@ -249,11 +249,19 @@ PULL_CUT = ("toomanyrequests", "TLS handshake timeout", "i/o timeout", "connecti
             "Client.Timeout exceeded", "request canceled while waiting for connection", "context deadline exceeded",
             "Temporary failure in name resolution", "server misbehaving", "network is unreachable", "unexpected EOF",
             ": EOF", "filesystem layer verification failed")
+# The programs under docker gone or refusing it (a package upgrade replacing them while the VM runs, a toolkit removed):
+# the GPUs' runtime or its hook (``fork/exec /usr/bin/nvidia-container-runtime: no such file or directory``,
+# ``exec: "nvidia-container-runtime-hook": executable file not found in $PATH``), containerd's shim or its socket,
+# a runtime docker no longer knows (the daemon's own default-runtime: the agent names none). Their "no such file or
+# directory" and "executable file not found" are what docker's CLI answers 127 by, the code of a command not in the
+# image: the job's command never ran, nor did its image play any part.
+RUNTIME_GONE = ("nvidia-container-runtime", "containerd-shim", "failed to start shim", "containerd.sock",
+                "Unknown runtime specified", "unknown or invalid runtime name")
 PULL_STATUS = re.compile(r"(?:unexpected status|HTTP status)[^\n]*?: (?:429|5\d\d)\b")
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
                "permission denied while trying to connect to the Docker daemon",  # the agent's, not the job's (126)
                "no space left on device", "could not select device driver", "nvidia-container-cli",
-               "is already in use by container", "error getting credentials", *PULL_CUT)
+               "is already in use by container", "error getting credentials", *RUNTIME_GONE, *PULL_CUT)
 # The GPUs' runtime refusing the image's own requirement (its ``NVIDIA_REQUIRE_CUDA``: "requirement error: unsatisfied
 # condition: cuda>=12.8, please update your driver ..."): the image needs a newer driver than the VM's, which every VM
 # of its template has alike. The job's FAILED, not the VM's, though its line names nvidia-container-cli.
@@ -302,8 +310,9 @@ def _before_help(after: list[str]) -> bool:
 
 # What the docker CLI logs (logrus's ``level=error msg="..."``; ``ERRO[0042] ...`` on a terminal) when its wait for the
 # container's end broke, its daemon gone while the job ran (crashed, killed, restarted: "unexpected EOF"), before it
-# exits 125: how the job ended is unknown, and it is the VM's (``docker_fault``), not the job's exit code.
-WAIT_LOST = re.compile(r'(?:level=error msg="|^ERRO\[\d+\] )(error waiting for container: [^"]*)')
+# exits 125: how the job ended is unknown, and it is the VM's (``docker_fault``), not the job's exit code. "Error waiting
+# ...", capitalized: the daemon's own answer to the wait was an error (its wait cut short), logged in those words.
+WAIT_LOST = re.compile(r'(?:level=error msg="|^ERRO\[\d+\] )[Ee]rror waiting for container: ([^"]*)')
 LOST_WHILE_RUNNING = "error waiting for container: "
 
 
@@ -318,7 +327,7 @@ def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None
     started = not any(line.startswith("docker: ") for line in said)  # else its start failed: no wait of a job was lost
     lost = (WAIT_LOST.search(line.strip()) for line in tail.splitlines()) if exit_code == 125 and started else iter(())
     if (match := next((match for match in lost if match), None)) is not None:
-        return match.group(1)[:300]
+        return (LOST_WHILE_RUNNING + match.group(1))[:300]  # in one case, whichever the CLI's words
     if any(IMAGE_REQUIRES in line for line in said):  # the image's requirement, the VM's driver: the job's
         return None
     return next((line[:300] for line in said if any(p in line for p in DOCKER_DOWN) or PULL_STATUS.search(line)), None)
