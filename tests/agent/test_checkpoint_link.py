@@ -130,10 +130,10 @@ def test_the_notice_time_write_is_saved_when_the_rest_was_saved_by_a_periodic_sa
 
 def _rerun(bucket, monkeypatch):
     """Attempt 2 of a job whose checkpoint holds step 1 (refusals asked again for 1 s, every 0.2 s)."""
-    from zen.agent import checkpoint
+    from zen.agent import checkpoint_restore
 
-    monkeypatch.setattr(checkpoint, "REFUSED_FOR_S", 1.0)
-    monkeypatch.setattr(checkpoint, "REFUSED_WAIT_S", 0.2)
+    monkeypatch.setattr(checkpoint_restore, "REFUSED_FOR_S", 1.0)
+    monkeypatch.setattr(checkpoint_restore, "REFUSED_WAIT_S", 0.2)
     bucket.blob(PREFIX + "attempt-1/save-1/step").upload_from_string(b"step 1")
     bucket.blob(PREFIX + "LATEST.json").upload_from_string(json.dumps({
         "generation": "attempt-1/save-1/", "attempt": 1, "reason": "every 600 s", "saved_at": time.time(),

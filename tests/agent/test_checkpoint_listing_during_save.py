@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from tests.agent.test_checkpoint import attempt, client  # noqa: F401 (fixture)
-from zen.agent import checkpoint, checkpoint_files
+from zen.agent import checkpoint_files, checkpoint_upload
 from zen.agent.staging import Progress
 
 
@@ -37,7 +37,7 @@ def test_a_save_never_holds_a_file_that_names_one_it_left_out(tmp_path, client, 
             yield entry
 
     monkeypatch.setattr(checkpoint_files, "walk", job_writes_as_listed)
-    with pytest.raises(checkpoint.Changed, match="the folder changed while it was listed"):
+    with pytest.raises(checkpoint_upload.Changed, match="the folder changed while it was listed"):
         first.save("every 600 s")
     monkeypatch.setattr(checkpoint_files, "walk", walk)
     rerun = attempt(tmp_path, client, 2)

@@ -11,6 +11,7 @@ from google.cloud import storage as gcs
 from tests.agent.fakes import FakeTransport
 from tests.agent.test_agent_loop import VM, start_message
 from tests.agent.test_staging_faults import retiring_agent
+from zen.agent import checkpoint_restore
 from zen.agent.checkpoint import Checkpoint
 from zen.agent.staging import Progress
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
@@ -28,10 +29,10 @@ def test_a_vm_whose_disk_fails_three_checkpoint_restores_in_a_row_retires(storag
         (first.directory / "model.pt").write_text("epoch 1")
         assert first.save("every 600 s")
 
-    def worn(self, manifest, progress: Progress, cancel):  # a write to this VM's disk
-        raise OSError(errno.EIO, "Input/output error", str(self.directory / "model.pt"))
+    def worn(bucket, prefix, directory, manifest, progress: Progress, cancel):  # a write to this VM's disk
+        raise OSError(errno.EIO, "Input/output error", str(directory / "model.pt"))
 
-    monkeypatch.setattr(Checkpoint, "_download", worn)
+    monkeypatch.setattr(checkpoint_restore, "download", worn)
     transport = FakeTransport(VM, virtual_time=False)
     for job_id in ("c1", "c2", "c3", "c4", "c5"):
         transport.add_start(start_message(job_id, attempt=2, checkpoint=specs[job_id]))
@@ -43,4 +44,4 @@ def test_a_vm_whose_disk_fails_three_checkpoint_restores_in_a_row_retires(storag
     ended = {job_id: status for job_id, _, status, _ in transport.job_reports() if status not in ("CLAIMED", "RUNNING")}
     assert ended == {"c1": "PREEMPTED", "c2": "PREEMPTED", "c3": "PREEMPTED"}, ended  # then the VM retires
     assert [start.ack_id for start in transport.starts][-1] == left and len(transport.starts) == 3  # c4, c5: left
-    assert agent.pulls.exhausted() is not None and "this VM's disk" in agent.pulls.exhausted()
+    assert agent.pulls.exhausted() is not None and "this VM's own fault (the last: its disk" in agent.pulls.exhausted()

@@ -18,7 +18,7 @@ from tests.agent.test_agent_loop import VM, make_agent, start_message
 from tests.agent.test_checkpoint_link import PREFIX, rerun_reading_step
 from tests.agent.test_staging_faults import retiring_agent
 from tests.agent.test_upload_end import finals, settings
-from zen.agent import checkpoint
+from zen.agent import checkpoint_restore
 from zen.agent.checkpoint import Checkpoint
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
 from zen.core.models import AgentStatus
@@ -40,8 +40,8 @@ def refusing_the_token(monkeypatch, jobs: set[str]) -> None:
 
 @pytest.mark.parametrize("how", ["401", "token not had"])
 def test_a_restore_refused_for_the_vms_token_gives_the_attempt_back_at_once(storage, tmp_path, monkeypatch, how):
-    monkeypatch.setattr(checkpoint, "REFUSED_FOR_S", 1.0)  # (a 403's wait, were it taken for one)
-    monkeypatch.setattr(checkpoint, "REFUSED_WAIT_S", 0.2)
+    monkeypatch.setattr(checkpoint_restore, "REFUSED_FOR_S", 1.0)  # (a 403's wait, were it taken for one)
+    monkeypatch.setattr(checkpoint_restore, "REFUSED_WAIT_S", 0.2)
     bucket = gcs.Client().create_bucket("ckpt-bkt")
     bucket.blob(PREFIX + "attempt-1/save-1/step").upload_from_string(b"step 1")
     bucket.blob(PREFIX + "LATEST.json").upload_from_string(
@@ -60,8 +60,8 @@ def test_a_restore_refused_for_the_vms_token_gives_the_attempt_back_at_once(stor
 
 def test_a_vm_whose_token_three_restores_in_a_row_refused_retires(storage, tmp_path, monkeypatch):
     """A restore refused for good for the job's prefix (403) between them neither counts nor resets them."""
-    monkeypatch.setattr(checkpoint, "REFUSED_FOR_S", 0.5)
-    monkeypatch.setattr(checkpoint, "REFUSED_WAIT_S", 0.1)
+    monkeypatch.setattr(checkpoint_restore, "REFUSED_FOR_S", 0.5)
+    monkeypatch.setattr(checkpoint_restore, "REFUSED_WAIT_S", 0.1)
     gcs.Client().create_bucket("ckpt-bkt")
     refusing_the_token(monkeypatch, REFUSED)
     storage.state.deny("/den/", 403, "zen-agent@ does not have storage.objects.get access")

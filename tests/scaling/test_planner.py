@@ -7,8 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, DemandGroup, ErrorKind, MigError, QueuedJob, RegionMemory, Timing, Vm, VmPhase,
+    ski_rental_keep_s,
 )
-from zen.scaling.planner import ZenPlanner, ski_rental_keep_s
+from zen.scaling.planner import ZenPlanner
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 REGIONS = ("us-central1", "us-west1", "europe-west4")

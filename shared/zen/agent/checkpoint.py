@@ -15,12 +15,12 @@ attempt's (over the one it read; none, or one whose files are gone: a ``claim``,
 earlier attempt's save is dropped, and one that landed meanwhile is restored instead. A failed save says which stays the
 latest (``checkpoint_objects.later``). No listing: the agents' accounts need object rights on their cluster's prefix
 alone (terraform/checkpoints.tf). Once the attempt has ended (``close``) no save writes the manifest (one cut or waiting
-is dropped), so what the final report says stays true. Limits and what happens past them: docs/how-to/checkpoints.md"""
+is dropped), so what the final report says stays true. Limits and what happens past them: docs/how-to/checkpoints.md.
+Its parts: the restore's downloads and failures (``checkpoint_restore``), a save's uploads (``checkpoint_upload``), the
+manifest's generation-matched writes (``checkpoint_manifest``)."""
 
 from __future__ import annotations
 
-import errno
-import json
 import os
 import shutil
 import threading
@@ -28,25 +28,23 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from zen.agent import checkpoint_files, checkpoint_objects
-from zen.agent.checkpoint_files import Files, Listing
+from zen.agent import checkpoint_files, checkpoint_objects, checkpoint_restore, checkpoint_upload
+from zen.agent.checkpoint_files import Listing
+from zen.agent.checkpoint_manifest import Manifest
 from zen.agent.checkpoint_objects import CLAIMED, SUPERSEDED
+from zen.agent.checkpoint_upload import Changed
 from zen.agent.limits import token_refused
-from zen.agent.staging import Cancelled, CountingWriter, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
+from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, disk_fault_of, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
 from zen.core.text import human_bytes
 
-MANIFEST, RESTORE_TRIES = "LATEST.json", 3  # tries: restores begun again after another attempt's save replaced it
-REFUSED_FOR_S, REFUSED_WAIT_S = 120.0, 10.0  # a restore refused (403: a grant propagating) is asked again this long, this often
+MANIFEST = "LATEST.json"
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
 AFRESH = "no checkpoint was saved: the next attempt starts afresh"  # a save not made, where none was before
-LATER = (SUPERSEDED, CLAIMED)  # end the note of a save refused for a later attempt's (not "kept" nor AFRESH: checkpoint_objects.later)
-
-
-class Changed(TransferError):
-    """A file changed while it was saved: that save is dropped, the checkpoint before it kept."""
+# The end of the note of a save refused for a later attempt's (not "kept" nor AFRESH: checkpoint_objects.later).
+LATER = (SUPERSEDED, CLAIMED)
 
 
 class Checkpoint:
@@ -59,28 +57,38 @@ class Checkpoint:
         (the nodes' files, named alike or not, and their manifests never overwrite each other's)."""
         self.spec = spec if node is None else spec.model_copy(update={"uri": f"{spec.uri}node-{node}/"})
         self.disk_fault: str | None = None  # why a restore failed by this VM's disk: retires it, as stagings do
-        self.token_fault: str | None = None  # why it failed by this VM's own token (limits.token_refused): as disk_fault
+        # Why it failed by this VM's own token (limits.token_refused): as disk_fault.
+        self.token_fault: str | None = None
         self.directory, self.notice_path = root / "checkpoint", root / "notice" / NOTICE
         self.attempt, self._client, self._say = attempt, client, say
-        self.notes, self._failed = list[str](), set[str]()  # _failed: notes of saves that failed, dropped once one lands
-        self.saved, self.saves = Progress(), 0  # the last save's (one object, restarted by each save); saves written
+        self.notes = list[str]()
+        self._failed = set[str]()  # notes of saves that failed, dropped once one lands
+        self.saved = Progress()  # the last save's (one object, restarted by each save)
+        self.saves = 0  # saves written
         self.latest_why: str | None = None  # why the newest save this attempt wrote was made (None: none yet)
         self._bucket_name, self._prefix = split_uri(self.spec.uri)  # a node's: node-<rank>/ of the job's
         self._lock = threading.Lock()  # one save at a time
-        self._last: Listing | None = None  # the files and empty folders as last saved or restored: unchanged, not saved again
+        # The files and empty folders as last saved or restored: unchanged, not saved again.
+        self._last: Listing | None = None
         self._current: list[str] = []  # the objects of the save the manifest names
         self._held: checkpoint_objects.Held = {}  # what holds each file as last saved or restored (checkpoint_objects)
-        self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
-        self._seq, self._stop = 0, threading.Event()  # _stop: ends the periodic saves, and cuts the one under way
-        self._writing, self._closed = threading.RLock(), False  # a manifest being written and recorded (``close`` waits)
+        self._latest = Manifest(self._bucket, self._prefix, self._prefix + MANIFEST, attempt)  # and its generation
+        self._seq = 0
+        self._stop = threading.Event()  # ends the periodic saves, and cuts the one under way
+        self._writing = threading.RLock()  # a manifest being written and recorded (``close`` waits)
+        self._closed = False
         self._thread: threading.Thread | None = None
         self._left_out = set[str]()  # files whose names no object may have, said once
 
-    kept = property(lambda self: self._last is not None, doc="A checkpoint the next attempt restores: one this attempt restored or saved")
+    @property
+    def kept(self) -> bool:
+        """A checkpoint the next attempt restores: one this attempt restored or saved."""
+        return self._last is not None
 
     def left(self, kept: str = "the previous one is kept") -> str:
-        """What a save not made leaves (the manifest read: failure paths only): a later attempt's manifest, which stays (a lost attempt's save failed as its
-        rerun saved: "kept" was false), else this attempt's save before (``kept``) or none (``AFRESH``)."""
+        """What a save not made leaves (the manifest read: failure paths only): a later attempt's manifest, which
+        stays (a lost attempt's save failed as its rerun saved: "kept" was false), else this attempt's save before
+        (``kept``) or none (``AFRESH``)."""
         return checkpoint_objects.latest_words(self._bucket, self._prefix + MANIFEST, self.attempt) or (
             kept if self.kept else AFRESH)
 
@@ -108,21 +116,26 @@ class Checkpoint:
 
     # -- restore ---------------------------------------------------------------------------------
     def restore(self, progress: Progress, cancel: threading.Event, refused_until: float | None = None) -> None:
-        """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none: the folder
-        stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs'). A refusal
-        (403: an IAM grant propagating) is asked again every ``REFUSED_WAIT_S`` for ``REFUSED_FOR_S``, then fails the
-        attempt saying so (one for good, a prefix no grant covers, is no VM's fault: requeued, all met it); another 4xx
-        but 401, 404, 408, 429 (a 400: the bucket made requester pays) at once. 5xx, the network, this VM's own token
-        refused (401, or not had: ``token_fault``, counted as staging's toward retiring the VM): ``Unavailable``."""
+        """Download the latest complete checkpoint into the folder, and make the manifest this attempt's (none: the
+        folder stays empty); another save landing meanwhile is restored. ``progress``: its own (never the inputs').
+        A refusal (403: an IAM grant propagating) is asked again every ``REFUSED_WAIT_S`` for ``REFUSED_FOR_S``, then
+        fails the attempt saying so (one for good, a prefix no grant covers, is no VM's fault: requeued, all met it);
+        another 4xx but 401, 404, 408, 429 (a 400: the bucket made requester pays) at once. 5xx, the network, this
+        VM's own token refused (401, or not had: ``token_fault``, counted as staging's toward retiring the VM):
+        ``Unavailable``. What each failure is: ``zen.agent.checkpoint_restore``."""
         progress.restart()
-        refused_until = time.monotonic() + REFUSED_FOR_S if refused_until is None else refused_until
+        if refused_until is None:
+            refused_until = time.monotonic() + checkpoint_restore.REFUSED_FOR_S
         try:
             gone: tuple[int | None, str] | None = None  # (the manifest's generation, a file of it not found)
-            for _ in range(RESTORE_TRIES):
+            for _ in range(checkpoint_restore.RESTORE_TRIES):
                 manifest = self._manifest()
-                lost = gone[1] if gone is not None and gone[0] == self._generation else None  # the same manifest: gone for good
-                if manifest is None or "generation" not in manifest or lost is not None:  # none, or a claim: no save (its own, or a lost one's)
-                    if not self._take_over(checkpoint_objects.claim_over(manifest, self.attempt)):  # an earlier one's refused
+                # A file the same manifest named was not found again: gone for good.
+                lost = gone[1] if gone is not None and gone[0] == self._latest.generation else None
+                # None, or a claim: no save (its own, or a lost one's).
+                if manifest is None or "generation" not in manifest or lost is not None:
+                    # An earlier attempt's save is refused from now on.
+                    if not self._take_over(checkpoint_objects.claim_over(manifest, self.attempt)):
                         continue  # a save landed since the manifest was read: restored instead
                     if lost is None:
                         self._say("zen: no checkpoint saved yet: the job starts afresh")
@@ -130,93 +143,57 @@ class Checkpoint:
                         self.note(f"checkpoint file {lost} is gone (a checkpoint's objects are deleted "
                                   f"checkpoint_retention_days after they were written): the job starts afresh")
                     return
-                missing = self._download(manifest, progress, cancel)
+                missing = checkpoint_restore.download(self._bucket(), self._prefix, self.directory, manifest,
+                                                      progress, cancel)
                 if missing is None and self._take_over(manifest):
                     break
-                gone = None if missing is None else (self._generation, missing)
+                gone = None if missing is None else (self._latest.generation, missing)
                 self._empty()  # another attempt's save replaced the one read: restored again, from its manifest
                 progress.files = progress.bytes = 0
             else:
-                raise Unavailable(f"the checkpoint changed {RESTORE_TRIES} times while it was restored")
-            files, saved_by = manifest["files"], manifest.get("saved_by", manifest.get("attempt"))
+                tries = checkpoint_restore.RESTORE_TRIES
+                raise Unavailable(f"the checkpoint changed {tries} times while it was restored")
             for folder, _, _ in os.walk(self.directory):
                 os.chmod(folder, 0o777)
             self._current = checkpoint_objects.objects_of(self._prefix, manifest)
             self._last = self.files()
             self._held = checkpoint_objects.held_by(manifest, self._last.files)
-            self._say(f"zen: checkpoint restored: {len(files)} files, {human_bytes(sum(int(i['size']) for i in files))}"
-                      f" saved by attempt {saved_by} ({manifest.get('reason', 'saved')})")
+            self._say(checkpoint_restore.restored(manifest))
         except TransferError:
             raise
         except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
-            if isinstance(exc, (KeyError, TypeError, ValueError)) and not token_refused(exc):  # (google.auth's: some are)
-                raise TransferError(f"checkpoint {self.spec.uri}{MANIFEST} cannot be read: {exc!r}") from None
-            self.disk_fault = disk_fault_of(exc, f"checkpoint {self.spec.uri}")  # one VM disk failing every restore
-            self.token_fault = f"checkpoint {self.spec.uri}: {reason(exc)}" if token_refused(exc) else None  # as staging's
-            if (refused := getattr(exc, "code", None) == 403) and time.monotonic() < refused_until:
-                self._say(f"zen: checkpoint restore refused ({reason(exc)}): asked again in {REFUSED_WAIT_S:g} s")
-                if cancel.wait(REFUSED_WAIT_S):
+            where = f"checkpoint {self.spec.uri}"
+            if checkpoint_restore.unreadable(exc):
+                raise TransferError(f"{where}{MANIFEST} cannot be read: {exc!r}") from None
+            self.disk_fault = disk_fault_of(exc, where)  # one VM disk failing every restore
+            self.token_fault = f"{where}: {reason(exc)}" if token_refused(exc) else None  # as staging's
+            if checkpoint_restore.refused(exc) and time.monotonic() < refused_until:
+                wait_s = checkpoint_restore.REFUSED_WAIT_S
+                self._say(f"zen: checkpoint restore refused ({reason(exc)}): asked again in {wait_s:g} s")
+                if cancel.wait(wait_s):
                     raise Cancelled("cancelled") from None
                 self._empty()
                 return self.restore(progress, cancel, refused_until)
-            hint = f" (refused for {REFUSED_FOR_S:g} s: may the agents' account read and write this prefix? terraform/checkpoints.tf)"
-            kind = Unavailable if not refused and (not_the_jobs(exc) or getattr(exc, "code", None) == 404) else TransferError  # 404: replaced as read
-            raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}" + (hint if refused else "")) from None
-
-    def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:
-        """The manifest's files into the folder; the first one not found (a newer save replaced them, or expired)."""
-        from google.api_core.exceptions import NotFound
-        bucket = self._bucket()
-        for folder in manifest.get("folders") or []:  # empty ones (a manifest from before they were kept: none)
-            self.directory.joinpath(*checkpoint_files.parts(folder)).mkdir(parents=True, exist_ok=True)
-        for item in manifest["files"]:
-            if cancel.is_set():
-                raise Cancelled("cancelled")
-            relative, size = item["path"], int(item["size"])
-            target = self.directory.joinpath(*checkpoint_files.parts(relative))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:  # counted as it comes, and cut with the next bytes when cancelled (not once whole: a model's GBs)
-                with open(target, "wb") as file:
-                    bucket.blob(self._prefix + checkpoint_objects.object_of(manifest, item)).download_to_file(CountingWriter(file, progress, cancel))
-            except NotFound:
-                return str(relative)
-            if target.stat().st_size != size:
-                raise Unavailable(f"checkpoint file {relative} is {target.stat().st_size} bytes, not {size}")
-            target.chmod(0o666)
-            if isinstance(mtime := item.get("mtime_ns"), int):  # as saved: a job may resume from its newest file
-                os.utime(target, ns=(mtime, mtime))
-            progress.files += 1
-        return None
+            raise checkpoint_restore.failure(exc, where) from None
 
     def _take_over(self, manifest: dict[str, Any]) -> bool:
         """The manifest read, written again as this attempt's (over that very one): an earlier attempt's save,
         still under way, is dropped from now on. False when another save landed since (restore it instead)."""
-        from google.api_core.exceptions import PreconditionFailed
-
         owner = manifest.get("attempt")
         if isinstance(owner, int) and owner >= self.attempt:
             if owner > self.attempt:  # this attempt is an earlier one, still running until its fence falls
                 self._closed, done = True, "saved its checkpoint" if "generation" in manifest else "started"
                 self._say(f"zen: attempt {owner} of the job {done} since: this attempt saves none")
             return True
-        mine = {**manifest, "attempt": self.attempt, "saved_by": manifest.get("saved_by", manifest.get("attempt"))}
-        blob = self._bucket().blob(self._prefix + MANIFEST)
-        try:
-            blob.upload_from_string(json.dumps(mine), content_type="application/json",
-                                    if_generation_match=self._generation)
-        except PreconditionFailed:
-            return False
-        self._generation = int(blob.generation) if blob.generation is not None else None
-        return True
+        saved_by = manifest.get("saved_by", manifest.get("attempt"))
+        return self._latest.write({**manifest, "attempt": self.attempt, "saved_by": saved_by})
 
     def _empty(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
         self.prepare()
 
     def _manifest(self) -> dict[str, Any] | None:
-        blob = self._bucket().get_blob(self._prefix + MANIFEST)
-        self._generation = int(blob.generation) if blob is not None else 0
-        return None if blob is None else checkpoint_objects.checked(json.loads(blob.download_as_bytes()))
+        return self._latest.read()
 
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Listing:
@@ -235,9 +212,12 @@ class Checkpoint:
                 return False
             try:
                 listed = self.files()
-                if self.files() != listed:  # made or replaced in a folder listed before (after) it was: a state never there
-                    raise Changed(f"checkpoint not saved ({why}): the folder changed while it was listed; {self.left()}")
-            except (checkpoint_files.Vanished, checkpoint_files.Unreadable) as gone:  # unreadable: a save without it lost it
+                # Made or replaced in a folder listed before (after) it was: a state never there.
+                if self.files() != listed:
+                    raise Changed(f"checkpoint not saved ({why}): the folder changed while it was listed; "
+                                  f"{self.left()}")
+            # Unreadable: a save without it lost it.
+            except (checkpoint_files.Vanished, checkpoint_files.Unreadable) as gone:
                 failed = Changed if isinstance(gone, checkpoint_files.Vanished) else TransferError
                 raise failed(f"checkpoint not saved ({why}): {gone}; {self.left()}") from None
             unchanged = listed == self._last and not checkpoint_objects.aging(self._held, time.time())
@@ -254,18 +234,24 @@ class Checkpoint:
             uploaded, written = list[str](), False  # written: its manifest's write begun (it may have landed)
             self.saved.restart()
             try:
-                self._upload({p: v for p, v in files.items() if p not in kept}, generation, uploaded, cancel)
+                changed = {path: listed_as for path, listed_as in files.items() if path not in kept}
+                checkpoint_upload.upload(self._bucket(), self.directory, changed, self._prefix + generation, uploaded,
+                                         lambda: cancel.is_set() or self._closed, self.saved)
                 entries = checkpoint_objects.items(files, kept, generation, now)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why, "saved_at": now,
                             "files": entries, "folders": list(listed.folders)}
                 written = True
-                with self._writing:  # (reentrant) held until the save is recorded: ``close`` then tells one landed as saved
+                # (Reentrant) held until the save is recorded: ``close`` then tells one landed as saved.
+                with self._writing:
                     overwritten = self._write(manifest, cancel)
                     named = checkpoint_objects.objects_of(self._prefix, {"files": entries})
                     before = list(set(self._current + overwritten) - set(named))  # the save before's, not named again
-                    self._current, self._last, self._held = named, listed, checkpoint_objects.held_by({"files": entries}, files)
+                    self._current, self._last = named, listed
+                    self._held = checkpoint_objects.held_by({"files": entries}, files)
                     self.saves, self.latest_why = self.saves + 1, why
-                    self.notes, self._failed = [n for n in self.notes if n not in self._failed], set()  # no longer the latest word
+                    # The failed saves' notes are no longer the latest word.
+                    self.notes = [n for n in self.notes if n not in self._failed]
+                    self._failed = set()
             except BaseException as exc:
                 # An incomplete save's files go, unless a manifest may name them. Cut (no time), or its manifest's
                 # write unanswered (a timeout: it may land yet): left to the lifecycle. Refused (412), it may have
@@ -275,7 +261,8 @@ class Checkpoint:
                 if not (cancel.is_set() or self._closed or given_up) and latest is not None:
                     checkpoint_objects.delete(self._bucket, [n for n in uploaded if n not in latest])
                 if isinstance(exc, TransferError):  # (refused for a later attempt's save: that one is what is left)
-                    raise type(exc)(f"checkpoint not saved ({why}): {exc}" + ("" if str(exc).endswith(LATER) else f"; {self.left()}")) from None
+                    left = "" if str(exc).endswith(LATER) else f"; {self.left()}"
+                    raise type(exc)(f"checkpoint not saved ({why}): {exc}{left}") from None
                 if isinstance(exc, Exception):
                     raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; {self.left()}") from None
                 raise
@@ -283,33 +270,9 @@ class Checkpoint:
                 self.saved.ended = time.monotonic()
         self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}" + (
             f"; {len(kept)} unchanged file(s) kept from the save before" if kept else ""))
-        checkpoint_objects.delete(self._bucket, before)  # the save before: outside the lock, so the next save need not wait for it
+        # The save before's objects: deleted outside the lock, so the next save need not wait for it.
+        checkpoint_objects.delete(self._bucket, before)
         return True
-
-    def _upload(self, files: Files, generation: str, uploaded: list[str], cancel: threading.Event) -> None:
-        bucket = self._bucket()
-        for relative in sorted(files):
-            if cancel.is_set() or self._closed:
-                raise Cancelled(f"cut after {len(uploaded)} of {len(files)} files")
-            path = self.directory / relative
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError as exc:
-                if exc.errno in (errno.ENOENT, errno.ELOOP):
-                    raise Changed(f"{relative} changed while it was saved") from None
-                raise
-            with os.fdopen(fd, "rb") as file:
-                opened = os.fstat(file.fileno())
-                if (opened.st_size, opened.st_mtime_ns, opened.st_ino) != files[relative]:
-                    raise Changed(f"{relative} changed while it was saved")
-                name = self._prefix + generation + relative
-                uploaded.append(name)
-                bucket.blob(name).upload_from_file(file, size=opened.st_size)
-                after = os.fstat(file.fileno())
-            if (after.st_size, after.st_mtime_ns) != (opened.st_size, opened.st_mtime_ns):
-                raise Changed(f"{relative} changed while it was saved")
-            self.saved.files += 1
-            self.saved.bytes += opened.st_size
 
     def _write(self, manifest: dict[str, Any], cancel: threading.Event) -> list[str]:
         """The manifest, over the one last read or written only; another attempt's written since: over it when that
@@ -320,36 +283,7 @@ class Checkpoint:
         with self._writing:
             if self._closed or (cancel.is_set() and cancel is not self._stop):
                 raise Cancelled("cut before its manifest was written")
-            return self._write_over(manifest)
-
-    def _write_over(self, manifest: dict[str, Any]) -> list[str]:
-        from google.api_core.exceptions import PreconditionFailed
-
-        overwritten: list[str] = []
-        for _ in range(3):
-            blob = self._bucket().blob(self._prefix + MANIFEST)
-            try:
-                blob.upload_from_string(json.dumps(manifest), content_type="application/json",
-                                        if_generation_match=self._generation)
-            except PreconditionFailed:
-                found = self._bucket().get_blob(self._prefix + MANIFEST)
-                other = json.loads(found.download_as_bytes()) if found is not None else {}
-                if isinstance(other, dict) and other.get("generation") == manifest.get("generation") \
-                        and other.get("attempt") == manifest.get("attempt"):
-                    # This very save: a retried upload whose first try landed (its answer lost).
-                    self._generation = int(found.generation)
-                    return overwritten
-                if (words := checkpoint_objects.later(other, self.attempt)) is not None:
-                    raise TransferError(words) from None
-                self._generation = int(found.generation) if found is not None else 0
-                try:  # its objects, deleted once this save lands (a manifest no save wrote: none)
-                    overwritten = checkpoint_objects.objects_of(self._prefix, other)
-                except (AttributeError, KeyError, TypeError, ValueError):
-                    overwritten = []
-                continue
-            self._generation = int(blob.generation) if blob.generation is not None else None
-            return overwritten
-        raise TransferError("the manifest kept changing while it was written")
+            return self._latest.write_over(manifest)
 
     def _bucket(self) -> Any:
         return self._client().bucket(self._bucket_name)
@@ -372,8 +306,9 @@ class Checkpoint:
             self._thread.join(wait_s)
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
-        """The attempt has ended: no save writes the manifest any more (one under way is cut, one waiting does nothing; one
-        landed is recorded first). False when a manifest being written did not end within ``wait_s``: the latest is that save or the one before."""
+        """The attempt has ended: no save writes the manifest any more (one under way is cut, one waiting does
+        nothing; one landed is recorded first). False when a manifest being written did not end within ``wait_s``:
+        the latest is that save or the one before."""
         self._stop.set()
         written, self._closed = self._writing.acquire(timeout=wait_s), True
         if written:
@@ -393,7 +328,8 @@ class Checkpoint:
             self.note(f"checkpoint not saved ({why}): {exc!r}; {self.left()}", failed=True)
 
     def note(self, text: str, failed: bool = False) -> None:
-        """Said in the job's output, and kept for the final report (a save's failure, ``failed``, until a save lands)."""
+        """Said in the job's output, and kept for the final report (a save's failure, ``failed``, until a save
+        lands)."""
         self.notes.append(text)
         if failed:
             self._failed.add(text)

@@ -10,16 +10,13 @@ Why, the formulas and defaults: docs/explanations/scaling.md; measured: docs/ben
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from datetime import timedelta
 from functools import partial
-from typing import Callable
 
-from zen.scaling import flexrun, gangs, preemptions, probes, quotas
+from zen.scaling import flexrun, gangs, preemptions, probes, quotas, releasing
 from zen.scaling.ranking import Ranking, learned_boot
-from zen.scaling.model import (Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase,
-                               ski_rental_keep_s, vm_index)
+from zen.scaling.model import Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase, vm_index
 
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
@@ -28,7 +25,8 @@ _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, 
 class ZenPlanner:
     name = "zen"
     routes_by_data = True  # Zen's job service narrows data jobs' starts (zen.core.routing); the simulator models it
-    hears_running = True  # a racing VM's first word runs a pass (production: Zen.on_heartbeat; the simulator: first_word_s)
+    # A racing VM's first word runs a pass (production: Zen.on_heartbeat; the simulator: first_word_s).
+    hears_running = True
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()
@@ -43,23 +41,26 @@ class _Planning:
         self.memory = quotas.remember({r: snapshot.memory.get(r, _FRESH) for r in self.regions}, snapshot.quota_room,
                                       index.by_region)  # a quota read this pass: remembered for every instance
         self.ranking = ranking = Ranking(snapshot, self.memory, self._blocked)
-        self.rank, self.boot_s, self.risk, self.uncertain = ranking.rank, ranking.boot_s, ranking.risk, ranking.uncertain
-        self.order, self.patient, self.hedge_priced = ranking.order, ranking.patient, ranking.hedge_priced  # order: pool -> place
+        self.rank, self.boot_s, self.uncertain = ranking.rank, ranking.boot_s, ranking.uncertain
+        self.patient, self.hedge_priced = ranking.patient, ranking.hedge_priced
         self.plan, self.by_region = Plan(), index.by_region
         self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
         self.alive = index.alive  # not being deleted (the last VM to become usable: index.latest_win, when asked)
         # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
         self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing,
                                                             self.boot_s, ranking.flex, snapshot.heard_since)
-        self.asked = {name: at for r in self.regions if ranking.flex(r) and self.healthy[r]  # a flex VM's ask, if earlier
-                      for name, at in flexrun.asked_at(self.memory[r], self.healthy[r], set(index.names(r))).items()}
+        self.asked: dict[str, float] = {}  # a flex VM's ask, if earlier
+        for r in self.regions:
+            if ranking.flex(r) and self.healthy[r]:
+                self.asked.update(flexrun.asked_at(self.memory[r], self.healthy[r], set(index.names(r))))
         self._blocked_after_learn: set[str] | None = None  # blocked regions, fixed once ``learn`` is done
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
         self.at_limit, self.places_wanted = 0, 0  # VMs jobs and gangs held for max_vms alone need; places left
-        self.idle_needed, self.took = defaultdict[str, int](int), dict[tuple[str, str], int]()  # took: flexrun.hidden
-        self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing, now=self.now,
-                               took=self.took)
+        self.idle_needed = defaultdict[str, int](int)
+        self.took = dict[tuple[str, str], int]()  # flexrun.hidden
+        self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing,
+                               now=self.now, took=self.took)
 
     def _age(self, vm: Vm) -> float:
         return (self.now - vm.since).total_seconds()
@@ -88,7 +89,8 @@ class _Planning:
         recovered: dict[str, RegionMemory] = {}  # pools blocked before that delivered now: their memory then
         for region in self.regions:
             memory = self.memory[region]
-            # Booted since the last plan: booting then, or new and usable (none if nothing booted and its VMs are as then)
+            # Booted since the last plan: booting then, or new and usable (none if nothing booted and its VMs are as
+            # then).
             booted, names = [], self.index.names(region)
             if memory.booting or memory.known != names:  # those it knew booting, and those new since
                 fresh = set(memory.booting).union(set(names).difference(memory.known) if memory.known != names else ())
@@ -100,8 +102,8 @@ class _Planning:
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                     recovered[region] = memory
-                memory = _with(memory, strikes=0, silent=0, blocked_until=None, last_boot_at=self.now,
-                               boot_s=learned_boot(memory, booted, self.s.heard_since, self.timing.spill_after_s))  # (flex: unread)
+                boot_s = learned_boot(memory, booted, self.s.heard_since, self.timing.spill_after_s)  # (flex: unread)
+                memory = _with(memory, strikes=0, silent=0, blocked_until=None, last_boot_at=self.now, boot_s=boot_s)
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
                                                              self.index.busy(region))
             if booted or self._blocked(region):
@@ -123,20 +125,25 @@ class _Planning:
     def match(self) -> list[tuple[DemandGroup, int]]:
         """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""
         idle = {r: len(self.idle[r]) for r in self.regions}
-        # Booting VMs listed RUNNING cover demand first (usable first; the others are what a race lost: cancel_losers)
-        running = {r: sum(vm.running for vm in h) if (h := self.healthy[r]) and not self._blocked(r) else 0 for r in self.regions}
-        pending = {r: len(h) - running[r] if (h := self.healthy[r]) and not self._blocked(r) else 0 for r in self.regions}
-        self.queued, uncovered = flexrun.Queued({r: self.healthy[r] for r in self.regions if self.ranking.flex(r)}), []
+        # Booting VMs listed RUNNING cover demand first (usable first; the others are what a race lost:
+        # cancel_losers).
+        healthy = {r: h if (h := self.healthy[r]) and not self._blocked(r) else [] for r in self.regions}
+        running = {r: sum(vm.running for vm in h) if h else 0 for r, h in healthy.items()}
+        pending = {r: len(h) - running[r] if h else 0 for r, h in healthy.items()}
+        self.queued = flexrun.Queued({r: self.healthy[r] for r in self.regions if self.ranking.flex(r)})
+        uncovered = []
         for group in self.groups:
             with self._ending(idle, group):
                 if left := self._cover(group, idle, running, pending):
                     uncovered.append((group, left))
-        self.booting_left = flexrun.unneeded(running, pending, self.healthy, self._blocked, self.ranking.flex, uncovered)
+        self.booting_left = flexrun.unneeded(running, pending, self.healthy, self._blocked, self.ranking.flex,
+                                             uncovered)
         self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
 
     def _cover(self, group: DemandGroup, idle: dict[str, int], running: dict[str, int], pending: dict[str, int]) -> int:
-        """Take ``group``'s VMs from the idle, running, then pending ones left (``late``: no queued request); its rest."""
+        """Take ``group``'s VMs from the idle, running, then pending ones left (``late``: no queued request); its
+        rest."""
         late = not self.patient(group) and not all(map(self.ranking.flex, group.regions))  # past its bound
         if group.gang > 1:  # each gang from one region's VMs, or none (of queued requests, one)
             return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed,
@@ -177,8 +184,9 @@ class _Planning:
                 continue
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
                 with self._ending(self.spare[0], group):  # nor as a spare
+                    limited = list[int]()
                     asked = gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
-                                      self.booting_left, self.plan.together, self.spares, self.queued, limited := list[int]())
+                                      self.booting_left, self.plan.together, self.spares, self.queued, limited)
                 self.at_limit += sum(limited)  # gangs max_vms alone holds: probes give way (yield_probes)
                 for region, need in asked:
                     compared.setdefault(region, (ranked, group))
@@ -222,13 +230,17 @@ class _Planning:
             self.spares.kept(self.booting_left)
         for region, count in add.items():
             hedged, spared = hedge.get(region, 0), self.spares.asked.get(region, 0)
-            if count - hedged - spared:
-                self._decide(Action.ADD, region, gangs.wanted(count - hedged - spared, firsts.get(region, ()), self.s.cluster.shared)
-                             + self.ranking.prices_compared(region, *compared.get(region, ((), None))), count - hedged - spared)
-            price = self.ranking.prices_compared(region, ())  # its own; a hedge's at most hedge_price_ratio x its first's
-            for n, why in ((hedged, f"hedge(s): the first choice's delivery is uncertain{price}" + (
-                    f", at most {self.timing.hedge_price_ratio:g}x the first choice's (hedge_price_ratio)" if price else "")),
-                           (spared, f"spare boot(s){price}: a job starts at the first of its two boots, a gang at its N-th of N+1")):
+            if first := count - hedged - spared:
+                wanted = gangs.wanted(first, firsts.get(region, ()), self.s.cluster.shared)
+                prices = self.ranking.prices_compared(region, *compared.get(region, ((), None)))
+                self._decide(Action.ADD, region, wanted + prices, first)
+            # Its own price; a hedge's at most hedge_price_ratio x its first's.
+            price = self.ranking.prices_compared(region, ())
+            ratio = self.timing.hedge_price_ratio
+            at_most = f", at most {ratio:g}x the first choice's (hedge_price_ratio)" if price else ""
+            for n, why in ((hedged, f"hedge(s): the first choice's delivery is uncertain{price}{at_most}"),
+                           (spared, f"spare boot(s){price}: a job starts at the first of its two boots, a gang at its "
+                                    f"N-th of N+1")):
                 if n:
                     self._decide(Action.ADD, region, f"{n} {why}", n)
         for why, count in held.items():
@@ -250,12 +262,13 @@ class _Planning:
         for vm in probes.giving_way(left, wanted, lambda vm: until[vm.region]):
             self.places_wanted -= 1
             self.plan.delete.append((vm.region, vm.name))
-            self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
-                         f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)
+            self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not "
+                         f"stocked out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)
 
     def _hold_reason(self, group: DemandGroup, counts: dict[str, int], total: int) -> str:
         if not (known := [r for r in group.regions if r in counts]):  # its configuration dropped them since
-            return f"none of its pools ({', '.join(group.regions)}) is the cluster's any more (the configuration changed)"
+            pools = ", ".join(group.regions)
+            return f"none of its pools ({pools}) is the cluster's any more (the configuration changed)"
         blocked = [r for r in known if self._blocked(r)]
         if len(blocked) < len(known) and total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
@@ -266,32 +279,27 @@ class _Planning:
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         going = len(self.s.vms) - self.alive + len(self.plan.delete)  # drained, retired; silent (prune_silent)
         missing = probes.min_missing(self.s.cluster, total + sum(self.plan.add.values()), self.stuck, going)
-        held: Callable[[str], int] = lambda pool: counts[pool] + self.plan.add.get(pool, 0)  # noqa: E731 - listed or asked
+        def held(pool: str) -> int:  # listed or asked
+            return counts[pool] + self.plan.add.get(pool, 0)
+
         for region in self.rank(self.regions) if missing > 0 else ():  # nothing to keep: no ranking needed
-            take = min(self.s.cluster.max_vms_per_region - held(region), missing, quotas.left(self.memory, region, held))
+            per_region = self.s.cluster.max_vms_per_region - held(region)
+            take = min(per_region, missing, quotas.left(self.memory, region, held))
             if take > 0:
                 self.plan.add[region] = self.plan.add.get(region, 0) + take
                 missing -= take
                 self._decide(Action.ADD, region, f"keep min_vms={self.s.cluster.min_vms}", take)
 
     def prune_silent(self) -> None:
-        """Idle VMs, or busy by their agent's word only (no job in the database: e.g. requeued by the lost-job
-        sweep), unheard for ``agent_silence_s`` (agent crashed, VM hung): no supply, deleted (drained first)."""
-        if math.isinf(self.timing.agent_silence_s):
-            return  # off (the simulator's agents never go silent)
-        before = self.now - timedelta(seconds=self.timing.agent_silence_s)
-        for (region, phase), vms in self.index.phases.items():
-            dead = [vm for vm in vms if (phase is VmPhase.IDLE or phase is VmPhase.BUSY) and vm.job_id is None
-                    and vm.heard_at is not None and vm.heard_at < before]
-            if dead and phase is VmPhase.IDLE:
-                self.idle[region] = tuple(vm for vm in vms if vm not in dead)
-            for vm in dead:
-                self.plan.delete.append((region, vm.name))
-                self._decide(Action.DELETE, region, f"its agent ({vm.phase.value.lower()}, no job) was not heard "
-                             f"for {vm.silent_s(self.now):.0f}s", vm=vm.name)
+        """VMs whose agent went silent (``releasing.silent``): no supply, deleted (drained first)."""
+        for (region, phase), dead in releasing.silent(self.index.phases, self.now, self.timing).items():
+            if phase is VmPhase.IDLE:
+                self.idle[region] = tuple(vm for vm in self.index.phases[region, phase] if vm not in dead)
+            self._release([(region, vm, releasing.unheard(vm, self.now)) for vm in dead])
 
     def prune_stuck(self) -> None:  # one probe per blocked pool wanted (zen.scaling.probes)
-        wanted, later = {r for group in self.groups for r in group.regions}, self.now + timedelta(seconds=self.timing.block_s)
+        wanted = {r for group in self.groups for r in group.regions}
+        later = self.now + timedelta(seconds=self.timing.block_s)
         for region in self.regions:
             if not self.stuck[region]:
                 continue
@@ -305,78 +313,26 @@ class _Planning:
                 self.memory[region] = _with(self.memory[region], blocked_until=until)
 
     def cancel_losers(self) -> None:
-        """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group allows
-        with theirs; any, if none allows theirs) became usable after they were asked, or is listed RUNNING now (usable
-        within its guest boot: the race is over as soon as Compute says so); or, not RUNNING, at once while jobs
-        ``max_vms`` holds want places; a flex-start request no queued job needs, at once while not granted (granted,
-        its VMs would boot for nobody). Pool by pool, the dearest first, then the cluster's last; in each, those not
-        yet RUNNING first (never billed), then the youngest; none below ``min_vms``, but to give a place ``max_vms`` holds."""
-        if max(self.booting_left.values(), default=0) <= 0:
-            return  # every booting VM is needed (or none boots)
-        near = defaultdict[str, set[str]](set)
-        for group, region in ((g, r) for g in self.groups for r in g.regions):
-            near[region].update(group.regions)
-        # Each VM listed RUNNING wins one race: it may end one boot asked before it got capacity.
-        wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running] for r in self.regions}
-        for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r), -self.order[r])):  # dearest; unpriced inf
-            if (extra := self.booting_left.get(region, 0)) <= 0:
-                continue
-            latest_win = self.index.latest_win if region not in near else max(
-                (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
-            running = sorted((got, r) for r in (near[region] if region in near else self.regions)
-                             for got in wins.get(r, ()))  # a group may name pools the cluster dropped
-            healthy = sorted(self.healthy[region], key=lambda vm: (vm.running, -vm.since.timestamp()))
-            unwanted = self.ranking.flex(region)  # a request no queued job needs, its pool wanted or not: cancelled
-            for vm in healthy:
-                if extra <= 0:
-                    break
-                gives_place = self.places_wanted > 0 and not vm.running  # unbilled yet: to a job max_vms holds
-                asked = self.asked.get(vm.name, vm.since.timestamp())  # (a granted flex-start VM's: its request's)
-                if not gives_place and not (unwanted and not vm.started) and (latest_win is None or asked > latest_win.timestamp()):
-                    beat = next(((got, r) for got, r in running if asked <= got and not vm.running), None)
-                    if beat is None:
-                        continue  # its race is still open
-                    running.remove(beat)
-                    wins[beat[1]].remove(beat[0])
-                if not gives_place and self.alive - len(self.plan.delete) <= self.s.cluster.min_vms:
-                    return  # the rest keep min_vms, as shrink_idle keeps idle ones (else asked for again next pass)
-                extra, self.places_wanted = extra - 1, self.places_wanted - gives_place
-                self.plan.delete.append((region, vm.name))
-                why = ("no queued job needs it, and a job waits for a place under the cluster's max_vms" if gives_place else
-                       "no queued job needs this flex-start request (its pool wanted by fewer jobs, or none): "
-                       "cancelled before a grant" if unwanted and not vm.started else
-                       "no queued job needs it: a VM usable since it was asked serves them (a race it lost, or "
-                       "a job that went meanwhile)" if region in near else
-                       "no queued job waits for it any more (served by another VM, stopped or cancelled)")
-                self._decide(Action.DELETE, region, why, vm=vm.name)
-
-    def keep_s(self, vm: Vm) -> float:
-        return ski_rental_keep_s(vm.name, self.timing.keep_factor * self.ranking.cold_start_s(vm.region), self.timing.idle_timeout_s)
+        """Booting VMs whose race is over, or whose place a job ``max_vms`` holds wants (``releasing.losers``)."""
+        above_min = self.alive - len(self.plan.delete) - self.s.cluster.min_vms
+        losers, self.places_wanted = releasing.losers(self.groups, self.regions, self.ranking, self.index,
+                                                      self.healthy, self.booting_left, self.got, self.asked,
+                                                      self.places_wanted, above_min)
+        self._release(losers)
 
     def shrink_idle(self) -> None:
+        """Idle VMs kept longer than they are worth (``releasing.unneeded_idle``)."""
         if not any(self.idle.values()):
             return  # no idle VM: nothing to consider
-        min_vms, rate = self.s.cluster.min_vms, self.s.arrivals_last_hour / 3600
         alive = probes.with_capacity(self.index.phases, {name for _, name in self.plan.delete})  # no probe counts
-        rank = {r: i for i, r in enumerate(self.rank(self.regions))}  # keep the best-ranked and most recently idle
-        idle = sorted((vm for r in self.regions for vm in self.idle[r]), key=lambda vm: (  # another model's first
-            not flexrun.foreign(vm, self.s.cluster), -rank.get(vm.region, len(rank)), vm.since))
-        spare = {r: len(self.idle[r]) - self.idle_needed.get(r, 0) for r in self.regions}
-        unneeded, kept = sum(max(0, n) for n in spare.values()), flexrun.kept_for(idle, self.took)
-        for vm in idle:
-            if alive <= min_vms:
-                break
-            if spare.get(vm.region, 0) <= 0 or vm.name in kept:  # (a one-model group's own, counted in spare)
-                continue
-            pool = max(1, math.ceil(rate * (keep_s := self.keep_s(vm))))
-            in_pool = unneeded <= pool
-            limit = keep_s if in_pool else self.timing.idle_grace_s
-            if self._age(vm) < limit:
-                continue
-            spare[vm.region], unneeded, alive = spare[vm.region] - 1, unneeded - 1, alive - 1
-            self.plan.delete.append((vm.region, vm.name))
-            why = f"kept {keep_s:.0f}s, the price of a cold start" if in_pool else f"beyond the {pool} worth keeping"
-            self._decide(Action.DELETE, vm.region, f"idle for {self._age(vm):.0f}s and not needed ({why})", vm=vm.name)
+        self._release(releasing.unneeded_idle(self.idle, self.regions, self.rank(self.regions), self.idle_needed,
+                                              self.took, self.s.cluster, self.ranking, self.timing, self.now,
+                                              self.s.arrivals_last_hour, alive))
+
+    def _release(self, released: list[releasing.Release]) -> None:
+        for region, vm, why in released:
+            self.plan.delete.append((region, vm.name))
+            self._decide(Action.DELETE, region, why, vm=vm.name)
 
     def run(self) -> Plan:
         self.learn()
@@ -391,10 +347,12 @@ class _Planning:
         self.shrink_idle()
         for region, m in self.memory.items():
             booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
-            names, got = (tuple(vm.name for vm in booting), tuple(vm.name for vm in booting if vm.started)) if booting else ((), ())
+            names = tuple(vm.name for vm in booting)
+            got = tuple(vm.name for vm in booting if vm.started)
             if (known := self.index.names(region)) != m.known or names != m.booting or got != m.started:
-                m = _with(m, booting=names, booting_since=tuple(self.asked.get(vm.name, vm.since.timestamp()) for vm in booting),
-                          known=known, started=got, started_since=tuple(self.got[name] for name in got))
+                since = tuple(self.asked.get(vm.name, vm.since.timestamp()) for vm in booting)
+                m = _with(m, booting=names, booting_since=since, known=known, started=got,
+                          started_since=tuple(self.got[name] for name in got))
             self.plan.memory[region] = m
         return self.plan
 
