@@ -117,6 +117,8 @@ HOT_QUERIES = [
     ("queue_head", {"queue": "q1", "cluster": "1xl4", "most": 8}),
     # The tick's look for jobs short of a region added to their cluster (its queued jobs here allow all it has).
     ("queued_jobs_short", {"cluster": "1xl4", "carried": '{"us-central1": []}', "limit": 500}),
+    # The tick's look for jobs asking more GPUs of a VM than their cluster's VMs have now (its gpu_count lowered).
+    ("queued_jobs_gpus_above", {"cluster": "1xl4", "gpu_count": 1, "limit": 500}),
 ]
 
 
@@ -136,6 +138,17 @@ def test_the_ticks_tag_pass_reads_no_untagged_queued_job(big_db):
             "EXPLAIN (ANALYZE, TIMING OFF) " + big_db.queries["queued_jobs_uncleared"], cluster="4xa100-40gb",
             carried='{"us-west1": ["hipaa"]}', limit=500))
     assert "jobs_queued_tagged" in plan and rows_read(plan) == 0, plan
+
+
+def test_the_ticks_gpu_count_pass_reads_no_queued_job_that_fits(big_db):
+    """``queued_jobs_gpus_above`` runs before every scaling pass: through jobs_queued_gpus (migration 0068) it reads no
+    row while every queued job fits its cluster's VMs (the 2,500 queued here hold 4 GPUs each); through
+    jobs_queued_demand it read each of them, and a queue of 100,000 every tick."""
+    with big_db.transaction() as session:
+        plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
+            "EXPLAIN (ANALYZE, TIMING OFF) " + big_db.queries["queued_jobs_gpus_above"], cluster="4xa100-40gb",
+            gpu_count=4, limit=500))
+    assert "jobs_queued_gpus" in plan and rows_read(plan) == 0, plan
 
 
 @pytest.mark.parametrize("priority, most", [(0, 0), (-1, 5)], ids=["one priority", "every one higher"])

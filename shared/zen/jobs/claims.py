@@ -348,12 +348,17 @@ def recleared(config: ZenConfig, job: Job, now: datetime) -> Decision | None:
     left, held as at such a claim (``held_uncleared``): no VM is asked for where it cannot run. One allowed fewer
     regions than it may run in now (a region added to its cluster since, its request naming none) is widened to
     them, its start sent again unless it goes to a few regions or VMs for now (``zen.core.routing``, which widens it
-    to them later). None: nothing dropped or added (a gang with nodes claimed waits with them: its claims are
-    refused as they come)."""
+    to them later). One asking more GPUs of a VM than its cluster's VMs have now (``gpus_short``) is held as at such a
+    claim (``_held_claim``), wherever it may run. None: nothing dropped or added (a gang with nodes claimed waits with
+    them: its claims are refused as they come)."""
+    if job.status is not JobStatus.QUEUED or job.gang:
+        return None
+    if (short := gpus_short(config, job)) is not None:
+        return _held(short, now)
     cleared = regions_cleared_now(config, job)
     dropped = [r for r in job.regions if r not in cleared]
     added = [r for r in cleared if r not in job.regions]
-    if job.status is not JobStatus.QUEUED or job.gang or not (dropped or added):
+    if not (dropped or added):
         return None
     if not dropped:
         routed = job.start_regions is not None or bool(job.start_vms)

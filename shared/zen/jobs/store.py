@@ -73,6 +73,9 @@ class JobRows(Protocol):
     def queued_jobs_short(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
         """Such jobs whose request names no regions, not yet allowed a region of ``carried`` carrying their tags."""
 
+    def queued_jobs_gpus_above(self, cluster: str, gpu_count: int, limit: int) -> list[str]:
+        """The cluster's QUEUED jobs (no gang node claimed) asking more GPUs of one VM than ``gpu_count``, oldest first."""
+
     def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
         """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs but ``vm`` now
         (``start_vms``, unless their ``widen_at`` is due), highest priority first, then oldest, ``limit`` (unlocked)."""

@@ -127,13 +127,17 @@ class Sweeps:
         (``claims.recleared``). Run before the scaling pass: a VM asked for such a job where it cannot run was
         billed until its first claim was refused. Jobs whose request named no regions, short of a region added to
         their cluster since (with their tags), are widened to it: they waited for the regions they were queued with
-        (stocked out, say), no VM was asked for them there, nor let claim them. Returns how many changed."""
+        (stocked out, say), no VM was asked for them there, nor let claim them. Jobs asking more GPUs of a VM than
+        their cluster's VMs have now (its ``gpu_count`` lowered while they waited: ``gpus_short``) are held, no VM asked
+        for them: one booted for such a job was billed until its first claim was refused. Returns how many changed."""
         candidates: list[str] = []
         with self._store.transaction() as tx:
             for cluster in self._config.clusters:
                 carried = {region: cluster.tags_of(region) for region in cluster.regions}
                 candidates += tx.queued_jobs_uncleared(cluster.name, carried, limit)
                 candidates += [j for j in tx.queued_jobs_short(cluster.name, carried, limit) if j not in candidates]
+                candidates += [j for j in tx.queued_jobs_gpus_above(cluster.name, cluster.gpu_count, limit)
+                               if j not in candidates]
         now = self._clock()
         return self._for_each_job(candidates, "placement", lambda _, job: claims.recleared(self._config, job, now))
 

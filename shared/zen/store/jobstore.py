@@ -88,6 +88,10 @@ class PostgresJobTx:
     def queued_jobs_short(self, cluster: str, carried: dict[str, list[str]], limit: int) -> list[str]:
         return repository.queued_jobs_short(self.session, cluster, carried, limit)
 
+    @hooked("queued_jobs_gpus_above")
+    def queued_jobs_gpus_above(self, cluster: str, gpu_count: int, limit: int) -> list[str]:
+        return repository.queued_jobs_gpus_above(self.session, cluster, gpu_count, limit)
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return repository.pending_jobs(self.session, limit, queue_less)

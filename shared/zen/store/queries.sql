@@ -326,6 +326,18 @@ WHERE status = 'QUEUED' AND cluster = :cluster AND gang IS NULL
 ORDER BY queued_at, job_id
 LIMIT :limit;
 
+-- name: queued_jobs_gpus_above
+-- A cluster's QUEUED jobs (no gang node claimed) asking more GPUs of one VM than :gpu_count, the cluster's VMs' now
+-- (its machine type changed while they waited: zen.jobs.sweeps.Sweeps.narrow_uncleared), oldest first: the GPUs of
+-- each VM they asked by shape (their request's gpu_count), else what they held of each of their VMs when accepted
+-- (zen.jobs.placement.gpus_short). A job asking more of a VM than :gpu_count holds more than :gpu_count in all, so
+-- the range on gpus (jobs_queued_gpus, migration 0068) reads no row while every queued job fits.
+SELECT job_id FROM jobs
+WHERE status = 'QUEUED' AND cluster = :cluster AND gang IS NULL AND gpus > :gpu_count
+  AND COALESCE(CAST(NULLIF(request ->> 'gpu_count', '') AS integer), gpus / GREATEST(nodes, 1)) > :gpu_count
+ORDER BY queued_at, job_id
+LIMIT :limit;
+
 -- name: queued_jobs_outranking
 -- A cluster's QUEUED single-VM jobs of higher priority than :priority, not offered to other VMs now (offered to :vm, a
 -- JSON array of its name, or their offer due to widen), highest priority first, then oldest, at most :limit: those a

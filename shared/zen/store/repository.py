@@ -336,6 +336,11 @@ def queued_jobs_short(session: Session, cluster: str, carried: dict[str, list[st
     return [r["job_id"] for r in session.run("queued_jobs_short", cluster=cluster, carried=to_json(carried), limit=limit)]
 
 
+def queued_jobs_gpus_above(session: Session, cluster: str, gpu_count: int, limit: int) -> list[str]:
+    """The cluster's QUEUED jobs asking more GPUs of one VM than ``gpu_count``, oldest first."""
+    return [r["job_id"] for r in session.run("queued_jobs_gpus_above", cluster=cluster, gpu_count=gpu_count, limit=limit)]
+
+
 def queued_jobs_outranking(session: Session, cluster: str, priority: int, vm: str, now: datetime,
                            limit: int) -> list[Job]:
     """The cluster's QUEUED single-VM jobs of higher ``priority``, not offered to VMs other than ``vm`` now, highest

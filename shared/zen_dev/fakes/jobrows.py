@@ -198,6 +198,13 @@ class InMemoryJobTx:
                          for r, tags in carried.items())]
         return [job_id for _, job_id in sorted(found)[:limit]]
 
+    @hooked("queued_jobs_gpus_above")
+    def queued_jobs_gpus_above(self, cluster: str, gpu_count: int, limit: int) -> list[str]:
+        found = [(j.queued_at, j.job_id) for j in self._t.jobs.values()
+                 if j.status is JobStatus.QUEUED and j.cluster == cluster and not j.gang
+                 and (j.request.get("gpu_count") or j.gpus // max(j.nodes, 1)) > gpu_count]
+        return [job_id for _, job_id in sorted(found)[:limit]]
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return [j.job_id for j in sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
