@@ -60,6 +60,18 @@ def test_a_job_killed_by_sigkill_with_memory_to_spare_is_told_its_exit_code_alon
     (125, "docker: Error response from daemon: pull access denied for us-docker.pkg.dev/p/r/train, repository does "
           "not exist or may require 'docker login': denied: requested access to the resource is denied.",
      "docker could not run the job's container"),
+    # The job's own command named like a program under docker (a job trying the GPUs' toolkit): still its command, not
+    # in its image; read as the runtime gone, it was requeued free and retired VM after VM.
+    (127, 'docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI '
+          'runtime create failed: runc create failed: unable to start container process: exec: '
+          '"nvidia-container-runtime": executable file not found in $PATH: unknown.',
+     "the job's command was not found in its image"),
+    (127, 'docker: Error response from daemon: OCI runtime create failed: runc create failed: unable to start '
+          'container process: error during container init: exec: "/opt/containerd-shim/run": stat /opt/containerd-shim/run: no such file or directory: unknown.',
+     "the job's command was not found in its image"),
+    (127, 'docker: Error response from daemon: OCI runtime create failed: container_linux.go:380: starting container '
+          'process caused: exec: "nvidia-container-cli": executable file not found in $PATH: unknown.',
+     "the job's command was not found in its image"),
 ])
 def test_a_command_docker_could_not_run_fails_the_job_with_dockers_line(scheduler, agents, tmp_path, code, line, told):
     run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}")

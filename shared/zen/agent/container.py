@@ -257,6 +257,8 @@ PULL_CUT = ("toomanyrequests", "TLS handshake timeout", "i/o timeout", "connecti
 # image: the job's command never ran, nor did its image play any part.
 RUNTIME_GONE = ("nvidia-container-runtime", "containerd-shim", "failed to start shim", "containerd.sock",
                 "Unknown runtime specified", "unknown or invalid runtime name")
+# The job's own command docker could not start (``exec: "<command>"``, a path said again after ``stat``): not docker's.
+JOBS_COMMAND = re.compile(r'(?:container process|container init|process caused): exec: "([^"]+)"')
 PULL_STATUS = re.compile(r"(?:unexpected status|HTTP status)[^\n]*?: (?:429|5\d\d)\b")
 DOCKER_DOWN = ("Cannot connect to the Docker daemon", "Is the docker daemon running", "error during connect",
                "permission denied while trying to connect to the Docker daemon",  # the agent's, not the job's (126)
@@ -330,7 +332,9 @@ def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None
         return (LOST_WHILE_RUNNING + match.group(1))[:300]  # in one case, whichever the CLI's words
     if any(IMAGE_REQUIRES in line for line in said):  # the image's requirement, the VM's driver: the job's
         return None
-    return next((line[:300] for line in said if any(p in line for p in DOCKER_DOWN) or PULL_STATUS.search(line)), None)
+    theirs = [(line, line.replace(own[1], "") if (own := JOBS_COMMAND.search(line)) else line) for line in said]
+    return next((line[:300] for line, words in theirs if any(p in words for p in DOCKER_DOWN) or PULL_STATUS.search(words)),
+                None)
 
 
 def lost_while_running(container: str | None, exit_code: int, tail: str) -> bool:
