@@ -18,7 +18,7 @@ from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox, lost_while_running
 from zen.agent.diskcheck import WorkDiskCheck
 from zen.agent.diskquota import DiskWatch
-from zen.agent.gpucheck import GpuCheck, vm_fault
+from zen.agent.gpucheck import GpuCheck, stopped_fault, vm_fault
 from zen.agent.identity import Identity
 from zen.agent.lastsave import UPLOAD_GRACE_S, save_last
 from zen.agent.limits import DailyPulls
@@ -143,10 +143,14 @@ class AttemptRunner:
         key, spec = (start.job_id, start.attempt), ready.spec
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == ready.over  # at max_runtime_s
+        stopped = final is AgentStatus.STOPPED  # at Zen's word (an end the VM's fault made PREEMPTED: still stopped)
         if final is None and (why := vm_fault(job.launch.container, outcome.exit_code, outcome.tail, self._gpus,
                                                 self.work_disk)):
             self._pulls.retire(why)  # the VM's: docker's, its disk's, its GPUs' (zen.agent.gpucheck); it retires
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
+        elif stopped and attempt.gang is not None and (why := stopped_fault(self._gpus, self.work_disk)):
+            self._pulls.retire(f"at fault as a gang's part was stopped: {why}")  # the peer's failure: likely its doing
+            final, note = AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} was at fault as its part stopped: {why}"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
         if final is None and outcome.exit_code == 0:
@@ -171,7 +175,7 @@ class AttemptRunner:
                                   self._slots)
         note, report = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
                                      self._clock, lambda: self._shutdown.stopping, retire,
-                                     stopped=final is AgentStatus.STOPPED, lost=fenced,
+                                     stopped=stopped, lost=fenced,
                                      lease_out=lambda: fence.fence_left(attempt, settings, self._clock()) <= 0)
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,

@@ -118,3 +118,19 @@ def vm_fault(container: str | None, exit_code: int, tail: str, gpus: Callable[[]
                                                                                 "reason": failed})
         return f"the VM's GPUs failed their check after the job exited with code {exit_code}: {failed}"
     return None
+
+
+def stopped_fault(gpus: Callable[[], str | None], disk: Callable[[], str | None]) -> str | None:
+    """Why a gang's node's VM was at fault when Zen stopped its part (a peer's failure most often: its collectives broke
+    when this VM's GPU fell off the bus, and its own command, hung on that GPU, had not exited yet), or None. Its work
+    disk's check, then its GPUs', whatever its exit code (a part stopped may exit 0). Without it the peer's failure
+    ended the gang's attempt, spent (a retry of its ``max_retries`` too), and the VM, not retired, took the rerun's
+    part: the VM's fault is the attempt's loss (PREEMPTED: ``zen.core.gang_ends.settle``), as after a job's own exit
+    (``vm_fault``)."""
+    if (refused := disk()) is not None:
+        log.error("the VM's disk takes no writes after a gang's part was stopped", extra={"reason": refused})
+        return f"its disk failed: {refused}"
+    if (failed := gpus()) is not None:
+        log.error("the VM's GPUs failed their check after a gang's part was stopped", extra={"reason": failed})
+        return f"its GPUs failed their check: {failed}"
+    return None
