@@ -48,11 +48,16 @@ resource "google_compute_global_address" "private_services" {
   network       = local.network_id
 }
 
+# Abandoned on destroy: Service Networking refuses to delete the connection while Cloud SQL still holds its
+# producer resources, which it keeps for a while after the instance is deleted ("Producer services (e.g.
+# CloudSQL, ...) are still using this connection"), and `terraform destroy` stopped there. Its VPC peering stays
+# in the network (docs/how-to/deploy.md, Tearing Zen down).
 resource "google_service_networking_connection" "private_services" {
   count                   = var.create_private_service_access ? 1 : 0
   network                 = local.network_id
   service                 = "servicenetworking.googleapis.com"
   reserved_peering_ranges = [google_compute_global_address.private_services[0].name]
+  deletion_policy         = "ABANDON"
 }
 
 # Gen2 functions reach private IPs through a Serverless VPC Access connector; only traffic to

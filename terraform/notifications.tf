@@ -27,10 +27,13 @@ resource "google_service_account" "notifier" {
   depends_on = [google_project_service.apis]
 }
 
+# Left to the instance on destroy: db_grants_sql grants this user privileges on tables itself (not through a role),
+# and Cloud SQL refuses to drop a PostgreSQL user that holds privileges, which stopped `terraform destroy`.
 resource "google_sql_user" "notifier" {
-  name     = trimsuffix(google_service_account.notifier.email, ".gserviceaccount.com")
-  instance = google_sql_database_instance.zen.name
-  type     = "CLOUD_IAM_SERVICE_ACCOUNT"
+  name            = trimsuffix(google_service_account.notifier.email, ".gserviceaccount.com")
+  instance        = google_sql_database_instance.zen.name
+  type            = "CLOUD_IAM_SERVICE_ACCOUNT"
+  deletion_policy = "ABANDON"
 }
 
 resource "google_project_iam_member" "notifier_sql" {

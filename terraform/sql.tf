@@ -144,9 +144,13 @@ resource "google_sql_database_instance" "zen" {
   depends_on = [google_service_networking_connection.private_services, google_project_service.apis]
 }
 
+# Left to the instance on destroy: Cloud SQL refuses to delete a PostgreSQL database other roles hold privileges
+# in (the functions' roles, zen_reader), which stopped `terraform destroy` before the instance; deleting the
+# instance deletes it.
 resource "google_sql_database" "zen" {
-  name     = var.db_name
-  instance = google_sql_database_instance.zen.name
+  name            = var.db_name
+  instance        = google_sql_database_instance.zen.name
+  deletion_policy = "ABANDON"
 }
 
 # One IAM database user per function service account. Cloud SQL names a service account's user by

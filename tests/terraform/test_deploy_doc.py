@@ -65,7 +65,8 @@ def test_the_guides_name_only_outputs_and_variables_terraform_has():
         settings |= set(re.findall(r"`([a-z][a-z0-9_]*) = ", text))
     assert outputs and outputs <= set(module.outputs), outputs - set(module.outputs)
     # Fields of the configuration or of a resource the guides quote as they stand, not variables to set.
-    quoted = {"min_vms", "force_destroy", "provisioning", "instance_termination_action", "provisioning_model", "state"}
+    quoted = {"min_vms", "force_destroy", "provisioning", "instance_termination_action", "provisioning_model", "state",
+              "deletion_policy"}
     assert settings - quoted <= set(module.variables), settings - quoted - set(module.variables)
 
 
