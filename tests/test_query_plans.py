@@ -119,6 +119,10 @@ HOT_QUERIES = [
     ("queued_jobs_short", {"cluster": "1xl4", "carried": '{"us-central1": []}', "limit": 500}),
     # The tick's look for jobs asking more GPUs of a VM than their cluster's VMs have now (its gpu_count lowered).
     ("queued_jobs_gpus_above", {"cluster": "1xl4", "gpu_count": 1, "limit": 500}),
+    # The tick's looks for jobs their cluster no longer serves (removed; its models, nodes or regions changed).
+    ("queued_jobs_of_other_clusters", {"clusters": ["1xl4", "8xa100-40gb"], "limit": 500}),
+    ("queued_jobs_unfit", {"cluster": "1xl4", "models": ["spot"], "flex_run_s": 600, "most_nodes": 2,
+                           "regions": ["us-east4"], "limit": 500}),
 ]
 
 
@@ -149,6 +153,27 @@ def test_the_ticks_gpu_count_pass_reads_no_queued_job_that_fits(big_db):
             "EXPLAIN (ANALYZE, TIMING OFF) " + big_db.queries["queued_jobs_gpus_above"], cluster="4xa100-40gb",
             gpu_count=4, limit=500))
     assert "jobs_queued_gpus" in plan and rows_read(plan) == 0, plan
+
+
+@pytest.mark.parametrize("name, params", [
+    ("queued_jobs_of_other_clusters", {"clusters": ["1xl4", "4xa100-40gb", "8xa100-40gb"], "limit": 500}),
+    ("queued_jobs_unfit", {"cluster": "1xl4", "models": ["spot", "flex-start"], "flex_run_s": 600,
+                           "most_nodes": 1, "regions": ["us-central1"], "limit": 500})], ids=["clusters", "unfit"])
+def test_the_ticks_configuration_passes_read_no_queued_job_that_fits(big_db, name, params):
+    """``queued_jobs_of_other_clusters`` and ``queued_jobs_unfit`` run before every scaling pass: through ranges on
+    jobs_queued_gpus (migration 0068) and the indexes of migration 0069 they read no row while every queued job's
+    cluster is configured and serves what it asks (the 5,000 queued here, 1xl4's); a filter on the cluster, model,
+    nodes or regions read each of them, and a queue of 100,000 every tick."""
+    with big_db.transaction() as session:
+        plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
+            "EXPLAIN (ANALYZE, TIMING OFF) " + big_db.queries[name], **params))
+        found = session.sql(big_db.queries[name], **params)
+    assert rows_read(plan) == 0 and "Seq Scan on jobs" not in plan, plan
+    assert found == [], found
+    if name == "queued_jobs_of_other_clusters":  # 1xl4 (every queued job's here) left out: before the first, between
+        with big_db.transaction() as session:  # two, after the last configured name, they are found
+            for configured in (["4xa100-40gb"], ["0x", "8xa100-40gb"], ["0x"]):
+                assert len(session.sql(big_db.queries[name], clusters=configured, limit=6000)) == 5000, configured
 
 
 @pytest.mark.parametrize("priority, most", [(0, 0), (-1, 5)], ids=["one priority", "every one higher"])

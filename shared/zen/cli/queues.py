@@ -21,10 +21,10 @@ from zen.core.config import load_config
 from zen.core.gang_ends import losing_node
 from zen.core.lifecycle import stopping_reason
 from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
-from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.core.routing import next_route
 from zen.core.silence import stop_left_s
-from zen.jobs.placement import gpus_short, regions_cleared_now, required_now
+from zen.jobs.placement import regions_cleared_now, required_now
+from zen.jobs.stranding import stranded
 from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
@@ -236,26 +236,14 @@ def _pools(config, job) -> tuple[str, ...]:
 
 def _stranded(config, job) -> str | None:
     """Why no VM of the configuration can take a queued job, which it accepted when it was submitted (the
-    configuration changed since: its cluster, the models or regions it allows went), or None. Such a job is
-    not failed: it waits until the configuration serves it again, as a job whose queue went does."""
-    cluster = config.cluster(job.cluster)
+    configuration changed since: its cluster, the models or regions it allows went; ``zen.jobs.stranding``), or None.
+    Such a job is not failed: it waits until the configuration serves it again, as a job whose queue went does; the
+    scale tick holds it PENDING, the same reason its hold, before its next scaling pass."""
     after = "the job waits until the configuration has it again, or stop it and submit it again"
-    if cluster is None:
-        return f"cluster {job.cluster} is not in the configuration: {after}"
-    accepts = job.request.get("provisioning")
-    models = accepted_models(accepts, cluster.provisioning)
-    if not models:
-        return (f"cluster {cluster.name} no longer lists {accepts}, the one provisioning model the job accepts "
-                f"(the cluster's: {', '.join(cluster.provisioning)}): {after}")
-    named = job.request.get("max_runtime_s")  # as claims and demand read it: not the cluster's default
-    if models == ("flex-start",) and outlasts_flex(named, cluster.flex_start_run_s):
-        return (f"its max_runtime_s ({named} s) is now above how long a flex-start VM of cluster "
-                f"{cluster.name} runs (flex_start_run_s {cluster.flex_start_run_s} s), the one model it accepts: {after}")
-    if (too_many := cluster.nodes_problem(job.nodes)) is not None:
-        return f"{too_many} (the configuration changed since it was accepted): {after}"
-    if (short := gpus_short(config, job)) is not None:
-        return f"{short}: {after}"
-    if not set(job.regions) & set(cluster.regions):
+    if (why := stranded(config, job)) is not None:
+        return f"{why}: {after}"
+    cluster = config.cluster(job.cluster)
+    if not set(job.regions) & set(cluster.regions):  # (named none: the tick widens it to the cluster's now)
         return (f"cluster {cluster.name} no longer runs in {', '.join(job.regions)}, the regions the job allows "
                 f"(the cluster's: {', '.join(cluster.regions)}): {after}")
     if not regions_cleared_now(config, job):  # a tag it requires (or its data needs) left every region of its

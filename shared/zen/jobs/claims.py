@@ -26,7 +26,8 @@ from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models, flex_run_left_s, flex_too_short, only_model, outlasts_flex
 from zen.core.reports import refused_floor
 from zen.core.routing import next_route
-from zen.jobs.placement import gpus_short, regions_cleared_now, required_now
+from zen.jobs.placement import gpus_short, regions_cleared_now
+from zen.jobs.stranding import held, stranded, why_not_cleared
 from zen.jobs.store import repeat_key
 
 if TYPE_CHECKING:
@@ -45,9 +46,7 @@ FLEX_ENDING = "flex-ending"  # the flex-start VM's run ends before the job's max
 NOT_ALLOWED = "region-not-allowed"  # the VM's region is none of the job's (a start routed where it should not be)
 MISSING_TAGS = "missing-tags"  # the VM lacks tags the job requires (requires_tags; an older template's VM)
 OUTRANKED = "outranked"  # a job of higher priority waits for a VM like this one: offered to it instead (``outranked``)
-UNCLEARED_HOLD = "no region of its may run it now: "  # a job's hold while none may (``held_uncleared``)
 NONE_CLEARED = "; none of its regions can run it now: it waits until the configuration has one again, or its user stops it"
-UNCLEARED_RECHECK_S = 300.0  # how often such a job is looked at again (``zen.jobs.sweeps.Sweeps.retry_due``)
 OFFER_S = 60.0  # how long a start offered to a VM ahead of a lower-priority job's waits for it, then goes everywhere
 OUTRANK_READ = 20  # the jobs of higher priority a claim reads at most (those the VM cannot run passed over)
 # A claim published longer ago than this waited out any agent's wait for its answer (ZEN_AGENT_CLAIM_TRIES x
@@ -109,7 +108,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
             return _not_cleared(config, job, hb, cleared)
         if not job.gang:  # (a gang with nodes claimed is refused as below: its nodes wait with it)
             return held_uncleared(config, job, hb, now)
-        reason, cause = f"{_why_not_cleared(config, job, [hb.region])}{NONE_CLEARED}", NOT_CLEARED
+        reason, cause = f"{why_not_cleared(config, job, [hb.region])}{NONE_CLEARED}", NOT_CLEARED
     elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
         reason, cause = f"{too_many} (the configuration changed since it was accepted)", NOT_CLEARED
     elif (short := gpus_short(config, job)) is not None:  # gpu_count lowered since: it would run on fewer GPUs
@@ -287,20 +286,6 @@ def _refused_since_published(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbe
     return seen is not None and seen >= job.start_published_at
 
 
-def _why_not_cleared(config: ZenConfig, job: Job, regions: list[str]) -> str:
-    """Why the configuration no longer lets ``job`` run in ``regions`` (a claiming VM's, or those the tick drops)."""
-    required = required_now(config, job)
-    clearance = for_request(config.data_clearance, job.request)
-    data = f"; {clearance.because()}" if clearance else ""
-    one = len(regions) == 1
-    named, carry = (f"region {regions[0]}", "carries") if one else (f"regions {', '.join(regions)}", "carry")
-    if required:
-        return f"{named} no longer {carry} the tags {required} the job requires{data} (the configuration changed)"
-    if config.cluster(job.cluster) is None:
-        return f"cluster {job.cluster} is no longer in the configuration"
-    return f"cluster {job.cluster} no longer uses {named} (the configuration changed)"
-
-
 def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str]) -> Decision:
     """A claim from one of the job's regions that the configuration no longer allows it (a tag moved, or
     the region left its cluster, after the job was accepted): the VM's own word about its tags comes from
@@ -309,7 +294,7 @@ def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str])
     would claim it again and again). With none left (``refuse_claim``), the claim is refused as any other and
     the job waits, as one no VM can take after a configuration change does (docs/how-to/operate.md): a change
     applied to the functions before terraform destroyed the old MIGs, or undone, would have lost it."""
-    reason = _why_not_cleared(config, job, [hb.region])
+    reason = why_not_cleared(config, job, [hb.region])
     return Decision(ignored=reason, publish_start=True, controls=[refusal(job, hb, reason)],
                     note=f"regions now {cleared}: {reason}",
                     fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None), refused=NOT_CLEARED)
@@ -318,27 +303,18 @@ def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str])
 def held_uncleared(config: ZenConfig, job: Job, hb: Heartbeat, now: datetime) -> Decision:
     """A claim from one of the job's regions when none of them may run it now (a tag it requires left them, or a
     ``data_clearance`` binding added since needs tags none carries): the claim is refused and the job goes back
-    to PENDING, held (``UNCLEARED_HOLD``, looked at again every ``UNCLEARED_RECHECK_S`` by the tick's
+    to PENDING, held (``stranding.held``, looked at again every ``UNCLEARED_RECHECK_S`` by the tick's
     ``retry_due``, let go into the regions cleared by then). Left QUEUED, it stayed demand in its old regions: the
     VM booted for it was kept idle, billed, while each of its claims was refused."""
-    return _held_claim(job, hb, _why_not_cleared(config, job, [hb.region]), now)
+    return _held_claim(job, hb, why_not_cleared(config, job, [hb.region]), now)
 
 
 def _held_claim(job: Job, hb: Heartbeat, why: str, now: datetime) -> Decision:
-    """``hb.vm``'s claim refused, no VM may run the job now (``why``), and the job held (``_held``): as
+    """``hb.vm``'s claim refused, no VM may run the job now (``why``), and the job held (``stranding.held``): as
     ``held_uncleared``, and for a job asking more GPUs than its cluster's VMs have now (``gpus_short``)."""
-    held, refused = _held(why, now), f"{why}{NONE_CLEARED}"
-    return Decision(changes=held.changes, controls=[refusal(job, hb, refused)], ignored=refused, refused=NOT_CLEARED,
-                    fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq), **held.fields))
-
-
-def _held(why: str, now: datetime) -> Decision:
-    """The job back to PENDING, held (``UNCLEARED_HOLD``) because ``why``, its start routing forgotten."""
-    hold = (f"{UNCLEARED_HOLD}{why}; it waits until the configuration has one again (looked at every "
-            f"{UNCLEARED_RECHECK_S:g} s), or its user stops it")
-    return Decision(changes=[Change(JobStatus.PENDING, hold)], fields=dict(
-        hold=hold, hold_until=now + timedelta(seconds=UNCLEARED_RECHECK_S), start_regions=None, start_vms=None,
-        widen_at=None))
+    hold, refused = held(why, now), f"{why}{NONE_CLEARED}"
+    return Decision(changes=hold.changes, controls=[refusal(job, hb, refused)], ignored=refused, refused=NOT_CLEARED,
+                    fields=dict(refused_floor(job.left_vms, hb.vm, hb.seq), **hold.fields))
 
 
 def recleared(config: ZenConfig, job: Job, now: datetime) -> Decision | None:
@@ -348,13 +324,14 @@ def recleared(config: ZenConfig, job: Job, now: datetime) -> Decision | None:
     left, held as at such a claim (``held_uncleared``): no VM is asked for where it cannot run. One allowed fewer
     regions than it may run in now (a region added to its cluster since, its request naming none) is widened to
     them, its start sent again unless it goes to a few regions or VMs for now (``zen.core.routing``, which widens it
-    to them later). One asking more GPUs of a VM than its cluster's VMs have now (``gpus_short``) is held as at such a
-    claim (``_held_claim``), wherever it may run. None: nothing dropped or added (a gang with nodes claimed waits with
+    to them later). One nothing configured can run, wherever it may run (``stranding.stranded``: its cluster, model or
+    regions gone, a gang above its cluster's lowered limits, more GPUs of a VM than its cluster's VMs have now), is
+    held as at such a claim (``_held_claim``). None: nothing dropped or added (a gang with nodes claimed waits with
     them: its claims are refused as they come)."""
     if job.status is not JobStatus.QUEUED or job.gang:
         return None
-    if (short := gpus_short(config, job)) is not None:
-        return _held(short, now)
+    if (why := stranded(config, job)) is not None:
+        return held(why, now)
     cleared = regions_cleared_now(config, job)
     dropped = [r for r in job.regions if r not in cleared]
     added = [r for r in cleared if r not in job.regions]
@@ -364,9 +341,9 @@ def recleared(config: ZenConfig, job: Job, now: datetime) -> Decision | None:
         routed = job.start_regions is not None or bool(job.start_vms)
         return Decision(publish_start=not routed, fields=dict(regions=cleared), note=(
             f"regions now {cleared}: cluster {job.cluster} runs in {', '.join(added)} too (the configuration changed)"))
-    why = _why_not_cleared(config, job, dropped)
+    why = why_not_cleared(config, job, dropped)
     if not cleared:
-        return _held(why, now)
+        return held(why, now)
     return Decision(publish_start=True, note=f"regions now {cleared}: {why}",
                     fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None))
 

@@ -76,6 +76,15 @@ class JobRows(Protocol):
     def queued_jobs_gpus_above(self, cluster: str, gpu_count: int, limit: int) -> list[str]:
         """The cluster's QUEUED jobs (no gang node claimed) asking more GPUs of one VM than ``gpu_count``, oldest first."""
 
+    def queued_jobs_of_other_clusters(self, clusters: list[str], limit: int) -> list[str]:
+        """The QUEUED jobs (no gang node claimed) of a cluster not among ``clusters``, oldest first."""
+
+    def queued_jobs_unfit(self, cluster: str, models: list[str], flex_run_s: int, most_nodes: int, regions: list[str],
+                          limit: int) -> list[str]:
+        """The cluster's QUEUED jobs (no gang node claimed) accepting one model of ``models`` alone, or flex-start alone
+        with a named ``max_runtime_s`` above ``flex_run_s``, or of more nodes than ``most_nodes``, or allowed none of
+        ``regions`` (of those that named regions), oldest first (``zen.jobs.stranding``)."""
+
     def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
         """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs but ``vm`` now
         (``start_vms``, unless their ``widen_at`` is due), highest priority first, then oldest, ``limit`` (unlocked)."""

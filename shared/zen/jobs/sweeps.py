@@ -21,8 +21,8 @@ from zen.core.provisioning import accepted_models, blocked_for, pool_key, region
 from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs import claims, cloud_silence, flex_end, probes
-from zen.jobs.placement import gpus_short, regions_cleared_now
+from zen.jobs import claims, cloud_silence, flex_end, probes, stranding
+from zen.jobs.placement import regions_cleared_now
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
 
@@ -129,7 +129,10 @@ class Sweeps:
         their cluster since (with their tags), are widened to it: they waited for the regions they were queued with
         (stocked out, say), no VM was asked for them there, nor let claim them. Jobs asking more GPUs of a VM than
         their cluster's VMs have now (its ``gpu_count`` lowered while they waited: ``gpus_short``) are held, no VM asked
-        for them: one booted for such a job was billed until its first claim was refused. Returns how many changed."""
+        for them: one booted for such a job was billed until its first claim was refused. So are jobs nothing configured
+        can run for another change (``stranding.queued_candidates``: their cluster, model or regions gone, a gang above
+        its cluster's lowered ``max_vms``): left QUEUED, they showed no hold and kept the oldest queued job's alert
+        firing. Returns how many changed."""
         candidates: list[str] = []
         with self._store.transaction() as tx:
             for cluster in self._config.clusters:
@@ -138,6 +141,7 @@ class Sweeps:
                 candidates += [j for j in tx.queued_jobs_short(cluster.name, carried, limit) if j not in candidates]
                 candidates += [j for j in tx.queued_jobs_gpus_above(cluster.name, cluster.gpu_count, limit)
                                if j not in candidates]
+            candidates += [j for j in stranding.queued_candidates(tx, self._config, limit) if j not in candidates]
         now = self._clock()
         return self._for_each_job(candidates, "placement", lambda _, job: claims.recleared(self._config, job, now))
 
@@ -264,19 +268,18 @@ class Sweeps:
         no region could run (``claims.held_uncleared``) looked at again, apart: many such never delay a retry.
         Returns how many changed."""
         with self._store.transaction() as tx:
-            due = tx.retry_due(self._clock(), limit, claims.UNCLEARED_HOLD, False)
-            due += tx.retry_due(self._clock(), held, claims.UNCLEARED_HOLD, True)
+            due = tx.retry_due(self._clock(), limit, stranding.UNCLEARED_HOLD, False)
+            due += tx.retry_due(self._clock(), held, stranding.UNCLEARED_HOLD, True)
         queued = self._decisions.queued
 
         def decide(_: JobTx, job: Job) -> Decision | None:
             if job.status is not JobStatus.PENDING or job.hold_until is None:
                 return None
             lifted: dict[str, object] = {"hold": None, "hold_until": None}
-            if job.hold and job.hold.startswith(claims.UNCLEARED_HOLD):  # no region of its could run it (claims)
-                if not (cleared := regions_cleared_now(self._config, job)) or gpus_short(self._config, job):
-                    later = self._clock() + timedelta(seconds=claims.UNCLEARED_RECHECK_S)
-                    return Decision(fields={"hold_until": later})  # still none: looked at again then, nothing told
-                lifted["regions"] = cleared
+            if job.hold and job.hold.startswith(stranding.UNCLEARED_HOLD):  # nothing configured could run it
+                if (still := stranding.unserved(self._config, job)) is not None:  # looked at again later (its reason
+                    return stranding.kept_held(job, still, self._clock())  # rewritten where another change is why)
+                lifted["regions"] = cleared = regions_cleared_now(self._config, job)
                 why = f"the configuration lets it run in {cleared} again"
                 if queued:
                     return Decision(fields=lifted, note=why)

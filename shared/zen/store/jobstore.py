@@ -92,6 +92,15 @@ class PostgresJobTx:
     def queued_jobs_gpus_above(self, cluster: str, gpu_count: int, limit: int) -> list[str]:
         return repository.queued_jobs_gpus_above(self.session, cluster, gpu_count, limit)
 
+    @hooked("queued_jobs_of_other_clusters")
+    def queued_jobs_of_other_clusters(self, clusters: list[str], limit: int) -> list[str]:
+        return repository.queued_jobs_of_other_clusters(self.session, clusters, limit)
+
+    @hooked("queued_jobs_unfit")
+    def queued_jobs_unfit(self, cluster: str, models: list[str], flex_run_s: int, most_nodes: int, regions: list[str],
+                          limit: int) -> list[str]:
+        return repository.queued_jobs_unfit(self.session, cluster, models, flex_run_s, most_nodes, regions, limit)
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return repository.pending_jobs(self.session, limit, queue_less)

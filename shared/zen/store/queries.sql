@@ -338,6 +338,76 @@ WHERE status = 'QUEUED' AND cluster = :cluster AND gang IS NULL AND gpus > :gpu_
 ORDER BY queued_at, job_id
 LIMIT :limit;
 
+-- name: queued_jobs_of_other_clusters
+-- The QUEUED jobs (no gang node claimed) of a cluster not among :clusters (the configured ones: one removed while
+-- they waited, zen.jobs.stranding), oldest first. Each gap between configured names, ordered as the index orders
+-- them (before the first, between two, after the last), is a range on jobs_queued_gpus (migration 0068)'s cluster:
+-- no row is read while every queued job's cluster is configured (cluster <> ALL read each of them).
+WITH named AS (SELECT DISTINCT name FROM unnest(CAST(:clusters AS text[])) AS c(name)),
+     gaps AS (SELECT lag(name) OVER (ORDER BY name) AS low, name AS high FROM named),
+     ends AS (SELECT min(name) AS first, max(name) AS last FROM named),
+     -- The queued clusters past either end (an index's first entry there, none read while there is none), which
+     -- bound those gaps too: a bound alone, the planner expected a third of the jobs and read them all.
+     outer_ends AS (SELECT first, last,
+         (SELECT cluster FROM jobs WHERE status = 'QUEUED' AND gang IS NULL AND cluster < ends.first
+          ORDER BY cluster LIMIT 1) AS lowest,
+         (SELECT cluster FROM jobs WHERE status = 'QUEUED' AND gang IS NULL AND cluster > ends.last
+          ORDER BY cluster DESC LIMIT 1) AS highest FROM ends)
+SELECT job_id FROM (  -- (each part its own LIMIT: a range on the index for each gap, not a join over every job)
+    SELECT j.job_id, j.queued_at FROM outer_ends AS e CROSS JOIN LATERAL (
+        SELECT job_id, queued_at FROM jobs
+        WHERE status = 'QUEUED' AND gang IS NULL AND cluster >= e.lowest AND cluster < e.first LIMIT :limit) AS j
+    UNION ALL
+    SELECT j.job_id, j.queued_at FROM gaps CROSS JOIN LATERAL (
+        SELECT job_id, queued_at FROM jobs
+        WHERE status = 'QUEUED' AND gang IS NULL AND cluster < gaps.high AND cluster > gaps.low LIMIT :limit) AS j
+    UNION ALL
+    SELECT j.job_id, j.queued_at FROM outer_ends AS e CROSS JOIN LATERAL (
+        SELECT job_id, queued_at FROM jobs
+        WHERE status = 'QUEUED' AND gang IS NULL AND cluster > e.last AND cluster <= e.highest LIMIT :limit) AS j
+    ) AS gone
+ORDER BY queued_at, job_id
+LIMIT :limit;
+
+-- name: queued_jobs_unfit
+-- A cluster's QUEUED jobs (no gang node claimed) that ask what it no longer has (zen.jobs.stranding.stranded), oldest
+-- first: the one provisioning model they accept among :models (those it does not list), flex-start alone and a
+-- named max_runtime_s above its flex-start VMs' run (:flex_run_s), more nodes than :most_nodes (max_vms,
+-- max_vms_per_region lowered), or regions none of which is among :regions (the cluster's now; jobs whose request
+-- named none are widened to those by queued_jobs_short). Each part is a range or an equality on an index of
+-- migration 0069 and reads no row while every queued job fits; the regions part reads one index entry for each
+-- distinct set of regions named (jobs that named regions alone, read as a loose index scan), not one a job.
+WITH RECURSIVE named_sets(regions) AS (
+    (SELECT regions FROM jobs
+     WHERE status = 'QUEUED' AND gang IS NULL AND jsonb_typeof(request -> 'regions') = 'array' AND cluster = :cluster
+     ORDER BY regions LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.regions FROM jobs AS j
+            WHERE j.status = 'QUEUED' AND j.gang IS NULL AND jsonb_typeof(j.request -> 'regions') = 'array'
+              AND j.cluster = :cluster AND j.regions > named_sets.regions
+            ORDER BY j.regions LIMIT 1)
+    FROM named_sets WHERE named_sets.regions IS NOT NULL
+)
+SELECT job_id FROM (
+    SELECT job_id, queued_at FROM jobs
+    WHERE status = 'QUEUED' AND gang IS NULL AND provisioning IS NOT NULL AND cluster = :cluster
+      AND provisioning = ANY(CAST(:models AS text[]))
+    UNION
+    SELECT job_id, queued_at FROM jobs
+    WHERE status = 'QUEUED' AND gang IS NULL AND provisioning IS NOT NULL AND cluster = :cluster
+      AND provisioning = 'flex-start' AND named_max_runtime_s > :flex_run_s
+    UNION
+    SELECT job_id, queued_at FROM jobs
+    WHERE status = 'QUEUED' AND gang IS NULL AND nodes > 1 AND cluster = :cluster AND nodes > :most_nodes
+    UNION
+    SELECT j.job_id, j.queued_at FROM named_sets CROSS JOIN LATERAL (
+        SELECT job_id, queued_at FROM jobs
+        WHERE status = 'QUEUED' AND gang IS NULL AND jsonb_typeof(request -> 'regions') = 'array'
+          AND cluster = :cluster AND regions = named_sets.regions) AS j
+    WHERE named_sets.regions IS NOT NULL AND NOT (named_sets.regions ?| CAST(:regions AS text[]))) AS unfit
+ORDER BY queued_at, job_id
+LIMIT :limit;
+
 -- name: queued_jobs_outranking
 -- A cluster's QUEUED single-VM jobs of higher priority than :priority, not offered to other VMs now (offered to :vm, a
 -- JSON array of its name, or their offer due to widen), highest priority first, then oldest, at most :limit: those a

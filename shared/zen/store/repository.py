@@ -341,6 +341,18 @@ def queued_jobs_gpus_above(session: Session, cluster: str, gpu_count: int, limit
     return [r["job_id"] for r in session.run("queued_jobs_gpus_above", cluster=cluster, gpu_count=gpu_count, limit=limit)]
 
 
+def queued_jobs_of_other_clusters(session: Session, clusters: list[str], limit: int) -> list[str]:
+    """The QUEUED jobs of a cluster not among ``clusters`` (the configured ones), oldest first."""
+    return [r["job_id"] for r in session.run("queued_jobs_of_other_clusters", clusters=clusters, limit=limit)]
+
+
+def queued_jobs_unfit(session: Session, cluster: str, models: list[str], flex_run_s: int, most_nodes: int,
+                      regions: list[str], limit: int) -> list[str]:
+    """The cluster's QUEUED jobs asking what it no longer has (``zen.jobs.stranding``), oldest first."""
+    return [r["job_id"] for r in session.run("queued_jobs_unfit", cluster=cluster, models=models, flex_run_s=flex_run_s,
+                                             most_nodes=most_nodes, regions=regions, limit=limit)]
+
+
 def queued_jobs_outranking(session: Session, cluster: str, priority: int, vm: str, now: datetime,
                            limit: int) -> list[Job]:
     """The cluster's QUEUED single-VM jobs of higher ``priority``, not offered to VMs other than ``vm`` now, highest

@@ -205,6 +205,24 @@ class InMemoryJobTx:
                  and (j.request.get("gpu_count") or j.gpus // max(j.nodes, 1)) > gpu_count]
         return [job_id for _, job_id in sorted(found)[:limit]]
 
+    @hooked("queued_jobs_of_other_clusters")
+    def queued_jobs_of_other_clusters(self, clusters: list[str], limit: int) -> list[str]:
+        found = [(j.queued_at, j.job_id) for j in self._t.jobs.values()
+                 if j.status is JobStatus.QUEUED and j.cluster not in clusters and not j.gang]
+        return [job_id for _, job_id in sorted(found)[:limit]]
+
+    @hooked("queued_jobs_unfit")
+    def queued_jobs_unfit(self, cluster: str, models: list[str], flex_run_s: int, most_nodes: int, regions: list[str],
+                          limit: int) -> list[str]:
+        def unfit(j: Job) -> bool:
+            accepts, named = j.request.get("provisioning"), j.request.get("max_runtime_s")
+            return (accepts in models or (accepts == "flex-start" and named is not None and named > flex_run_s)
+                    or j.nodes > most_nodes or (isinstance(j.request.get("regions"), list)
+                                                and not set(j.regions) & set(regions)))
+        found = [(j.queued_at, j.job_id) for j in self._t.jobs.values()
+                 if j.status is JobStatus.QUEUED and j.cluster == cluster and not j.gang and unfit(j)]
+        return [job_id for _, job_id in sorted(found)[:limit]]
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
         return [j.job_id for j in sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
