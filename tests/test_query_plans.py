@@ -121,8 +121,8 @@ HOT_QUERIES = [
     ("queued_jobs_gpus_above", {"cluster": "1xl4", "gpu_count": 1, "limit": 500}),
     # The tick's looks for jobs their cluster no longer serves (removed; its models, nodes or regions changed).
     ("queued_jobs_of_other_clusters", {"clusters": ["1xl4", "8xa100-40gb"], "limit": 500}),
-    ("queued_jobs_unfit", {"cluster": "1xl4", "models": ["spot"], "flex_run_s": 600, "most_nodes": 2,
-                           "regions": ["us-east4"], "limit": 500}),
+    ("queued_jobs_unfit", {"cluster": "1xl4", "models": ["spot"], "flex_run_s": 600, "flex_alone": False,
+                           "most_nodes": 2, "regions": ["us-east4"], "limit": 500}),
 ]
 
 
@@ -157,7 +157,7 @@ def test_the_ticks_gpu_count_pass_reads_no_queued_job_that_fits(big_db):
 
 @pytest.mark.parametrize("name, params", [
     ("queued_jobs_of_other_clusters", {"clusters": ["1xl4", "4xa100-40gb", "8xa100-40gb"], "limit": 500}),
-    ("queued_jobs_unfit", {"cluster": "1xl4", "models": ["spot", "flex-start"], "flex_run_s": 600,
+    ("queued_jobs_unfit", {"cluster": "1xl4", "models": ["spot", "standard"], "flex_run_s": 600, "flex_alone": False,
                            "most_nodes": 1, "regions": ["us-central1"], "limit": 500})], ids=["clusters", "unfit"])
 def test_the_ticks_configuration_passes_read_no_queued_job_that_fits(big_db, name, params):
     """``queued_jobs_of_other_clusters`` and ``queued_jobs_unfit`` run before every scaling pass: through ranges on

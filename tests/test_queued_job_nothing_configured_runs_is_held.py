@@ -33,6 +33,9 @@ CHANGES = {  # what the operator changes, the job it strands, and what its hold 
                             ("no longer runs in us-west1", "the regions the job allows")),
     "its model removed": ({"provisioning": ["spot"]}, {"provisioning": "standard"},
                           ("no longer lists standard", "the one provisioning model the job accepts")),
+    "flex-start alone, shorter than it names": (  # the job accepts any model: flex-start is the one left
+        {"provisioning": ["flex-start"], "flex_start_run_s": 3600}, {"max_runtime_s": 7200},
+        ("its max_runtime_s (7200 s) is now above how long a flex-start VM of cluster 8xa100-40gb runs",)),
     "a gang above max_vms_per_region": ({"max_vms_per_region": 1}, {"nodes": 2},
                                         ("nodes: 2 is above cluster 8xa100-40gb's max_vms_per_region (1)",)),
 }

@@ -80,10 +80,11 @@ class JobRows(Protocol):
         """The QUEUED jobs (no gang node claimed) of a cluster not among ``clusters``, oldest first."""
 
     def queued_jobs_unfit(self, cluster: str, models: list[str], flex_run_s: int, most_nodes: int, regions: list[str],
-                          limit: int) -> list[str]:
+                          limit: int, flex_alone: bool = False) -> list[str]:
         """The cluster's QUEUED jobs (no gang node claimed) accepting one model of ``models`` alone, or flex-start alone
-        with a named ``max_runtime_s`` above ``flex_run_s``, or of more nodes than ``most_nodes``, or allowed none of
-        ``regions`` (of those that named regions), oldest first (``zen.jobs.stranding``)."""
+        (any model too, where ``flex_alone``: flex-start the cluster's only one) with a named ``max_runtime_s`` above
+        ``flex_run_s``, or of more nodes than ``most_nodes``, or allowed none of ``regions`` (of those that named
+        regions), oldest first (``zen.jobs.stranding``)."""
 
     def queued_jobs_outranking(self, cluster: str, priority: int, vm: str, now: datetime, limit: int) -> list[Job]:
         """The cluster's QUEUED single-VM jobs (no gang) of higher ``priority``, not offered to VMs but ``vm`` now

@@ -111,10 +111,13 @@ def most_nodes(cluster: ClusterConfig) -> int:
 
 def queued_candidates(tx: JobTx, config: ZenConfig, limit: int) -> list[str]:
     """The QUEUED jobs (no gang node claimed) the configuration may no longer serve, beyond the tags and GPUs
-    ``Sweeps.narrow_uncleared`` looks for: of a cluster not configured; of one whose models, flex-start run,
-    node limits or regions no longer fit what they ask (``stranded``). Each query reads no job while all fit."""
+    ``Sweeps.narrow_uncleared`` looks for: of a cluster not configured; of one whose models, flex-start run (a job
+    accepting any model too, where flex-start is its only one), node limits or regions no longer fit what they ask
+    (``stranded``). Each query reads no job while all fit."""
     found = tx.queued_jobs_of_other_clusters([c.name for c in config.clusters], limit)
     for cluster in config.clusters:
+        flex_alone = list(cluster.provisioning) == ["flex-start"]  # a job accepting any model runs on flex-start alone
         found += [j for j in tx.queued_jobs_unfit(cluster.name, gone_models(cluster), cluster.flex_start_run_s,
-                                                  most_nodes(cluster), list(cluster.regions), limit) if j not in found]
+                                                  most_nodes(cluster), list(cluster.regions), limit, flex_alone)
+                  if j not in found]
     return found

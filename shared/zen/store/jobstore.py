@@ -98,8 +98,9 @@ class PostgresJobTx:
 
     @hooked("queued_jobs_unfit")
     def queued_jobs_unfit(self, cluster: str, models: list[str], flex_run_s: int, most_nodes: int, regions: list[str],
-                          limit: int) -> list[str]:
-        return repository.queued_jobs_unfit(self.session, cluster, models, flex_run_s, most_nodes, regions, limit)
+                          limit: int, flex_alone: bool = False) -> list[str]:
+        return repository.queued_jobs_unfit(self.session, cluster, models, flex_run_s, most_nodes, regions, limit,
+                                            flex_alone)
 
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:

@@ -371,8 +371,10 @@ LIMIT :limit;
 
 -- name: queued_jobs_unfit
 -- A cluster's QUEUED jobs (no gang node claimed) that ask what it no longer has (zen.jobs.stranding.stranded), oldest
--- first: the one provisioning model they accept among :models (those it does not list), flex-start alone and a
--- named max_runtime_s above its flex-start VMs' run (:flex_run_s), more nodes than :most_nodes (max_vms,
+-- first: the one provisioning model they accept among :models (those it does not list), flex-start alone (or any
+-- model, where :flex_alone: flex-start the cluster's only one) and a named max_runtime_s above its flex-start VMs'
+-- run (:flex_run_s; jobs accepting any: read through the cluster's queued jobs, only on a cluster whose one model is
+-- flex-start, a rare configuration, and none read elsewhere), more nodes than :most_nodes (max_vms,
 -- max_vms_per_region lowered), or regions none of which is among :regions (the cluster's now; jobs whose request
 -- named none are widened to those by queued_jobs_short). Each part is a range or an equality on an index of
 -- migration 0069 and reads no row while every queued job fits; the regions part reads one index entry for each
@@ -396,6 +398,10 @@ SELECT job_id FROM (
     SELECT job_id, queued_at FROM jobs
     WHERE status = 'QUEUED' AND gang IS NULL AND provisioning IS NOT NULL AND cluster = :cluster
       AND provisioning = 'flex-start' AND named_max_runtime_s > :flex_run_s
+    UNION
+    SELECT job_id, queued_at FROM jobs
+    WHERE status = 'QUEUED' AND gang IS NULL AND (provisioning IS NULL OR provisioning = 'any') AND cluster = :cluster
+      AND named_max_runtime_s > :flex_run_s AND CAST(:flex_alone AS boolean)
     UNION
     SELECT job_id, queued_at FROM jobs
     WHERE status = 'QUEUED' AND gang IS NULL AND nodes > 1 AND cluster = :cluster AND nodes > :most_nodes

@@ -347,10 +347,11 @@ def queued_jobs_of_other_clusters(session: Session, clusters: list[str], limit: 
 
 
 def queued_jobs_unfit(session: Session, cluster: str, models: list[str], flex_run_s: int, most_nodes: int,
-                      regions: list[str], limit: int) -> list[str]:
+                      regions: list[str], limit: int, flex_alone: bool = False) -> list[str]:
     """The cluster's QUEUED jobs asking what it no longer has (``zen.jobs.stranding``), oldest first."""
     return [r["job_id"] for r in session.run("queued_jobs_unfit", cluster=cluster, models=models, flex_run_s=flex_run_s,
-                                             most_nodes=most_nodes, regions=regions, limit=limit)]
+                                             flex_alone=flex_alone, most_nodes=most_nodes, regions=regions,
+                                             limit=limit)]
 
 
 def queued_jobs_outranking(session: Session, cluster: str, priority: int, vm: str, now: datetime,

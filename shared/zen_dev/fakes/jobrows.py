@@ -213,10 +213,11 @@ class InMemoryJobTx:
 
     @hooked("queued_jobs_unfit")
     def queued_jobs_unfit(self, cluster: str, models: list[str], flex_run_s: int, most_nodes: int, regions: list[str],
-                          limit: int) -> list[str]:
+                          limit: int, flex_alone: bool = False) -> list[str]:
         def unfit(j: Job) -> bool:
             accepts, named = j.request.get("provisioning"), j.request.get("max_runtime_s")
-            return (accepts in models or (accepts == "flex-start" and named is not None and named > flex_run_s)
+            flex = accepts == "flex-start" or (flex_alone and accepts in (None, "any"))
+            return (accepts in models or (flex and named is not None and named > flex_run_s)
                     or j.nodes > most_nodes or (isinstance(j.request.get("regions"), list)
                                                 and not set(j.regions) & set(regions)))
         found = [(j.queued_at, j.job_id) for j in self._t.jobs.values()
