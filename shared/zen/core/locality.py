@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from zen.core.config import ZenConfig
 from zen.core.gcs import split_uri
@@ -55,19 +56,31 @@ def bucket_location(config: ZenConfig, bucket: str) -> str | None:
         with _lock:
             _failed_at[bucket] = time.monotonic()
         return None
-    location = found.location.lower() if found is not None and found.location else None
+    location = location_of(found)
     with _lock:
         _looked_up[bucket] = location
         _failed_at.pop(bucket, None)
     return location
 
 
+def location_of(bucket: Any) -> str | None:
+    """A looked-up bucket's location, lowercased: a region, a multi-region, a predefined dual-region (``nam4``), or a
+    configurable dual-region's two regions joined by ``+`` (``us-east1+us-west1``). Cloud Storage names a configurable
+    dual-region's location by the multi-region it lies in (``US``, its ``locationType`` ``dual-region``) and its regions
+    in ``customPlacementConfig.dataLocations``: read as ``US``, every ``us-*`` region was as near as the other, and its
+    own two were priced at the multi-region's rate."""
+    if bucket is None or not bucket.location:
+        return None
+    regions = bucket.data_locations if (bucket.location_type or "").lower() == "dual-region" else None
+    return "+".join(sorted(r.lower() for r in regions)) if regions else bucket.location.lower()
+
+
 def distance(region: str, location: str | None) -> int | None:
-    """0 same region (or one of a dual-region's two), 1 same multi-region, 2 elsewhere; None when the location is
-    unknown."""
+    """0 same region (or one of a dual-region's two: ``nam4``, or ``us-east1+us-west1``), 1 same multi-region,
+    2 elsewhere; None when the location is unknown."""
     if location is None:
         return None
-    if location == region or region in _DUAL.get(location, ()):
+    if location == region or region in _DUAL.get(location, ()) or region in location.split("+"):
         return 0
     prefixes, outside = _MULTI.get(location, ((), frozenset()))
     if region.startswith(prefixes) and region not in outside:

@@ -68,6 +68,7 @@ class StorageState:
         self._lock = threading.Lock()
         self.buckets: dict[str, dict[str, StoredObject]] = {}
         self.locations: dict[str, str] = {}
+        self.placements: dict[str, list[str]] = {}  # a configurable dual-region's two regions (customPlacementConfig)
         self._generations = itertools.count(1_700_000_000_000_000)
         self.uploads: dict[str, dict] = {}  # resumable sessions: upload_id -> bucket, name, type, data
         self.finished: dict[str, dict] = {}  # resumable uploads done: upload_id -> the answer (no bytes: finish)
@@ -155,11 +156,21 @@ class StorageState:
             held.reached.set()
             held.release.wait(60)
 
-    def create_bucket(self, name: str, location: str = "US") -> None:
+    def create_bucket(self, name: str, location: str = "US", data_locations: list[str] | None = None) -> None:
         with self._lock:
             if name in self.buckets:
                 raise ApiError(409, f"The bucket {name} already exists.")
             self.buckets[name], self.locations[name] = {}, location.upper()
+            self.placements[name] = [r.upper() for r in data_locations or ()]
+
+    def bucket_resource(self, name: str) -> dict:
+        """A bucket's metadata as Cloud Storage answers it: its location and location type (a configurable
+        dual-region's location is the multi-region it lies in, its regions in ``customPlacementConfig``)."""
+        location, regions = self.locations[name], self.placements.get(name)
+        kind = "dual-region" if regions or location in ("NAM4", "EUR4", "ASIA1") else (
+            "multi-region" if location in ("US", "EU", "ASIA") else "region")
+        return {"kind": "storage#bucket", "name": name, "id": name, "location": location, "locationType": kind,
+                "storageClass": "STANDARD", **({"customPlacementConfig": {"dataLocations": regions}} if regions else {})}
 
     def objects(self, bucket: str) -> dict[str, StoredObject]:
         if bucket not in self.buckets:
@@ -262,13 +273,14 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         if method == "POST" and path == "/storage/v1/b":
             name = json.loads(body or b"{}").get("name", "")
-            state.create_bucket(name, json.loads(body or b"{}").get("location", "US"))
-            return self._json(200, {"kind": "storage#bucket", "name": name, "location": state.locations[name]})
+            asked = json.loads(body or b"{}")
+            state.create_bucket(name, asked.get("location", "US"), asked.get("customPlacementConfig", {}).get("dataLocations"))
+            return self._json(200, state.bucket_resource(name))
         if match := re.fullmatch(r"/storage/v1/b/([^/]+)", path):
             bucket = unquote(match[1])
             state.objects(bucket)
-            return self._json(200, {"kind": "storage#bucket", "name": bucket, "id": bucket,
-                                    "location": state.locations[bucket], "storageClass": "STANDARD"})
+            state.denying(f"bucket:{bucket}")  # deny("bucket:NAME", 403, ...): objects readable, its metadata not
+            return self._json(200, state.bucket_resource(bucket))
         if match := re.fullmatch(r"/upload/storage/v1/b/([^/]+)/o", path):
             return self._upload(method, unquote(match[1]), query, body)
         if match := re.fullmatch(r"/storage/v1/b/([^/]+)/o", path):
