@@ -49,6 +49,34 @@ def read_job_file(path: str) -> dict:
     return data
 
 
+def file_and_command(args) -> tuple[str | None, list[str]]:
+    """``zen submit``'s words: its job file (the first word, when it names one) and its command (the other words
+    before ``--`` and those after it); ``CliError`` (usage) for a folder, a job file that does not exist, a command
+    given as one word with spaces, or ``--after-any`` given a job id: it is a switch, so the id was taken as the
+    start of the command (``--after-any train -- python eval.py`` ran ``train python eval.py``) and the jobs to
+    wait for are ``--after``'s."""
+    positional, trailing, file = list(args.words), list(getattr(args, "trailing", [])), None
+    if positional and "/" in positional[0] and Path(positional[0]).is_dir():  # a path to a folder here: no program
+        raise CliError(f"{positional[0]} is a directory, not a job file (a job file ends in .yaml, .yml or .json) nor "
+                       "a program (a command goes after --: zen submit --cluster C -- PROGRAM ARGS)", 2)
+    if positional and is_job_file(positional[0]):
+        if not Path(positional[0]).is_file():
+            raise CliError(f"job file {positional[0]} does not exist (a command goes after --: "
+                           "zen submit --cluster C -- PROGRAM ARGS)", 2)
+        file = positional.pop(0)
+    if getattr(args, "after_any", False) and positional and trailing:
+        raise CliError(f"--after-any takes no job id ({positional[0]} would start the command): name the jobs with "
+                       f"--after, then add the switch: zen submit --after {positional[0]} --after-any ... -- "
+                       f"{' '.join(trailing)}", 2)
+    if getattr(args, "after_any", False) and not getattr(args, "after", None) and file is None:  # (a file's after:)
+        raise CliError("--after-any needs the jobs to wait for: zen submit --after ID --after-any ... -- COMMAND "
+                       "(it starts once they ended, however)", 2)
+    words = positional + trailing
+    if len(words) == 1 and " " in words[0].strip():
+        parts = words[0].split()
+        raise CliError(f"the command {words[0]!r} is one word with spaces, and no program is called that: "
+                       f"give the words separately (-- {' '.join(parts)}), or -- sh -c {words[0]!r}", 2)
+    return file, words
 
 
 def heaviest(request: Any) -> str:

@@ -15,13 +15,12 @@ import re
 import secrets
 import string
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 
 from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
-from zen.cli.jobfiles import heaviest, is_job_file, read_job_file
+from zen.cli.jobfiles import file_and_command, heaviest, read_job_file
 from zen.cli.publish import NotPublished, publish
 from zen.cli.kit import CliError, Context, database_configured, deployed, deployed_config, read, seconds
 from zen.core.events import PubSubEnvelope
@@ -61,22 +60,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     from pydantic import ValidationError
 
     data: dict = {}
-    positional, trailing = list(args.words), list(getattr(args, "trailing", []))
-    args.file = None
-    if positional and "/" in positional[0] and Path(positional[0]).is_dir():  # a path to a folder here: no program
-        raise CliError(f"{positional[0]} is a directory, not a job file (a job file ends in .yaml, .yml or .json) nor "
-                       "a program (a command goes after --: zen submit --cluster C -- PROGRAM ARGS)", 2)
-    if positional and is_job_file(positional[0]):
-        if not Path(positional[0]).is_file():
-            raise CliError(f"job file {positional[0]} does not exist (a command goes after --: "
-                           "zen submit --cluster C -- PROGRAM ARGS)", 2)
-        args.file = positional.pop(0)
-    words = positional + trailing
-    args.command = words
-    if len(words) == 1 and " " in words[0].strip():
-        parts = words[0].split()
-        raise CliError(f"the command {words[0]!r} is one word with spaces, and no program is called that: "
-                       f"give the words separately (-- {' '.join(parts)}), or -- sh -c {words[0]!r}", 2)
+    args.file, args.command = file_and_command(args)
     if args.cluster is not None and (args.gpu_type is not None or args.gpu_count is not None):  # the flags' clash
         raise CliError("invalid job request: --cluster and --gpu-type/--gpu-count each give the GPU shape: give "
                        "--cluster, or --gpu-type with --gpu-count", 2)

@@ -103,7 +103,8 @@ def queues(session, config: ZenConfig, viewer: Viewer, shown: int | None = None)
     """``zen queues``' rows, each with whether the viewer may submit to it, and the first ``shown``
     (WAITING_SHOWN) jobs waiting in it that the viewer sees (every one of a queue it belongs to, else its own),
     in the order they are served (``waiting_line``), each with its ``zen explain`` line, and how many more
-    wait (``more``)."""
+    wait (``more``). A queue removed from the configuration whose jobs still hold GPUs or wait is listed after
+    the configured ones with its ``note``, as ``zen queues`` lists it."""
     from zen.cli.queues import explain_line
     from zen.jobs.authorization import may_submit
     from zen.jobs.queueing import Queueing
@@ -111,15 +112,18 @@ def queues(session, config: ZenConfig, viewer: Viewer, shown: int | None = None)
 
     rows = Queueing(config).summary(PostgresJobTx(session)) if config.queues else []
     for row in rows:
-        refused = may_submit(config, viewer.principal, row["queue"], LOWEST_PRIORITY)  # membership (max_priority -1)
+        refused = (may_submit(config, viewer.principal, row["queue"], LOWEST_PRIORITY)  # membership (max_priority -1)
+                   if config.queue(row["queue"]) else f"queue {row['queue']} is not in the configuration")
         row["you_may_submit"] = refused is None
         row["why_not"] = refused
     out = []
-    for queue in config.queues:
-        sees_jobs = viewer.sees_all or queue.name in viewer.queues
+    for name in dict.fromkeys([queue.name for queue in config.queues] + [row["queue"] for row in rows]):
+        sees_jobs = viewer.sees_all or name in viewer.queues
         owner = None if sees_jobs else viewer.principal
-        jobs, total = waiting_line(session, queue.name, owner, shown or WAITING_SHOWN)
-        out.append({"rows": [r for r in rows if r["queue"] == queue.name], "name": queue.name, "sees_jobs": sees_jobs,
+        jobs, total = waiting_line(session, name, owner, shown or WAITING_SHOWN)
+        mine = [r for r in rows if r["queue"] == name]
+        note = next((r["note"] for r in mine if r.get("note")), None)
+        out.append({"rows": mine, "name": name, "sees_jobs": sees_jobs, "note": note,
                     "waiting": [{"job_id": j.job_id, "user": j.user_id, "cluster": j.cluster, "status": j.status.value,
                                  "priority": j.priority, "why": explain_line(session, config, j)} for j in jobs],
                     "more": total - len(jobs)})
