@@ -2,8 +2,9 @@
 
 A bucket's location is the configuration's ``data.bucket_locations``, else looked up with the official
 Cloud Storage client (cached; bounded by ``LOOKUP_TIMEOUT_S``, a failure retried after ``RETRY_UNKNOWN_S``).
-``egress_usd`` prices reading the inputs from a region (``zen explain``); ``nearest_regions`` are where a
-data job's start goes first (``zen.core.routing``). The distances and the order: docs/how-to/data-placement.md.
+``egress_usd`` prices reading the inputs from a region (``zen explain``; the planner's ranking: ``zen.scaling.egress``);
+``nearest_regions`` are where a data job's start goes first (``zen.core.routing``). The distances and the order:
+docs/how-to/data-placement.md.
 """
 
 from __future__ import annotations

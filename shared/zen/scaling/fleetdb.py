@@ -13,12 +13,15 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping
 
 from zen.core.cluster_config import ClusterConfig
+from zen.core.config import ZenConfig
 from zen.core.prices import Pricing, snapshot
 from zen.core.provisioning import accepted_models, model_of_pool, only_model, outlasts_flex, pool_key, region_of
-from zen.scaling.model import Action, Decision, DemandGroup, ErrorKind, MigError, RegionMemory, Timing, fold_demand
+from zen.scaling.egress import Inputs
+from zen.scaling.model import (Action, Decision, DemandGroup, DemandKey, ErrorKind, MigError, RegionMemory, Timing,
+                               fold_demand)
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
@@ -73,14 +76,18 @@ def pools_of_row(row: Mapping[str, Any], cluster: ClusterConfig | None) -> tuple
     return tuple(pool_key(r, m, primary) for r in regions for m in models), bound
 
 
-def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> tuple[DemandGroup, ...]:
+def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None,
+                  data: ZenConfig | None = None) -> tuple[DemandGroup, ...]:
     """The planner's demand from ``queued_demand``'s rows (a handful, however long the queue): each row's
     pools are its regions x the models its jobs accept, region by region, each region's models in the
     cluster's order; its start bound the jobs' own (None: the cluster's, see ``pools_of_row``). Rows that
     come to the same pools and bound are one group, the jobs past their start bound (``late``) one apart: the
     planner ranks a group by its oldest job's wait. A group no model of the cluster serves any longer
-    (the configuration changed while it waited) is left out. ``cluster`` None: pools are the regions."""
+    (the configuration changed while it waited) is left out. ``cluster`` None: pools are the regions. ``data``: the
+    configuration whose bucket locations and egress rates price the groups' inputs (``zen.scaling.egress``); None: not
+    priced."""
     parts: tuple[list[Any], list[Any]] = ([], [])  # (within their bound, past it)
+    inputs = Inputs()
     for row in rows:
         pools, wait = pools_of_row(row, cluster)
         if pools:
@@ -88,7 +95,14 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
             key = (row["priority"], pools, wait, _every(row), nodes, (row.get("need") or 0) if nodes > 1 else 0,
                    only_model(row.get("provisioning")))  # no idle VM recorded as another is theirs (flexrun.hidden)
             parts[bool(row.get("late"))].append((key, row.get("vms", row["jobs"]), row["oldest"], _seconds(row.get("longest"))))
-    return fold_demand(parts[1]) + fold_demand(parts[0])
+            inputs.add((bool(row.get("late")), key), row["jobs"], row.get("inputs"))
+    late, within = fold_demand(parts[1]), fold_demand(parts[0])
+    if data is None:
+        return late + within
+
+    def key_of(past: bool) -> Callable[[DemandGroup], tuple[bool, DemandKey]]:  # the key its rows were added under
+        return lambda g: (past, (g.priority, g.regions, g.max_wait_s, g.checkpoint_every_s, g.gang, g.part, g.accepts))
+    return inputs.priced(data, late, key_of(True)) + inputs.priced(data, within, key_of(False))
 
 
 def _every(row: dict[str, Any]) -> float | None:
@@ -102,10 +116,11 @@ def _seconds(value: Any) -> float | None:
 
 class FleetDb:
     def __init__(self, db: Database, clusters: Mapping[str, ClusterConfig] | None = None,
-                 pricing: Pricing | None = None):
+                 pricing: Pricing | None = None, data: ZenConfig | None = None):
         """``pricing``: the configuration's prices, by which each billed segment of an instance is priced as it
-        begins (the fleet's dollars: ``zen.store.fleet.see_instances``); None: no price kept (today's apply)."""
-        self._db = db
+        begins (the fleet's dollars: ``zen.store.fleet.see_instances``); None: no price kept (today's apply).
+        ``data``: the configuration that prices the demand's inputs in egress (``demand_groups``); None: not priced."""
+        self._db, self._data = db, data
         self._clusters = clusters or {}  # name -> its configuration: the pools of its demand (demand_groups)
         self._pricing = pricing
         self._failures: dict[str, datetime] = {}  # cluster -> when this instance last recorded a failed pass
@@ -126,7 +141,7 @@ class FleetDb:
         with self._db.transaction() as session:
             read_snapshot(session)
             rows = fleet.queued_demand(session, cluster, now, self._bound_s(cluster))
-            demand = demand_groups(rows, self._clusters.get(cluster))
+            demand = demand_groups(rows, self._clusters.get(cluster), self._data)
             held = fleet.held_vms(session, cluster)
             agents = fleet.agents(session, cluster)
             heard = next((a["heard_since"] for a in agents.values()), None) if agents else fleet.heard_since(

@@ -294,7 +294,7 @@ class ClusterOrchestrator:
         Compute's GPU quotas, read by the tick (``zen.scaling.quotas``; None: not read)."""
         self._config, self._quotas = config, quotas
         self._prices = PoolPrices(prices)
-        self._fleet = FleetDb(db, {c.name: c for c in config.clusters}, config.pricing)
+        self._fleet = FleetDb(db, {c.name: c for c in config.clusters}, config.pricing, config)
         self._asks, self._clock, self._mig_factory, self._policy = PassAsksDb(db), clock, mig_factory, policy
         self._timing = timing_from_config(config)
         self._managers: dict[str, ClusterManager] = {}

@@ -89,6 +89,7 @@ class DemandGroup:
     part: int = 0  # the VMs each of its gangs still needs (its nodes not claimed yet); 0: all ``gang``
     longest_s: float | None = None  # its jobs' longest max_runtime_s (None: none named one; zen.scaling.flexrun)
     accepts: str | None = None  # the one model its jobs accept (None: any): no idle VM recorded as another is theirs
+    egress: tuple[tuple[str, float], ...] = ()  # region -> USD a VM's job's inputs cost read there (zen.scaling.egress)
 
     def chunks(self) -> list[int]:
         """The VMs it needs, one entry per gang (each all in one region); one entry per VM for ordinary jobs.

@@ -14,6 +14,7 @@ from zen.scaling import preemptions, quotas
 from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory, Vm
 
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
+RUN_UNKNOWN_S = 3600.0  # a run expected where none was learned nor named: egress is weighed against an hour's price
 
 
 def learned_boot(memory: RegionMemory, booted: list[Vm], heard_since: datetime | None,
@@ -52,7 +53,7 @@ class Ranking:
         self.now: datetime = snapshot.now
         self.timing = snapshot.timing
         self.order = {r: i for i, r in enumerate(snapshot.cluster.regions)}
-        self._ranks: dict[tuple[tuple[str, ...], bool, float | None, float | None], list[str]] = {}
+        self._ranks: dict[tuple[tuple[str, ...], bool, float | None, float | None, tuple[float, ...]], list[str]] = {}
         pools = snapshot.cluster.pools or {}  # (None: each key a region of one unpriced model, ``ClusterLimits.pool``)
         self.priced = any(p.usd_per_hour is not None for p in pools.values())
         self._flex = {key for key, p in pools.items() if p is not None and p.model == "flex-start"}  # a pass asks many times
@@ -107,15 +108,18 @@ class Ranking:
                 and not any(self._blocked(r) for r in regions if r in self.memory))
 
     def rank(self, regions: tuple[str, ...], patient: bool = True, within_s: float | None = None,
-             checkpoint_every_s: float | None = None) -> list[str]:
+             checkpoint_every_s: float | None = None, egress_h: tuple[float, ...] = ()) -> list[str]:
         """Allowed, unblocked pools, best first. By expected seconds to a usable VM (boot, stockout risk,
         one ``preference_s`` per step down the region order; of equal ones, the lower price first, then the cluster's
         order: past its start bound a job was put on standard beside spot as fast); where pools are priced and the demand is
         ``patient``, the pools expected within ``cost_slack_s`` of the fastest, or within ``within_s`` from now (what
         is left of a bound the jobs named; None: no such bound), come first, cheapest first (the rest after, fastest
-        first). Computed after ``learn``, the only step that changes its inputs."""
-        # Unpriced, patience, slack and checkpoints change nothing: one ranking per pool list.
-        key = (regions, patient, within_s, checkpoint_every_s) if self.priced else (regions, True, None, None)
+        first). ``egress_h``: what the demand's inputs cost read in each of ``regions`` (in their order), in USD per
+        hour of its expected run (:meth:`egress_h`), added to each pool's price where pools are priced; () none.
+        Computed after ``learn``, the only step that changes its inputs."""
+        # Unpriced, patience, slack, checkpoints and egress change nothing: one ranking per pool list.
+        key = (regions, patient, within_s, checkpoint_every_s, egress_h) if self.priced else (
+            regions, True, None, None, ())
         ranked = self._ranks.get(key)
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
@@ -126,14 +130,17 @@ class Ranking:
             step = self._region_steps(known, order)
             eta = {r: self.boot_s(r) + self.risk(r) * self.timing.spill_after_s + step[r] * self.timing.preference_s
                    for r in usable}
-            ranked = sorted(usable, key=lambda r: (  # equally fast: the lower price first (past a start bound too;
-                eta[r], self.price(r) if self.priced else 0.0, order[r]))  # by cost with preemptions: dearer runs)
+            extra = dict(zip(regions, egress_h))  # (none: every pool's price as it is, not + 0.0)
+            ranked = sorted(usable, key=lambda r: (  # equally fast: the lower price (and egress) first, late too
+                eta[r], self.price(r) + extra[r] if extra else self.price(r) if self.priced else 0.0, order[r]))
             if patient and self.priced and ranked:
                 horizon = eta[ranked[0]] + self.timing.cost_slack_s  # seconds from now, as ``eta`` and ``within_s``
                 if within_s is not None:  # a named bound widens the choice to what is expected within it
                     horizon = max(horizon, within_s)
                 soon = [r for r in ranked if eta[r] <= horizon]
-                ranked = sorted(soon, key=lambda r: (self.cost(r, checkpoint_every_s), eta[r], order[r])) + ranked[len(soon):]
+                ranked = sorted(soon, key=lambda r: (  # by cost with preemptions (dearer runs) and egress
+                    self.cost(r, checkpoint_every_s) + extra[r] if extra else self.cost(r, checkpoint_every_s), eta[r],
+                    order[r])) + ranked[len(soon):]
             self._ranks[key] = ranked
         return ranked
 
@@ -172,24 +179,33 @@ class Ranking:
         prices it was compared with, as ``group``'s ranking weighed them: the next pools ranked after it and any
         cheaper one after those (one cheaper ranked after it is "slower": beyond the slack, or the group was past
         its start bound, "fastest first"), those ranked before it that had no room, and a price whose preemptions
-        were seen to throw work away at what that makes it per useful hour (what it was ranked by). Empty where
-        nothing is priced."""
+        were seen to throw work away at what that makes it per useful hour (what it was ranked by), and where its
+        jobs' inputs were priced (:meth:`egress_h`) the egress from each pool's region, over the run expected.
+        Empty where nothing is priced."""
         if not self.priced:
             return ""
         patient = group is None or self.patient(group)
         checkpoint = None if group is None else group.checkpoint_every_s
-        mine = self.cost(pool, checkpoint)
+        extra = dict(zip(group.regions, self.egress_h(group))) if group is not None else {}
+        egress = dict(group.egress) if group is not None and extra else {}
+
+        def total(p: str) -> float:  # what it was ranked by: USD per useful hour, with the egress over the run
+            return self.cost(p, checkpoint) + extra.get(p, 0.0)
+        mine = total(pool)
 
         def usd(p: str, after: bool = False) -> str:
             price, model, expected = self.price(p), self.s.cluster.pool(p).model, self.cost(p, checkpoint)
             if math.isinf(price):
                 return f"unpriced ({model})"
             weighed = f"; ${expected:.2f}/h with its preemptions" if expected > price * 1.005 else ""
-            return f"${price:.2f}/h ({model}{weighed}{', slower' if after and expected < mine else ''})"
+            moved = f" + ${egress.get(self.s.cluster.pool(p).region, 0.0):.2f} egress" if egress else ""
+            return f"${price:.2f}/h ({model}{weighed}{', slower' if after and total(p) < mine else ''}){moved}"
         at = ranked.index(pool) if pool in ranked else 0
         full, others = ranked[:at][:shown], list(ranked[at + 1:at + 1 + shown])
-        others += [p for p in ranked[at + 1 + shown:] if self.cost(p, checkpoint) < mine][:shown]  # cheaper, slower
+        others += [p for p in ranked[at + 1 + shown:] if total(p) < mine][:shown]  # cheaper, slower
         text = f": {usd(pool)}" + ("" if patient else ", fastest first (past its start bound)")
+        if egress and group is not None:
+            text += f" (its inputs' egress weighed against an expected {self.run_s(group) / 3600:.1f} h run)"
         if full:
             text += f", after {', '.join(f'{p} {usd(p)}' for p in full)} with no room"
         return text + (f", before {', '.join(f'{p} {usd(p, True)}' for p in others)}" if others else "")
@@ -224,7 +240,22 @@ class Ranking:
         within = None  # what is left of the bound its oldest job named
         if patient and group.max_wait_s is not None:
             within = group.max_wait_s - (self.now - group.oldest).total_seconds()
-        return self.rank(group.regions, patient, within, group.checkpoint_every_s)
+        return self.rank(group.regions, patient, within, group.checkpoint_every_s, self.egress_h(group))
+
+    def egress_h(self, group: DemandGroup) -> tuple[float, ...]:
+        """What one of ``group``'s VMs' jobs costs in egress read in each of its pools (``DemandGroup.egress``), in USD
+        per hour of its expected run (:meth:`run_s`), so that a pool's price plus it orders pools as the dollars of
+        the whole run do; () where pools are unpriced or its jobs name no input of a known location."""
+        if not self.priced or not group.egress:
+            return ()
+        usd, hours = dict(group.egress), self.run_s(group) / 3600
+        return tuple(usd.get(self.s.cluster.pool(p).region, 0.0) / hours for p in group.regions)
+
+    def run_s(self, group: DemandGroup) -> float:
+        """A run of ``group``'s jobs, as expected: the mean of the runs its pools learned (``RegionMemory.run_s``),
+        else the longest ``max_runtime_s`` its jobs named, else ``RUN_UNKNOWN_S``."""
+        learned = [run for p in group.regions if p in self.memory and (run := self.memory[p].run_s)]
+        return sum(learned) / len(learned) if learned else group.longest_s or RUN_UNKNOWN_S
 
     def patient(self, group: DemandGroup) -> bool:
         """Whether a group may still wait for its cheapest pools: its oldest job has waited less than its
