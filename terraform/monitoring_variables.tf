@@ -44,7 +44,7 @@ variable "alert_tick_missing_minutes" {
 variable "db_max_connections" {
   type        = number
   default     = 100
-  description = "max_connections of the Cloud SQL instance (100 for the default db_tier); the connection alert is a share of it."
+  description = "max_connections of the Cloud SQL instance (100 for the default db_tier); the connection alert is a share of it. The plan fails when it is above what db_tier's memory gets (sql.tf: db-f1-micro 25, db-g1-small 50, db-custom-*: 100 from 3.75 GiB up to 1,000 from 120 GiB); a larger value needs a larger tier."
 }
 
 variable "alert_db_connections_ratio" {

@@ -30,6 +30,23 @@ locals {
   db_connections_reserved = 10
 }
 
+locals {
+  # What the instance allows: this module sets no max_connections flag, so Cloud SQL's default for the tier's memory
+  # (Cloud SQL for PostgreSQL quotas and limits, "Maximum concurrent connections": 0.6 GiB 25, 1.7 GiB 50, 3.75 up to
+  # 6 GiB 100, 6 up to 7.5 GiB 200, 7.5 up to 15 GiB 400, 15 up to 30 GiB 500, 30 up to 60 GiB 600, 60 up to 120 GiB
+  # 800, 120 GiB and above 1,000). db_max_connections above it passed the plan's connection check (and set the
+  # connection alert past the limit) while Postgres refused the connections over it. null: a tier not read here.
+  db_tier_memory_gib = try(
+    { "db-f1-micro" = 0.6, "db-g1-small" = 1.7 }[var.db_tier],
+    tonumber(regex("^db-custom-[0-9]+-([0-9]+)$", var.db_tier)[0]) / 1024,
+    null,
+  )
+  db_tier_max_connections = try([
+    for step in [[120, 1000], [60, 800], [30, 600], [15, 500], [7.5, 400], [6, 200], [3.75, 100], [1.7, 50], [0, 25]] :
+    step[1] if local.db_tier_memory_gib >= step[0]
+  ][0], null)
+}
+
 resource "google_sql_database_instance" "zen" {
   name                = "${var.name_prefix}-db"
   database_version    = "POSTGRES_16" # the version the tests run against (pgserver)
@@ -138,6 +155,10 @@ resource "google_sql_database_instance" "zen" {
     precondition {
       condition     = local.db_connections_needed + local.db_connections_reserved <= var.db_max_connections
       error_message = "The functions may open ${local.db_connections_needed} database connections (max_instances x ZEN_DB_MAX_OPEN, per function: ${jsonencode(local.db_max_open)}), and ${local.db_connections_reserved} are kept for superusers and people: more than db_max_connections (${var.db_max_connections}). Lower functions.*.max_instances or concurrency, or choose a larger db_tier and set db_max_connections to its max_connections."
+    }
+    precondition {
+      condition     = var.db_max_connections <= coalesce(local.db_tier_max_connections, var.db_max_connections) # null: no check
+      error_message = "db_max_connections (${var.db_max_connections}) is above the ${coalesce(local.db_tier_max_connections, 0)} connections Cloud SQL gives db_tier ${var.db_tier} (its memory's default max_connections): the plan's connection check would count on connections Postgres refuses. Set db_max_connections to ${coalesce(local.db_tier_max_connections, 0)} and fit the functions in it, or choose a larger db_tier."
     }
   }
 

@@ -233,7 +233,7 @@ variable "scale_tick_schedule" {
 variable "db_tier" {
   type        = string
   default     = "db-custom-1-3840"
-  description = "Cloud SQL machine tier (1 vCPU, 3.75 GB: max_connections 100 by default, enough for the default function limits)."
+  description = "Cloud SQL machine tier (1 vCPU, 3.75 GB: max_connections 100 by default, enough for the default function limits). Another tier: set db_max_connections to its max_connections (sql.tf reads it from db-f1-micro, db-g1-small and db-custom-CPUS-MB names)."
 }
 
 variable "db_availability_type" {

@@ -119,7 +119,8 @@ def test_the_default_functions_fit_the_default_database_with_room(module):
 
 
 def test_the_plan_checks_the_connections_against_the_database(module):
-    [precondition] = block(module.resources_of("google_sql_database_instance")["zen"]["lifecycle"])["precondition"]
+    preconditions = block(module.resources_of("google_sql_database_instance")["zen"]["lifecycle"])["precondition"]
+    [precondition] = [p for p in preconditions if "db_connections_needed" in p["condition"]]
     assert precondition["condition"] == \
         "${local.db_connections_needed + local.db_connections_reserved <= var.db_max_connections}"
     assert module.locals["db_connections_needed"] == \
@@ -159,3 +160,38 @@ def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
     }"""
     assert evaluate(heartbeats)[0::2] == [148, False]
     assert evaluate("db_max_connections = 50")[2] is False
+
+
+def test_the_plan_checks_db_max_connections_against_the_tier(module):
+    preconditions = block(module.resources_of("google_sql_database_instance")["zen"]["lifecycle"])["precondition"]
+    conditions = [p["condition"] for p in preconditions]
+    assert ("${var.db_max_connections <= coalesce(local.db_tier_max_connections, var.db_max_connections)}"
+            in conditions), conditions
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
+def test_terraform_reads_each_tiers_connection_limit(tmp_path):
+    """sql.tf's tier locals, evaluated by terraform: a db_max_connections above what the tier's memory gets (Cloud SQL's
+    default max_connections) is caught, as db-g1-small's 50 under the default 100 was not."""
+    sql = (TERRAFORM / "sql.tf").read_text()
+    tier = re.search(r"^locals \{\n  # What the instance allows.*?^\}\n", sql, re.S | re.M).group(0)
+    (tmp_path / "main.tf").write_text("\n".join([
+        top_block(TERRAFORM / "variables.tf", 'variable "db_tier" {'),
+        top_block(TERRAFORM / "monitoring_variables.tf", 'variable "db_max_connections" {'),
+        tier]))
+    condition = "var.db_max_connections <= coalesce(local.db_tier_max_connections, var.db_max_connections)"
+
+    def evaluate(tfvars: str = "") -> list:
+        (tmp_path / "test.tfvars").write_text(tfvars)
+        result = console(tmp_path, f"jsonencode([local.db_tier_max_connections, {condition}])", "test.tfvars")
+        assert result.returncode == 0, result.stderr
+        return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+
+    assert evaluate() == [100, True]  # db-custom-1-3840: 3.75 GiB
+    assert evaluate('db_tier = "db-g1-small"') == [50, False]
+    assert evaluate('db_tier = "db-g1-small"\ndb_max_connections = 50') == [50, True]
+    assert evaluate('db_tier = "db-f1-micro"\ndb_max_connections = 25') == [25, True]
+    assert evaluate('db_tier = "db-custom-2-7680"\ndb_max_connections = 400') == [400, True]
+    assert evaluate('db_tier = "db-custom-2-6144"\ndb_max_connections = 400') == [200, False]
+    assert evaluate('db_tier = "db-custom-16-122880"\ndb_max_connections = 1000') == [1000, True]
+    assert evaluate('db_tier = "db-perf-optimized-N-2"') == [None, True]  # not read here: no check
