@@ -34,3 +34,18 @@ def test_after_any_with_a_job_files_after_is_read_as_its_switch(tmp_path):
     job.write_text("cluster: 1xl4\nafter: [train]\ncommand: [python, eval.py]\n")
     request = build_request(build_parser().parse_args(["submit", str(job), "--after-any"]))
     assert (request.after, request.after_condition) == (["train"], "any")
+
+
+def test_a_command_given_around_the_double_dash_is_kept_with_after_any():
+    """``zen submit --after prep --after-any --cluster C python eval.py -- --lr 1``: the words after ``--`` are the
+    program's flags, the rest of the command begun before it (``python eval.py --lr 1``), as without the switch; no
+    job id was given to ``--after-any`` (a program after ``--`` is what such an id is taken before)."""
+    from zen.cli.main import build_parser
+    from zen.cli.user import build_request
+
+    args = build_parser().parse_args(["submit", "--after", "prep", "--after-any", "--cluster", "1xl4", "python",
+                                      "eval.py"])
+    args.trailing = ["--lr", "1"]  # the words after -- (zen.cli.main cuts them off before parsing)
+    request = build_request(args)
+    assert (request.command, request.after, request.after_condition) == (
+        ["python", "eval.py", "--lr", "1"], ["prep"], "any"), request

@@ -54,7 +54,8 @@ def file_and_command(args) -> tuple[str | None, list[str]]:
     before ``--`` and those after it); ``CliError`` (usage) for a folder, a job file that does not exist, a command
     given as one word with spaces, or ``--after-any`` given a job id: it is a switch, so the id was taken as the
     start of the command (``--after-any train -- python eval.py`` ran ``train python eval.py``) and the jobs to
-    wait for are ``--after``'s."""
+    wait for are ``--after``'s. Words before ``--`` whose rest after it begins with a flag (``python eval.py --
+    --lr 1``) are one command, the switch given no id."""
     positional, trailing, file = list(args.words), list(getattr(args, "trailing", [])), None
     if positional and "/" in positional[0] and Path(positional[0]).is_dir():  # a path to a folder here: no program
         raise CliError(f"{positional[0]} is a directory, not a job file (a job file ends in .yaml, .yml or .json) nor "
@@ -64,7 +65,7 @@ def file_and_command(args) -> tuple[str | None, list[str]]:
             raise CliError(f"job file {positional[0]} does not exist (a command goes after --: "
                            "zen submit --cluster C -- PROGRAM ARGS)", 2)
         file = positional.pop(0)
-    if getattr(args, "after_any", False) and positional and trailing:
+    if getattr(args, "after_any", False) and positional and trailing and not trailing[0].startswith("-"):
         raise CliError(f"--after-any takes no job id ({positional[0]} would start the command): name the jobs with "
                        f"--after, then add the switch: zen submit --after {positional[0]} --after-any ... -- "
                        f"{' '.join(trailing)}", 2)
