@@ -127,11 +127,23 @@ class QueueConfig(_Strict):
 
 
 class EgressRates(_Strict):
-    """USD per GB of job input read from another place (list-price assumptions; set your own)."""
+    """USD per GB of job input read from another place (``zen.core.locality.distance``; set your own). The defaults
+    are Cloud Storage's list prices as its pricing page (https://cloud.google.com/storage/pricing, network usage)
+    states them for data moving within Google Cloud: no charge within a region, $0.01/GB between different locations
+    of one continent (``us-east1`` to ``northamerica-northeast1``, a ``US`` bucket read in ``us-central1``), and
+    $0.08/GB between continents neither of which is Oceania (one that is: $0.15/GB, not modelled apart: set
+    ``other`` to it for ``australia-*``). ``same_continent`` unset (configurations written before it) is
+    ``same_multi_region``'s rate."""
 
     same_region: float = Field(default=0.0, ge=0)
     same_multi_region: float = Field(default=0.01, ge=0)
+    same_continent: float | None = Field(default=None, ge=0)
     other: float = Field(default=0.08, ge=0)
+
+    @property
+    def continental(self) -> float:
+        """A read from another region of the bucket's continent, outside its multi-region."""
+        return self.same_multi_region if self.same_continent is None else self.same_continent
 
 
 class DataConfig(_Strict):

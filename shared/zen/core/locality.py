@@ -31,6 +31,13 @@ _MULTI: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
 }
 _DUAL = {"nam4": frozenset({"us-central1", "us-east1"}), "eur4": frozenset({"europe-north1", "europe-west4"}),
          "asia1": frozenset({"asia-northeast1", "asia-northeast2"})}
+# The continent of a region by its name's prefix, and of a multi- or predefined dual-region by its name: Cloud Storage
+# bills a read from another region of the same continent below one across continents (``data.egress_usd_per_gb``).
+_CONTINENT_PREFIXES = (("us-", "northern-america"), ("northamerica-", "northern-america"),
+                       ("southamerica-", "south-america"), ("europe-", "europe"), ("asia-", "asia"),
+                       ("australia-", "oceania"), ("me-", "middle-east"), ("africa-", "africa"))
+_CONTINENT_OF = {"us": "northern-america", "nam4": "northern-america", "eu": "europe", "eur4": "europe",
+                 "asia": "asia", "asia1": "asia"}
 _looked_up: dict[str, str | None] = {}
 _failed_at: dict[str, float] = {}  # bucket -> when its lookup last failed (time.monotonic)
 _lock = threading.Lock()
@@ -76,9 +83,20 @@ def location_of(bucket: Any) -> str | None:
     return "+".join(sorted(r.lower() for r in regions)) if regions else bucket.location.lower()
 
 
+def continent(location: str) -> str | None:
+    """The continent of a region (``us-east1``), a multi-region (``us``), a predefined dual-region (``nam4``) or a
+    configurable one (``us-east1+us-west1``: its regions'); None for a name Zen does not know."""
+    if location in _CONTINENT_OF:
+        return _CONTINENT_OF[location]
+    found = {next((c for prefix, c in _CONTINENT_PREFIXES if region.startswith(prefix)), None)
+             for region in location.split("+")}
+    return found.pop() if len(found) == 1 else None
+
+
 def distance(region: str, location: str | None) -> int | None:
     """0 same region (or one of a dual-region's two: ``nam4``, or ``us-east1+us-west1``), 1 same multi-region,
-    2 elsewhere; None when the location is unknown."""
+    2 same continent (``us-central1`` from ``us-east1``, ``northamerica-northeast1`` from ``us``), 3 elsewhere;
+    None when the location is unknown."""
     if location is None:
         return None
     if location == region or region in _DUAL.get(location, ()) or region in location.split("+"):
@@ -86,7 +104,8 @@ def distance(region: str, location: str | None) -> int | None:
     prefixes, outside = _MULTI.get(location, ((), frozenset()))
     if region.startswith(prefixes) and region not in outside:
         return 1
-    return 2
+    near = continent(region)
+    return 2 if near is not None and near == continent(location) else 3
 
 
 def _weighted(config: ZenConfig, inputs: Iterable[InputSpec] | None) -> list[tuple[float, str | None]]:
@@ -126,7 +145,7 @@ def egress_usd(config: ZenConfig, region: str, inputs: Iterable[InputSpec] | Non
     if not weighted:
         return None
     rates = config.data.egress_usd_per_gb
-    price = (rates.same_region, rates.same_multi_region, rates.other)
+    price = (rates.same_region, rates.same_multi_region, rates.continental, rates.other)
     known = [(w, d) for w, loc in weighted if (d := distance(region, loc)) is not None]
     return (sum(w for w, d in known if d > 0), sum(w * price[d] for w, d in known),
             sum(w for w, loc in weighted if loc is None))
