@@ -76,7 +76,7 @@ HOT_QUERIES = [
     ("early_stops_of_submitted_jobs", {"limit": 500}),  # stops that raced their submission
     ("pending_jobs", {"limit": 500, "queue_less": False}),  # without queues, the tick admits jobs left PENDING by removed queues
     ("pending_jobs", {"limit": 500, "queue_less": True}),  # with queues, the jobs of none (held before queues came)
-    ("queued_demand", {"cluster": "1xl4", "now": NOW, "bound": 600}),  # the planner's demand, by the regions each start reaches now
+    ("queued_demand", {"cluster": "1xl4", "now": NOW, "bound": 600, "with_inputs": False}),  # the planner's demand, by the regions each start reaches now
     ("vm_holds_job", {"vm_name": "vm-13", "left_running": "x"}),
     # Each submission of a job with inputs or an image looks for warm VMs (zen.core.routing).
     ("vms_holding", dict(cluster="1xl4", regions='["us-central1"]', inputs='["gs://b/x"]', image=None,

@@ -19,7 +19,7 @@ from zen.core.cluster_config import ClusterConfig
 from zen.core.config import ZenConfig
 from zen.core.prices import Pricing, snapshot
 from zen.core.provisioning import accepted_models, model_of_pool, only_model, outlasts_flex, pool_key, region_of
-from zen.scaling.egress import Inputs
+from zen.scaling.egress import Inputs, weighs_inputs
 from zen.scaling.model import (Action, Decision, DemandGroup, DemandKey, ErrorKind, MigError, RegionMemory, Timing,
                                fold_demand)
 from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
@@ -140,7 +140,7 @@ class FleetDb:
         claiming VM, busy, could no longer be), and the pass deleted the VM booting for the gang's next node."""
         with self._db.transaction() as session:
             read_snapshot(session)
-            rows = fleet.queued_demand(session, cluster, now, self._bound_s(cluster))
+            rows = fleet.queued_demand(session, cluster, now, self._bound_s(cluster), weighs_inputs(self._data))
             demand = demand_groups(rows, self._clusters.get(cluster), self._data)
             held = fleet.held_vms(session, cluster)
             agents = fleet.agents(session, cluster)

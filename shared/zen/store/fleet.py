@@ -33,10 +33,12 @@ def cluster_unlock(session: Session, cluster: str) -> None:
     session.one("cluster_unlock", cluster=cluster)
 
 
-def queued_demand(session: Session, cluster: str, now: datetime, bound_s: int) -> list[dict[str, Any]]:
+def queued_demand(session: Session, cluster: str, now: datetime, bound_s: int,
+                  with_inputs: bool = False) -> list[dict[str, Any]]:
     """The cluster's QUEUED jobs counted by (priority, regions, ...): ``priority, regions, jobs, oldest``, and ``late``:
-    queued for their start bound or longer at ``now`` (their own, else ``bound_s``, the cluster's)."""
-    return session.run("queued_demand", cluster=cluster, now=now, bound=bound_s)
+    queued for their start bound or longer at ``now`` (their own, else ``bound_s``, the cluster's); ``inputs``, their
+    input lists, read only ``with_inputs`` (``zen.scaling.egress.weighs_inputs``)."""
+    return session.run("queued_demand", cluster=cluster, now=now, bound=bound_s, with_inputs=with_inputs)
 
 
 def queued_demand_by_gpus(session: Session, cluster: str, now: datetime, bound_s: int) -> list[dict[str, Any]]:

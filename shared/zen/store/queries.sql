@@ -653,7 +653,8 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- then), what a flex-start VM must have left of its run to count. late: queued for its start bound or longer at
 -- :now (its own max_start_wait_s, else the cluster's :bound), apart from the others: the planner ranks a group
 -- past its bound by speed (zen.scaling.ranking.patient), and a job queued a moment ago went with an older one's.
--- inputs: the input lists of its jobs that name any (NULL: none does), priced in egress by zen.scaling.egress.
+-- inputs: the input lists of its jobs that name any (NULL: none does), priced in egress by zen.scaling.egress; read
+-- only :with_inputs (a configuration naming bucket locations: zen.scaling.egress.weighs_inputs), else none.
 SELECT priority, regions, provisioning, max_start_wait_s, checkpoint_every_s, count(*) AS jobs,
        min(queued_at) AS oldest, max(named_max_runtime_s) AS longest, nodes, need, CAST(sum(need) AS integer) AS vms,
        late, jsonb_agg(inputs) FILTER (WHERE inputs IS NOT NULL) AS inputs
@@ -665,7 +666,8 @@ FROM (SELECT priority, CASE WHEN flying.places = 1 AND COALESCE(start_regions, r
              nodes - COALESCE(jsonb_array_length(gang), 0) - COALESCE(flying.vms, 0) AS need,
              queued_at <= CAST(:now AS timestamptz)
                           - COALESCE(max_start_wait_s, CAST(:bound AS integer)) * interval '1 second' AS late,
-             CASE WHEN jsonb_typeof(request -> 'inputs') = 'array' THEN NULLIF(request -> 'inputs', '[]') END AS inputs
+             CASE WHEN CAST(:with_inputs AS boolean) AND jsonb_typeof(request -> 'inputs') = 'array'
+                  THEN NULLIF(request -> 'inputs', '[]') END AS inputs
       FROM jobs
       LEFT JOIN (SELECT vms.job_id, count(*) AS vms, min(vms.region) AS region, count(DISTINCT vms.region) AS places
                  FROM vms JOIN jobs AS job ON job.job_id = vms.job_id
