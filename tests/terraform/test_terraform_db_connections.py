@@ -130,6 +130,14 @@ def test_the_plan_checks_the_connections_against_the_database(module):
         assert hint in message, hint
 
 
+def evaluated(directory, expression: str, tfvars: str) -> list:
+    """``expression`` (a list) as ``terraform console`` evaluates it over the module in ``directory`` and ``tfvars``."""
+    (directory / "test.tfvars").write_text(tfvars)
+    result = console(directory, f"jsonencode({expression})", "test.tfvars")
+    assert result.returncode == 0, result.stderr
+    return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
 def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
     """The locals and the precondition's condition of sql.tf, evaluated by terraform itself over the
@@ -144,11 +152,7 @@ def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
     condition = condition["condition"][2:-1]
 
     def evaluate(tfvars: str = "") -> list:
-        (tmp_path / "test.tfvars").write_text(tfvars)
-        script = f"jsonencode([local.db_connections_needed, local.db_max_open, {condition}])\n"
-        result = console(tmp_path, script.rstrip("\n"), "test.tfvars")
-        assert result.returncode == 0, result.stderr
-        return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+        return evaluated(tmp_path, f"[local.db_connections_needed, local.db_max_open, {condition}]", tfvars)
 
     assert evaluate() == [85, {"on_job_submitted": 9, "on_heartbeat": 9, "on_stop_requested": 3,
                                "on_scale_tick": 4}, True]
@@ -182,10 +186,7 @@ def test_terraform_reads_each_tiers_connection_limit(tmp_path):
     condition = "var.db_max_connections <= coalesce(local.db_tier_max_connections, var.db_max_connections)"
 
     def evaluate(tfvars: str = "") -> list:
-        (tmp_path / "test.tfvars").write_text(tfvars)
-        result = console(tmp_path, f"jsonencode([local.db_tier_max_connections, {condition}])", "test.tfvars")
-        assert result.returncode == 0, result.stderr
-        return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+        return evaluated(tmp_path, f"[local.db_tier_max_connections, {condition}]", tfvars)
 
     assert evaluate() == [100, True]  # db-custom-1-3840: 3.75 GiB
     assert evaluate('db_tier = "db-g1-small"') == [50, False]

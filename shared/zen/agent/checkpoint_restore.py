@@ -1,8 +1,8 @@
 """Restoring a job's checkpoint (``zen.agent.checkpoint``): a manifest's files downloaded into the folder, and what
 a failed restore is. The manifest unreadable fails the attempt; a refusal (403: an IAM grant propagating) is asked
-again for ``REFUSED_FOR_S``, then fails it naming what to check; a 5xx, the network, or a save replaced while it was
-read (404) gives the attempt back (``Unavailable``); another 4xx fails it at once (a 400: the bucket made requester
-pays)."""
+again for ``REFUSED_FOR_S``, then fails it naming what to check; a 5xx, the network, this VM's own token refused (401,
+or not had: ``zen.agent.limits.token_refused``) or a save replaced while it was read (404) gives the attempt back
+(``Unavailable``); another 4xx fails it at once (a 400: the bucket made requester pays)."""
 
 from __future__ import annotations
 

@@ -312,8 +312,8 @@ def _before_help(after: list[str]) -> bool:
 
 # What the docker CLI logs (logrus's ``level=error msg="..."``; ``ERRO[0042] ...`` on a terminal) when its wait for the
 # container's end broke, its daemon gone while the job ran (crashed, killed, restarted: "unexpected EOF"), before it
-# exits 125: how the job ended is unknown, and it is the VM's (``docker_fault``), not the job's exit code. "Error waiting
-# ...", capitalized: the daemon's own answer to the wait was an error (its wait cut short), logged in those words.
+# exits 125: how the job ended is unknown, and it is the VM's (``docker_fault``), not the job's exit code.
+# "Error waiting ...", capitalized: the daemon's own answer to the wait was an error (its wait cut short).
 WAIT_LOST = re.compile(r'(?:level=error msg="|^ERRO\[\d+\] )[Ee]rror waiting for container: ([^"]*)')
 LOST_WHILE_RUNNING = "error waiting for container: "
 
@@ -332,9 +332,9 @@ def docker_fault(container: str | None, exit_code: int, tail: str) -> str | None
         return (LOST_WHILE_RUNNING + match.group(1))[:300]  # in one case, whichever the CLI's words
     if any(IMAGE_REQUIRES in line for line in said):  # the image's requirement, the VM's driver: the job's
         return None
-    theirs = [(line, line.replace(own[1], "") if (own := JOBS_COMMAND.search(line)) else line) for line in said]
-    return next((line[:300] for line, words in theirs if any(p in words for p in DOCKER_DOWN) or PULL_STATUS.search(words)),
-                None)
+    docker_words = [(line, line.replace(own[1], "") if (own := JOBS_COMMAND.search(line)) else line) for line in said]
+    return next((line[:300] for line, words in docker_words  # (the job's own command taken out: ``JOBS_COMMAND``)
+                 if any(p in words for p in DOCKER_DOWN) or PULL_STATUS.search(words)), None)
 
 
 def lost_while_running(container: str | None, exit_code: int, tail: str) -> bool:

@@ -214,7 +214,8 @@ def _stopping_why(session, job, losing: bool) -> str:
 def _unanswered(job, losing: bool) -> str:
     """What the sweep does with a STOPPING job its VMs leave unanswered (``silence.decide_silence``): a user's stop
     ends the job (CANCELLED); a preemption by its queue gives the attempt up and the job waits for its quota again, no
-    attempt spent; a gang that lost a node gives the attempt up and runs again, or ends FAILED (``gang_ends.settle``)."""
+    attempt spent; a gang that lost a node gives the attempt up and runs again, or ends FAILED
+    (``gang_ends.settle``)."""
     word = "their" if job.nodes > 1 else "its VM's"
     if job.preempted_by:
         return f"the attempt is given up without {word} word and the job waits for its queue's quota again (no attempt spent)"

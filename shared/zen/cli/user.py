@@ -337,7 +337,8 @@ def register(sub, ctx: Context) -> None:
                         "local stack runs the command as a process of this machine, the image unused)")
     submit.add_argument("--priority", type=int, help="-1000..1000: a queue admits, scaling plans for, and a free VM "
                         "runs higher first (not a gang; default 0)")
-    submit.add_argument("--max-runtime", type=seconds, metavar="SECONDS", help="stop an attempt after this long; a rerun after a preemption gets it again (default: the configured cap, limits.max_runtime_s)")
+    submit.add_argument("--max-runtime", type=seconds, metavar="SECONDS", help="stop an attempt after this long; a "
+                        "rerun after a preemption gets it again (default: the configured cap, limits.max_runtime_s)")
     submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (a VM gone silent spends one; a preempted VM does not)")
     submit.add_argument("--provisioning", choices=(*MODELS, ANY),
                         help="the VMs it may run on (default: any of its cluster's provisioning models)")
@@ -361,7 +362,8 @@ def register(sub, ctx: Context) -> None:
                         "(a lost or preempted attempt is rerun anyway: --max-attempts)")
     submit.add_argument("--retry-exit-code", type=int, action="append", metavar="CODE",
                         help="retry only these exit codes (repeatable; default: any non-zero)")
-    submit.add_argument("--retry-backoff", type=seconds, metavar="SECONDS", help="wait before the first retry (default 30), doubling")
+    submit.add_argument("--retry-backoff", type=seconds, metavar="SECONDS",
+                        help="wait before the first retry (default 30), doubling")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--secret", action="append", metavar="NAME=REFERENCE", help=(

@@ -22,8 +22,8 @@ def describe_validation_error(exc: ValidationError, *, top: str = "(message)", l
     """One line a person can act on from a pydantic ValidationError: ``field.path: problem; ...``.
     What it quotes of the input (field names are the message's own keys) is escaped and bounded. Given
     the ``model``, an unknown field names the field of its own mapping it is closest to (``comand``: command;
-    ``checkpoint.evry``: checkpoint.every). ``top``: what
-    a problem of the whole message is said of ("" : nothing, as a command line's job, which has no name). ``quote_text``:
+    ``checkpoint.evry``: checkpoint.every). ``top``: what a problem of the whole message is said of ("" : nothing,
+    as a command line's job, which has no name). ``quote_text``:
     a number, boolean or null where text is meant (a job file's ``VERSION: 1.10``) says what it was read as and to
     quote it, not pydantic's "Input should be a valid string"."""
     parts = []

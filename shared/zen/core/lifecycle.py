@@ -1,7 +1,7 @@
 """Pure decisions of the job state machine: given a job and a message, what changes (a ``Decision``).
 
 Nothing here does I/O: ``JobService._apply`` (``zen.jobs.service``) carries a ``Decision`` out in one
-transaction. The transitions are ``zen.core.models.TRANSITIONS``. The rules that make Pub/Sub's
+transaction. The transitions are ``zen.core.job_states.TRANSITIONS``. The rules that make Pub/Sub's
 at-least-once, any-order delivery safe (stale attempts, ``seq``, the claim race, what is retried, a
 lost attempt's late final report): docs/explanations/delivery-guarantees.md. What a silent VM's attempt
 comes to (the lost-job sweep): ``zen.core.silence``.

@@ -27,7 +27,7 @@ from zen.core.provisioning import accepted_models, flex_run_left_s, flex_too_sho
 from zen.core.reports import refused_floor
 from zen.core.routing import next_route
 from zen.jobs.placement import gpus_short, regions_cleared_now
-from zen.jobs.stranding import held, stranded, why_not_cleared
+from zen.jobs.stranding import CHANGED, held, stranded, why_not_cleared
 from zen.jobs.store import repeat_key
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, now: dat
             return held_uncleared(config, job, hb, now)
         reason, cause = f"{why_not_cleared(config, job, [hb.region])}{NONE_CLEARED}", NOT_CLEARED
     elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
-        reason, cause = f"{too_many} (the configuration changed since it was accepted)", NOT_CLEARED
+        reason, cause = f"{too_many} ({CHANGED})", NOT_CLEARED
     elif (short := gpus_short(config, job)) is not None:  # gpu_count lowered since: it would run on fewer GPUs
         if not job.gang:
             return _held_claim(job, hb, short, now)
@@ -326,7 +326,7 @@ def recleared(config: ZenConfig, job: Job, now: datetime) -> Decision | None:
     them, its start sent again unless it goes to a few regions or VMs for now (``zen.core.routing``, which widens it
     to them later). One nothing configured can run, wherever it may run (``stranding.stranded``: its cluster, model or
     regions gone, a gang above its cluster's lowered limits, more GPUs of a VM than its cluster's VMs have now), is
-    held as at such a claim (``_held_claim``). None: nothing dropped or added (a gang with nodes claimed waits with
+    held as at such a claim (``stranding.held``). None: nothing dropped or added (a gang with nodes claimed waits with
     them: its claims are refused as they come)."""
     if job.status is not JobStatus.QUEUED or job.gang:
         return None

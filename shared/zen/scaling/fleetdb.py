@@ -118,7 +118,7 @@ class FleetDb:
     def __init__(self, db: Database, clusters: Mapping[str, ClusterConfig] | None = None,
                  pricing: Pricing | None = None, data: ZenConfig | None = None):
         """``pricing``: the configuration's prices, by which each billed segment of an instance is priced as it
-        begins (the fleet's dollars: ``zen.store.fleet.see_instances``); None: no price kept (today's apply).
+        begins (the fleet's dollars: ``zen.store.fleet.see_instances``); None: no price kept.
         ``data``: the configuration that prices the demand's inputs in egress (``demand_groups``); None: not priced."""
         self._db, self._data = db, data
         self._clusters = clusters or {}  # name -> its configuration: the pools of its demand (demand_groups)
