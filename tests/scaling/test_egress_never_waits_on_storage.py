@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-import pytest
 
+from tests.test_locality_bucket_metadata import standin  # noqa: F401 - the Cloud Storage stand-in, lookups forgotten
 from zen.core.locality import bucket_location
 from zen.scaling.egress import weighs_inputs
 from zen.scaling.fleetdb import demand_groups
@@ -18,18 +18,6 @@ from zen.scaling.fleetdb import demand_groups
 OLDEST = datetime(2026, 12, 1, tzinfo=timezone.utc)
 ROW = {"priority": 0, "regions": ["europe-west4", "us-central1"], "jobs": 1, "oldest": OLDEST,
        "inputs": [[{"uri": "gs://eu-unlisted/shards/", "size_gb": 2000}]]}
-
-
-@pytest.fixture
-def standin(monkeypatch):
-    from zen.core import locality
-    from zen_dev.local.storage import StorageStandIn  # the GCS stand-in (STORAGE_EMULATOR_HOST)
-
-    monkeypatch.setattr(locality, "_looked_up", {})
-    monkeypatch.setattr(locality, "_failed_at", {})
-    with StorageStandIn() as running:
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", running.address)
-        yield running
 
 
 def test_a_pass_prices_no_bucket_it_would_have_to_look_up(config, standin):
