@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-
 from tests.test_locality_bucket_metadata import standin  # noqa: F401 - the Cloud Storage stand-in, lookups forgotten
 from zen.core.locality import bucket_location
 from zen.scaling.egress import weighs_inputs
