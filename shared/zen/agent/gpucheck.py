@@ -109,15 +109,12 @@ def vm_fault(container: str | None, exit_code: int, tail: str, gpus: Callable[[]
     ``zen.agent.diskcheck.WorkDiskCheck``: read-only or failing), then the GPUs' (``gpus``: ``GpuCheck``)."""
     if (fault := docker_fault(container, exit_code, tail)) is not None:
         return fault_reason(fault)
-    if exit_code != 0 and (refused := disk()) is not None:
-        log.error("the VM's disk takes no writes after a job failed", extra={"exit_code": exit_code,
-                                                                             "reason": refused})
-        return f"the job exited with code {exit_code} on a VM whose disk failed: {refused}"
-    if exit_code != 0 and (failed := gpus()) is not None:
-        log.error("the VM's GPUs failed their check after a job failed", extra={"exit_code": exit_code,
-                                                                                "reason": failed})
-        return f"the VM's GPUs failed their check after the job exited with code {exit_code}: {failed}"
-    return None
+    if exit_code == 0 or (found := _disk_then_gpus(gpus, disk, "a job failed", exit_code=exit_code)) is None:
+        return None
+    kind, why = found
+    if kind == "disk":
+        return f"the job exited with code {exit_code} on a VM whose disk failed: {why}"
+    return f"the VM's GPUs failed their check after the job exited with code {exit_code}: {why}"
 
 
 def stopped_fault(gpus: Callable[[], str | None], disk: Callable[[], str | None]) -> str | None:
@@ -127,10 +124,20 @@ def stopped_fault(gpus: Callable[[], str | None], disk: Callable[[], str | None]
     ended the gang's attempt, spent (a retry of its ``max_retries`` too), and the VM, not retired, took the rerun's
     part: the VM's fault is the attempt's loss (PREEMPTED: ``zen.core.gang_ends.settle``), as after a job's own exit
     (``vm_fault``)."""
+    if (found := _disk_then_gpus(gpus, disk, "a gang's part was stopped")) is None:
+        return None
+    kind, why = found
+    return f"its disk failed: {why}" if kind == "disk" else f"its GPUs failed their check: {why}"
+
+
+def _disk_then_gpus(gpus: Callable[[], str | None], disk: Callable[[], str | None], after: str,
+                    **said: object) -> tuple[str, str] | None:
+    """The VM's work disk's check, then its GPUs' (each logged as an ERROR when it fails, ``after`` what): ("disk" or
+    "gpus", why it failed), or None."""
     if (refused := disk()) is not None:
-        log.error("the VM's disk takes no writes after a gang's part was stopped", extra={"reason": refused})
-        return f"its disk failed: {refused}"
+        log.error(f"the VM's disk takes no writes after {after}", extra={**said, "reason": refused})
+        return "disk", refused
     if (failed := gpus()) is not None:
-        log.error("the VM's GPUs failed their check after a gang's part was stopped", extra={"reason": failed})
-        return f"its GPUs failed their check: {failed}"
+        log.error(f"the VM's GPUs failed their check after {after}", extra={**said, "reason": failed})
+        return "gpus", failed
     return None
