@@ -163,13 +163,20 @@ def read(query: Callable[[Any], _Read]) -> _Read:
         raise
 
 
+AGE_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def age_s(text: str) -> int | None:
+    """An age as ``--since`` takes it (90s, 30m, 2h, 7d), in seconds; None when ``text`` is none."""
+    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    return int(match.group(1)) * AGE_UNITS_S[match.group(2)] if match else None
+
+
 def since(text: str) -> datetime:
     """``--since``: an age (90s, 30m, 2h, 7d) or an ISO date/time (2026-11-20, 2026-11-20T08:00)."""
-    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
     try:
-        if match:
-            unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-            return datetime.now(timezone.utc) - timedelta(seconds=int(match.group(1)) * unit)
+        if (age := age_s(text)) is not None:
+            return datetime.now(timezone.utc) - timedelta(seconds=age)
         moment = datetime.fromisoformat(text)
         moment = moment if moment.tzinfo else moment.astimezone()
         moment.astimezone(timezone.utc), moment.astimezone()  # one UTC (the database) and this machine can place
@@ -200,9 +207,7 @@ def seconds(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        match = re.fullmatch(r"(\d+)([smhd])", text.strip())
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)] if match else 0
-        given = f" ({match.group(0)} is {int(match.group(1)) * unit})" if match else ""
+        given = "" if (age := age_s(text)) is None else f" ({text.strip()} is {age})"
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds{given}") from None
 
 
