@@ -6,6 +6,7 @@ by ``CONNECT_TIMEOUT_S``, an answer by ``ZEN_DB_QUERY_TIMEOUT_S`` where set. The
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import parse_qs, quote, unquote, urlparse
@@ -17,6 +18,9 @@ from zen.core.errors import ConfigError
 # Every session's times in UTC, Cloud SQL's default (a Postgres set to another zone, as the embedded one may be).
 SESSION = {"TimeZone": "UTC"}
 CONNECT_TIMEOUT_S = 10.0  # a connection and Postgres' startup answer; a port that never answered held every command
+# A whole connect, whatever makes it (``opened_within``): the Cloud SQL connector's first one of an instance also fetches
+# its certificate and the instance's addresses from the Admin API (a second or two), under every function's timeout.
+OPEN_LIMIT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,47 @@ def cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
     connector, ip_type, database = Connector(refresh_strategy="lazy"), IPTypes[named], os.environ.get("ZEN_DB_NAME", "zen")
     return lambda: _NativeOverDbApi(connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True,
                                                       ip_type=ip_type, startup_params=SESSION))
+
+
+def opened_within(connect: Callable[[], Any], limit_s: float) -> Any:
+    """``connect()``, waited for ``limit_s`` at most: past it, ``TimeoutError`` (an ``OSError``: transient, the message
+    redelivered), and the connection, should it come later, closed. The Cloud SQL connector (1.23) opens its TCP
+    connection to the instance and makes its TLS handshake with no timeout, on its own event loop, and waits for its
+    connect with none: an address that stopped answering (a failover, a network path down) held the request until
+    Cloud Functions cut it at its timeout (504, redelivered all the same), and its pool slot for as long as the
+    operating system kept trying (minutes; for ever for a handshake never answered), while every later request of
+    the instance waited for a slot and failed. The connect goes on in its thread; the request answers."""
+    arrived: list[Any] = []
+    failed: list[BaseException] = []
+    done, guard = threading.Event(), threading.Lock()
+    abandoned = False
+
+    def run() -> None:
+        try:
+            conn = connect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            failed.append(exc)
+            done.set()
+            return
+        with guard:
+            if not abandoned:
+                arrived.append(conn)
+                done.set()
+                return
+        try:  # nobody waits for it any more
+            conn.close()
+        except Exception:  # noqa: BLE001 - a late connection's close is no one's error
+            pass
+
+    threading.Thread(target=run, name="zen-db-connect", daemon=True).start()
+    done.wait(limit_s)
+    with guard:
+        if arrived:
+            return arrived[0]
+        if failed:
+            raise failed[0]
+        abandoned = True
+    raise TimeoutError(f"no database connection after {limit_s:g} s")
 
 
 def positive_from_env(name: str) -> int | None:

@@ -22,7 +22,7 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 
 from zen.core.errors import ConfigError, DataRejected, TransientError
 from zen.store.connect import ConnectionTarget as ConnectionTarget, bounded, cloudsql_connect_factory
-from zen.store.connect import positive_from_env, parse_database_url as parse_database_url
+from zen.store.connect import OPEN_LIMIT_S, opened_within, positive_from_env, parse_database_url as parse_database_url
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes a retry can fix: connection, resources, operator intervention (a shutdown), serialization, deadlocks,
@@ -201,6 +201,7 @@ class Database:
     """
 
     open_wait_s = 10.0
+    open_limit_s = OPEN_LIMIT_S  # the most one connect takes, whatever makes it (``zen.store.connect.opened_within``)
 
     def __init__(self, connect: Callable[[], pg8000.native.Connection], max_idle: int = 5,
                  max_open: int | None = None, query_timeout_s: float | None = None, lock_hold_s: float | None = None):
@@ -250,7 +251,7 @@ class Database:
 
     def _open(self) -> pg8000.native.Connection:
         try:
-            return bounded(self._connect(), self.query_timeout_s, self.lock_hold_s)
+            return bounded(opened_within(self._connect, self.open_limit_s), self.query_timeout_s, self.lock_hold_s)
         except Exception as exc:  # noqa: BLE001 - translated below
             if isinstance(_classified(exc)[0], TransientError):
                 raise TransientError(f"cannot connect to Postgres: {exc}") from exc
