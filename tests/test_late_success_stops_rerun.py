@@ -59,3 +59,21 @@ def test_a_late_failure_lets_the_rerun_on_a_vm_go_on(functions, zen, publisher, 
     record = job(zen, "job-1")
     assert (record.status.value, record.attempt, record.vm) == ("RUNNING", 2, "vm-b")
     assert ("STOP", 2) not in orders(publisher, "vm-b")
+
+
+def test_a_late_success_ends_the_job_whose_rerun_is_stopping(functions, zen, publisher, clock):
+    """The rerun was being stopped (its user's stop) when the success came: the job succeeded, as attempt 1, not
+    CANCELLED once the rerun answers, nor run again."""
+    functions.submit(job_request("job-1"))
+    run_then_go_silent(functions, clock, "job-1")
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, attempt=2, vm="vm-b"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, attempt=2, vm="vm-b"))
+    functions.stop({"job_id": "job-1", "reason": "enough"})
+    assert job(zen, "job-1").status.value == "STOPPING"
+
+    clock.advance(30)
+    functions.heartbeat(final("job-1"))
+    functions.heartbeat(heartbeat("job-1", "STOPPED", 3, attempt=2, vm="vm-b", exit_code=-15))
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt, record.vm, record.exit_code) == ("SUCCEEDED", 1, "vm-a", 0)
+    assert attempts_used(zen, "job-1") == [(1, "vm-a", "SUCCEEDED"), (2, "vm-b", "STOPPED")]

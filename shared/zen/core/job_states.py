@@ -12,7 +12,7 @@ Job lifecycle (why: docs/explanations/delivery-guarantees.md)::
     ASSIGNED ─▶ QUEUED (the same attempt: its VM gave the claim back unanswered and never ran it)
     ASSIGNED|RUNNING ─▶ PENDING (attempt + 1: a failed exit to retry, zen.core.retries)
     QUEUED|PENDING ─▶ SUCCEEDED | FAILED (a lost attempt's late final report, no attempt since: zen.jobs.late_final)
-    ASSIGNED|RUNNING ─▶ SUCCEEDED (that late report a SUCCEEDED, its rerun held by a VM: told STOP)
+    ASSIGNED|RUNNING|STOPPING ─▶ SUCCEEDED (that late report a SUCCEEDED, its rerun held by a VM: told STOP)
 
 Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
 """

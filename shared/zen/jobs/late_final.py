@@ -2,8 +2,8 @@
 one exception to "an older attempt is stale"): a SUCCEEDED or FAILED from the VM that held the attempt,
 while no later attempt was claimed, ends the job as that attempt (a FAILED its retries would retry counts
 as that retry: the rerun queued already goes ahead); so does a SUCCEEDED of an attempt its queue took back
-whose stop went unanswered; and a SUCCEEDED while the rerun is claimed or runs on a VM: the job ends as the
-attempt that succeeded, the rerun is told STOP (its usage STOPPED; a job that is over spends no retry), where it
+whose stop went unanswered; and a SUCCEEDED while the rerun is claimed, runs or is being stopped on a VM: the job
+ends as the attempt that succeeded, the rerun is told STOP (its usage STOPPED; a job that is over spends no retry), where it
 ran to its end, a second outcome over the first, or none at all had it failed; anything else stays stale.
 
 The conditions, what the job and its history then say, and what is not undone:
@@ -37,7 +37,7 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime, created:
     if hb.status not in FINAL:
         return None
     waiting = job.status in (JobStatus.QUEUED, JobStatus.PENDING) and hb.attempt < job.attempt
-    rerun = (hb.status is AgentStatus.SUCCEEDED and job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING)
+    rerun = (hb.status is AgentStatus.SUCCEEDED and job.status.holds_vm  # (STOPPING too: its stop's end is no outcome)
              and hb.attempt < job.attempt and job.vm is not None)  # its rerun on a VM: stopped (decide_late_final)
     spent = (job.status is JobStatus.FAILED and hb.attempt == job.attempt and hb.vm == job.vm
              and hb.seq > job.last_seq)
@@ -73,7 +73,8 @@ def decide_late_final(job: Job, hb: Heartbeat, started_at: datetime | None, now:
                       given_up: str = "it was taken for lost") -> Decision:
     """The job ends with the outcome of ``hb``'s attempt, as that attempt (the checks are ``late_final``'s). A hold
     of the job waiting (no region of its may run it now: ``zen.jobs.claims``) is over with it, as a stop's is. A
-    rerun a VM holds (ASSIGNED, RUNNING) is told STOP: the job is over, and its user told which attempt's it is."""
+    rerun a VM holds (ASSIGNED, RUNNING, STOPPING) is told STOP: the job is over, and its user told which attempt's
+    it is."""
     later = f"attempt {job.attempt}" if job.attempt == hb.attempt + 1 else f"attempts {hb.attempt + 1}-{job.attempt}"
     controls = []
     if job.status.holds_vm and job.vm is not None:
@@ -85,7 +86,7 @@ def decide_late_final(job: Job, hb: Heartbeat, started_at: datetime | None, now:
     reason = f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after {given_up}; {ended}"
     fields = dict(attempt=hb.attempt, vm=hb.vm, region=hb.region, zone=hb.zone, last_seq=hb.seq,
                   last_heartbeat_at=now, started_at=started_at, finished_at=now, exit_code=hb.exit_code,
-                  hold=None, hold_until=None)
+                  hold=None, hold_until=None, preempted_by=None)  # (a rerun its queue was taking back: over)
     if hb.message is not None:
         fields["message"] = hb.message
     return Decision(changes=[Change(FINAL[hb.status], reason)], fields=fields, controls=controls)
