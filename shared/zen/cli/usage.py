@@ -106,10 +106,11 @@ class Pricer:
         return None if price is None else billed_usd(seconds, float(price), minimum=False) * float(row["vm_share"])
 
     def vm(self, cluster: str, region: str | None, name: str, seconds: float, began: bool = True,
-           model: str | None = None, usd_per_hour: float | None = None) -> float | None:
+           model: str | None = None, usd_per_hour: float | None = None, before: float = 0.0) -> float | None:
         """What a VM of ``cluster`` seen for ``seconds`` cost (None: unpriced). ``began``: its RUNNING began in
         the window, which bears GCE's one-minute minimum (even for a VM one scaling pass alone saw RUNNING, 0 s
-        between its first and last sight); else the minute was paid before the window, which bears its seconds.
+        between its first and last sight); else the minute was paid before the window (``before``: its seconds
+        RUNNING there), and the window bears what its seconds add to the VM's bill: none of those the minute covers.
         ``model``: the one its pool had when it was seen (None: read from its name, today's configuration).
         A VM its own attempts in the window recorded a machine type of is priced at it (its cluster's may have changed
         since). A VM of a cluster since removed from the configuration cost what GCE billed all the same: it is priced
@@ -119,7 +120,7 @@ class Pricer:
         price its pool had when the scaling passes first saw it billed (migration 0056), which GCE billed it at;
         None (seen before, or unpriced then): today's, as above."""
         if usd_per_hour is not None:
-            return self._billed(seconds, float(usd_per_hour), began)
+            return self._billed(seconds, float(usd_per_hour), began, before)
         # Its own attempts' machine type first: the cluster's may have changed since it ran (GCE billed what ran).
         machine_type = self.kept_vms.get((cluster, name), (None, None))[0]
         if cluster not in self.clusters:
@@ -133,14 +134,21 @@ class Pricer:
                 return None
         price = self._price(cluster, machine_type, region, self.model({"cluster": cluster, "vm": name,
                                                                       "region": region, "model": model}))
-        return None if price is None else self._billed(seconds, price, began)
+        return None if price is None else self._billed(seconds, price, began, before)
 
     @staticmethod
-    def _billed(seconds: float, usd_per_hour: float, began: bool) -> float:
-        """A VM's ``seconds`` in the window at ``usd_per_hour``: GCE's one-minute minimum where its RUNNING ``began``."""
-        from zen.core.prices import BILLING_MINIMUM_S, billed_usd
+    def _billed(seconds: float, usd_per_hour: float, began: bool, before: float = 0.0) -> float:
+        """A VM's ``seconds`` in the window at ``usd_per_hour``: GCE's one-minute minimum where its RUNNING ``began``;
+        else what they add to the ``before`` seconds billed before the window (a VM RUNNING 10 s before it and 20 s
+        in it cost GCE's minute, which the window where it began bears: none of it in this one)."""
+        from zen.core.prices import BILLING_MINIMUM_S, billed_seconds, billed_usd
 
-        return billed_usd(max(seconds, BILLING_MINIMUM_S) if began else seconds, usd_per_hour, minimum=began)
+        if began:
+            return billed_usd(max(seconds, BILLING_MINIMUM_S), usd_per_hour)
+        if before <= 0:
+            return billed_usd(seconds, usd_per_hour, minimum=False)
+        added = billed_seconds(before + seconds) - billed_seconds(before)
+        return max(0, added) * usd_per_hour / 3600.0
 
     def _price(self, cluster: str, machine_type: str | None, region: str | None, model: str | None) -> float | None:
         config = self.clusters.get(cluster)
@@ -206,7 +214,8 @@ def add_fleet(rows: list[dict[str, Any]], total: dict[str, Any], fleet: list[dic
     for seen in fleet:
         seconds = float(seen["vm_seconds"])
         cost = pricer.vm(seen["cluster"], seen["region"], seen["name"], seconds,
-                         bool(seen.get("began_in_window", True)), seen.get("model"), seen.get("usd_per_hour"))
+                         bool(seen.get("began_in_window", True)), seen.get("model"), seen.get("usd_per_hour"),
+                         float(seen.get("before_window") or 0.0))
         hours = seconds / 3600
         for target in (by_region[seen["region"]], total):
             target["fleet_vm_hours"] += hours

@@ -57,13 +57,16 @@ QUERIES = {
     # time between them. Rows are kept by pool (zen.core.provisioning): its region is the key's before any "/";
     # its model as seen then (migration 0037; NULL before it: the VM's name says, under today's configuration);
     # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
-    # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum. usd_per_hour:
+    # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum; else
+    # before_window, its seconds billed before the window (what of the minute its seconds in the window used up).
+    # usd_per_hour:
     # the price of the VM's pool when it began (migration 0056; NULL before it, or unpriced then: today's).
     "fleet_by_region": """
         SELECT split_part(region, '/', 1) AS region, cluster, name, vm.model, vm.usd_per_hour,
                GREATEST(0, extract(epoch FROM LEAST(vm.until, CAST(:now AS timestamptz))
                                               - GREATEST(vm.since, CAST(:since AS timestamptz)))) AS vm_seconds,
-               vm.since >= CAST(:since AS timestamptz) AS began_in_window
+               vm.since >= CAST(:since AS timestamptz) AS began_in_window,
+               GREATEST(0, extract(epoch FROM LEAST(vm.until, CAST(:since AS timestamptz)) - vm.since)) AS before_window
         FROM (SELECT name, region, cluster, running_at, last_seen_at, model, billed_before, usd_per_hour
               FROM mig_instances
               UNION ALL
