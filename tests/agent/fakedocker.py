@@ -3,8 +3,8 @@ as files (``containers/<name>``, holding the id), so that a container outlives i
 as a real one does.
 
 - ``run --name NAME ...``: the container exists until ``kill`` or ``rm -f`` removes it; the CLI ignores
-  SIGTERM meanwhile (a container stuck in shutdown), then exits 137. With ``leaves()``, the CLI exits 0
-  at once and leaves its container running (as if it had died while the container ran on). With
+  SIGTERM meanwhile (a container stuck in shutdown), then exits 137. With ``leaves()``, the container ends at once,
+  its CLI exiting 0, and the exited container stays (for the agent to remove). With
   ``ends(code, stderr, oom_killed)``, the container ends at once: the CLI writes ``stderr`` and exits ``code``,
   and the exited container stays (``--rm``: docker removes it, and what ``inspect`` would have said with it);
   ``only``: that container alone ends so, the others run as without ``ends``;
@@ -13,6 +13,11 @@ as a real one does.
 - ``inspect --format {{.State.OOMKilled}} NAME`` (or its id): ``true`` for a container ``ends(..., oom_killed=True)`` ended,
   else ``false``; ``{{.State.Running}}``: ``false`` for a container ``ends`` ended, else ``true``; exits 1 for a
   container that does not exist.
+- ``cli_pid(name)``: the ``run`` CLI's own process, which a test may kill while its container runs on;
+  ``finish(name, code)``: the container ends with ``code`` (its ``run`` or ``attach`` CLI exits it, ``inspect --format
+  '{{.State.Running}} {{.State.ExitCode}}'`` says ``false CODE``; ``true 0`` while it runs).
+- ``attach NAME``: follows a running container until it ends (exits its code; 137 when removed); exits 1 for one
+  that runs no more or does not exist.
 - ``slow_exit(seconds)``: a ``run`` CLI ends that long after its container was killed or removed.
 - ``kill NAME``: removes the container (with ``kill_keeps()``: ends it, and it stays, as docker's does); ``rm -f X...``: removes those named or with those ids.
 - ``pulls(lines, every_s, stalls)``: images are absent until pulled (``image inspect`` exits 1; without it every
@@ -100,6 +105,7 @@ if args[0] == "network":
 if args[0] == "run":
     name = args[args.index("--name") + 1]
     (containers / name).write_text("id-" + name)
+    (root / ("cli-" + name)).write_text(str(os.getpid()))  # this CLI's process (``cli_pid``), not the container
     if (root / "image-volume").exists():
         (root / "volumes").mkdir(exist_ok=True)
         (root / "volumes" / name).write_text("written by the job")
@@ -110,6 +116,7 @@ if args[0] == "run":
     end = json.loads((root / "ends").read_text()) if (root / "ends").exists() else None
     if end and end.get("only") in (None, name):
         (root / ("oom-" + name)).write_text("true" if end["oom_killed"] else "false")
+        (root / ("exit-" + name)).write_text(str(end["code"]))
         outputs = next((a.split("=", 1)[1] for a in args if a.startswith("ZEN_OUTPUT_DIR=")), None)
         for file, text in end.get("writes", {{}}).items() if outputs else ():
             (pathlib.Path(outputs) / file).write_text(text)
@@ -120,13 +127,26 @@ if args[0] == "run":
             (containers / name).unlink()
         sys.stderr.write(end["stderr"])
         sys.exit(end["code"])
-    if (root / "leaves").exists():
+    if (root / "leaves").exists():  # its container ended (0) and stays, for the agent to remove
+        (root / ("oom-" + name)).write_text("false")
         sys.exit(0)
     while (containers / name).exists() and not (root / ("oom-" + name)).exists():  # (``kill_keeps``: ended)
         time.sleep(0.05)
     if (root / "slow-exit").exists():  # the container is gone, its CLI not yet
         time.sleep(float((root / "slow-exit").read_text()))
-    sys.exit(137)
+    sys.exit(int((root / ("exit-" + name)).read_text()) if (root / ("exit-" + name)).exists() else 137)
+if args[0] == "attach":  # the container's output and end, as its ``docker run`` would have them
+    name = next((p.name for p in containers.iterdir() if p.read_text() == args[-1]), args[-1])
+    if not (containers / name).exists():
+        print("Error: No such container: " + name, file=sys.stderr)
+        sys.exit(1)
+    if (root / ("oom-" + name)).exists():
+        print("You cannot attach to a stopped container, start it first", file=sys.stderr)
+        sys.exit(1)
+    print("attached to " + name, flush=True)  # (output the container prints from now on)
+    while (containers / name).exists() and not (root / ("oom-" + name)).exists():
+        time.sleep(0.05)
+    sys.exit(int((root / ("exit-" + name)).read_text()) if (root / ("exit-" + name)).exists() else 137)
 if args[0] == "kill" and (root / ("stuck-" + args[1])).exists():
     print("Error response from daemon: cannot kill container " + args[1] + ": injected failure", file=sys.stderr)
     sys.exit(1)
@@ -140,7 +160,10 @@ if args[0] == "inspect":  # by name, or by id (as ``ps -q`` gives them)
         print("Error: No such object: " + args[-1], file=sys.stderr)
         sys.exit(1)
     oom = root / ("oom-" + args[-1])
-    if "{{{{.State.Running}}}}" in args:  # one ``ends`` ended has run out; the others run until removed
+    ended = root / ("exit-" + args[-1])
+    if "{{{{.State.Running}}}} {{{{.State.ExitCode}}}}" in args:  # (``finish``: its exit code)
+        print(("false " + (ended.read_text() if ended.exists() else "0")) if oom.exists() else "true 0")
+    elif "{{{{.State.Running}}}}" in args:  # one ``ends`` ended has run out; the others run until removed
         print("false" if oom.exists() else "true")
     else:
         print(oom.read_text() if oom.exists() else "false")
@@ -210,6 +233,18 @@ class FakeDocker:
     def kill_keeps(self) -> None:
         """``kill`` ends a container and leaves it there (exited: ``rm -f`` removes it)."""
         (self.root / "kill-keeps").touch()
+
+    def cli_pid(self, name: str) -> int | None:
+        """The process of the ``docker run`` CLI of container ``name`` (None: not run yet): killing it leaves the
+        container running, as a real one's does (docker's daemon runs it, not its CLI)."""
+        said = self.root / f"cli-{name}"
+        return int(said.read_text()) if said.exists() and said.read_text() else None
+
+    def finish(self, name: str, code: int) -> None:
+        """The running container ``name`` ends with exit code ``code`` and stays (``inspect`` says it runs no more,
+        ``{{.State.ExitCode}}`` says ``code``): its ``run`` or ``attach`` CLI, if any, exits ``code``."""
+        (self.root / f"exit-{name}").write_text(str(code))
+        (self.root / f"oom-{name}").write_text("false")
 
     def leaves(self) -> None:
         (self.root / "leaves").touch()

@@ -54,7 +54,7 @@ def test_a_container_docker_kill_could_not_stop_is_removed_before_stop_returns(d
 
 
 def test_a_container_whose_cli_ended_first_is_removed_with_the_outcome(docker):
-    docker.leaves()  # the CLI exits 0, its container runs on
+    docker.leaves()  # the CLI exits 0, its container left
     job = start(docker)
     assert job.outcome().exit_code == 0
     assert docker.names() == [] and job.container_gone is True

@@ -310,11 +310,11 @@ def _before_help(after: list[str]) -> bool:
     return bool(after) and after[0].startswith(HELP_LINES)
 
 
-# What the docker CLI logs (logrus's ``level=error msg="..."``; ``ERRO[0042] ...`` on a terminal) when its wait for the
-# container's end broke, its daemon gone while the job ran (crashed, killed, restarted: "unexpected EOF"), before it
-# exits 125: how the job ended is unknown, and it is the VM's (``docker_fault``), not the job's exit code.
-# "Error waiting ...", capitalized: the daemon's own answer to the wait was an error (its wait cut short).
-WAIT_LOST = re.compile(r'(?:level=error msg="|^ERRO\[\d+\] )[Ee]rror waiting for container: ([^"]*)')
+# What the docker CLI logs (logrus's ``level=error msg="..."``, ``ERRO[0042] ...`` on a terminal; "Error", capitalized:
+# the daemon's own answer was an error) when its wait for the container broke, its daemon gone while the job ran, before
+# it exits 125, or the job's supervisor (``zen.agent.launch.LOST``: the CLI killed, docker unable to say whether the
+# container runs): how the job ended is unknown, and it is the VM's (``docker_fault``), not the job's exit code.
+WAIT_LOST = re.compile(r'(?:level=error msg="|^ERRO\[\d+\] |^zen watchdog: )[Ee]rror waiting for container: ([^"]*)')
 LOST_WHILE_RUNNING = "error waiting for container: "
 
 

@@ -5,10 +5,13 @@ Every job is started through it, in a session of its own (``zen.agent.runner``).
 FD LEFT_S GRACE_S [CONTAINER DOCKER]``, renewed by the agent over a socket): when it runs out, it stops
 the job as the agent's fence would (``zen.agent.fence``); a container docker did not kill then has the VM
 powered off (``--fence-file PATH``, written: a root unit powers the VM off, ``zen.agent.leftover.fence_vm``). A
-host-process job (local mode only) is held to its slot's task limit (``TASKS`` = ``--tasks N any|poll``; a
-container has docker's ``--pids-limit``): ``zen.agent.tasklimit``, loaded from its file (``-I`` puts no folder on
-the path). Standard library only.
-Why, and the protocol: docs/reference/agent.md#the-fence, docs/reference/agent.md#a-jobs-processes
+container's ``docker run`` that ended while docker says its container runs (the CLI killed or crashed, the job not)
+is followed by ``docker attach`` to the container's own end (``_cli_ended``; docker unable to say after a CLI a
+signal ended: docker's lost container, exit 125, ``LOST``). A host-process job (local mode only) is held to its
+slot's task limit (``TASKS`` = ``--tasks N any|poll``; a container has docker's ``--pids-limit``):
+``zen.agent.tasklimit``, loaded from its file (``-I`` puts no folder on the path). Standard library only.
+Why, and the protocol: docs/reference/agent.md#the-fence, docs/reference/agent.md#a-jobs-processes,
+docs/reference/agent.md#a-docker-cli-killed-while-its-container-runs
 """
 
 import ctypes
@@ -25,6 +28,10 @@ PR_SET_PDEATHSIG = 1
 LOOK_S = 1.0  # the longest wait between two looks at the clock (a VM resumed after a pause is fenced within it)
 DOCKER_KILL_S = 5.0
 KILLED_S = 5.0  # after ``docker kill``, how long the container's ``docker run`` may take to end before the VM is fenced
+INSPECT_S = 5.0  # docker's answer on a container whose ``docker run`` (or ``docker attach``) ended
+FOLLOWS = 5  # ``docker attach``es of one container at most, each once its CLI ended while docker says it runs
+# How its supervisor says docker lost a job's container (``zen.agent.container.WAIT_LOST`` reads it, as the CLI's own).
+LOST = "zen watchdog: error waiting for container: "
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # To the supervisor: end everything the job runs now, daemons that left its group included (the task limit's
 # ``stop``), then the group, itself last. The agent sends it when a stop's grace is over (``RunningJob.stop``),
@@ -100,7 +107,8 @@ class Lease:
 
 def _wait(child: int, pidfd: int | None, timeout_s: float, lease: Lease | None = None,
           look_s: float = LOOK_S) -> int | None:
-    """Wait until the child ends (its status), the lease's socket has a line, or ``timeout_s`` passed (None)."""
+    """Wait until the child ends (its wait status: ``_status``), the lease's socket has a line, or ``timeout_s``
+    passed (None)."""
     watched = [fd for fd in (pidfd, lease.fd if lease else None) if fd is not None]
     try:
         ready, _, _ = select.select(watched, [], [], max(0.0, min(timeout_s, look_s if pidfd is not None else 0.05)))
@@ -109,7 +117,7 @@ def _wait(child: int, pidfd: int | None, timeout_s: float, lease: Lease | None =
     if lease is not None and lease.fd in ready:
         lease.read()
     pid, status = os.waitpid(child, os.WNOHANG)
-    return _status(status) if pid == child else None
+    return status if pid == child else None
 
 
 def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, container: str | None, docker: str,
@@ -158,6 +166,64 @@ def _docker_kill(docker: str, container: str | None) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return "silent"
     return "killed" if done.returncode == 0 else "refused"
+
+
+def _state(docker: str, container: str) -> tuple[bool, int] | None:
+    """Whether docker says ``container`` runs, and its exit code (bounded); None: docker cannot say (an error, no
+    answer within ``INSPECT_S``, no such container)."""
+    try:
+        done = subprocess.run([docker, "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", container],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=INSPECT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    running, _, code = done.stdout.strip().partition(" ")
+    if done.returncode != 0 or running not in ("true", "false") or not code.lstrip("-").isdigit():
+        return None
+    return running == "true", int(code)
+
+
+def _cli_ended(docker: str, container: str, wait_status: int, follows: int) -> int | list[str]:
+    """The container's ``docker run`` (or ``docker attach``) ended: the exit code to end with, or the program that
+    follows the container on. Docker's daemon runs the container, not its CLI: a CLI killed (the kernel's OOM killer,
+    a SIGKILL: it forwards only the signals it can catch) or crashed leaves it running, the job with it. Docker says
+    it runs: followed (``docker attach``: its output, its end, the signals a stop sends forwarded), ``FOLLOWS`` times
+    at most; it ended: its own exit code. Docker cannot say, after a CLI a signal ended: docker lost the container
+    (125 and ``LOST``: the VM's fault, its end unknown; ``zen.agent.container.docker_fault``), and after an attach;
+    after a ``docker run`` that exited, its exit code (docker's answer to its wait)."""
+    signaled, code = os.WIFSIGNALED(wait_status), _status(wait_status)
+    how = f"killed by signal {os.WTERMSIG(wait_status)}" if signaled else f"exit code {code}"
+    state = _state(docker, container)
+    if state is not None and not state[0]:  # (a ``docker run``'s own exit kept: 125 when docker failed its start)
+        return state[1] if signaled or follows else code
+    if state is None and not signaled and not follows:
+        return code
+    if state is None or follows >= FOLLOWS:
+        _say(LOST + (f"the docker CLI of the container {container} ended ({how}) and docker cannot say whether the "
+                     "container still runs" if state is None else
+                     f"the docker CLI of the container {container} ended {follows + 1} times while it ran ({how})"))
+        return 125
+    _say(f"zen watchdog: the docker CLI of the job's container {container} ended ({how}) while the container runs: "
+         "following it (docker attach)")
+    return [docker, "attach", "--no-stdin", container]
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _follow(program: list[str], lease: Lease, parent: int) -> int:
+    """``program`` (``docker attach``) started as the job's child, dying with this process: its pid."""
+    child = os.fork()
+    if child == 0:
+        for sig in (*IGNORED, KILL_ALL):
+            signal.signal(sig, signal.SIG_DFL)
+        if lease.fd is not None:
+            os.close(lease.fd)
+        if not _die_with_parent(parent):
+            os._exit(137)
+        os._exit(_exec(program))
+    return child
 
 
 def _fence_vm(path: str, reason: str) -> None:
@@ -226,10 +292,8 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
         limit.enter(child)
     os.write(go_write, b"g")
     os.close(go_write)
-    try:
-        pidfd = os.pidfd_open(child)
-    except (AttributeError, OSError):  # no pidfd (Linux before 5.3): look every 50 ms
-        pidfd = None
+    pidfd = _pidfd(child)
+    follows = 0
     try:
         while True:
             timeout = lease.deadline - time.monotonic()
@@ -240,12 +304,27 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
                 if limit.over():
                     return _over_tasks(child, limit, lease)
             status = _wait(child, pidfd, timeout, lease, LOOK_S if limit is None else limit.look_s)
-            if status is not None:
-                return status
+            if status is not None and container is None:
+                return _status(status)
+            if status is not None and container is not None:
+                ended = _cli_ended(docker, container, status, follows)
+                if isinstance(ended, int):
+                    return ended
+                if pidfd is not None:
+                    os.close(pidfd)
+                child, follows = _follow(ended, lease, me), follows + 1
+                pidfd = _pidfd(child)
     finally:
         if limit is not None:  # what the job left running (the agent kills its group too), and its cgroup
             limit.stop(child)
             limit.close()
+
+
+def _pidfd(child: int) -> int | None:
+    try:
+        return os.pidfd_open(child)
+    except (AttributeError, OSError):  # no pidfd (Linux before 5.3): look every 50 ms
+        return None
 
 
 def main(argv: list[str]) -> int:
