@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from tests.scaling.fakes import RecordingMig
+from tests.test_fleet_priced_as_it_ran import CLUSTER, one_vm_running
 from zen.cli import main as cli
 from zen.core.prices import Price, PriceTable
-from zen.scaling.manager import ClusterOrchestrator
-from zen.scaling.port import MigInstance
 from zen.store import prices
 
-CLUSTER = "4xa100-40gb"  # a2-highgpu-4g in us-central1, standard first
 VM = f"zen-{CLUSTER}-us-central1-cd34"
 USD = 3600.0  # per VM-hour: a dollar a second
 
@@ -32,13 +29,7 @@ def test_a_window_bears_only_what_its_seconds_add_to_the_minute_paid_before_it(c
     with db.transaction() as session:
         prices.store(session, PriceTable({("a2-highgpu-4g", "us-central1", "standard"): Price(USD, "catalog", start)}),
                      start)
-    listed = [MigInstance(VM, "us-central1-a", "NONE", "RUNNING", None)]
-
-    def mig(project, region, name, model):
-        return RecordingMig(region, [], target=1 if region == "us-central1" and name.endswith("us-central1")
-                            else 0, instances=listed if name == config.cluster(CLUSTER).mig_name("us-central1") else [])
-
-    scaler = ClusterOrchestrator(config, db, clock, mig)
+    scaler = one_vm_running(config, db, clock, VM)
     scaler.scale(CLUSTER)  # RUNNING from here
     clock.advance(20)
     scaler.scale(CLUSTER)  # the window below starts here: 20 s of the minute paid before it

@@ -26,17 +26,22 @@ def _catalog(db, usd: float, at) -> None:
         prices.store(session, PriceTable({("a2-highgpu-4g", "us-central1", "standard"): Price(usd, "catalog", at)}), at)
 
 
-def test_a_vm_that_ran_before_a_price_change_costs_the_price_it_ran_at(config, db, db_url, clock, capsys, monkeypatch):
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    start = clock()
-    _catalog(db, THEN, start)
-    listed = [MigInstance(VM, "us-central1-a", "NONE", "RUNNING", None)]
+def one_vm_running(config, db, clock, vm: str) -> ClusterOrchestrator:
+    """A scaler of ``CLUSTER`` whose us-central1 MIG lists ``vm`` RUNNING (its other regions' none)."""
+    listed = [MigInstance(vm, "us-central1-a", "NONE", "RUNNING", None)]
 
     def mig(project, region, name, model):
         return RecordingMig(region, [], target=1 if region == "us-central1" and name.endswith("us-central1")
                             else 0, instances=listed if name == config.cluster(CLUSTER).mig_name("us-central1") else [])
 
-    scaler = ClusterOrchestrator(config, db, clock, mig)
+    return ClusterOrchestrator(config, db, clock, mig)
+
+
+def test_a_vm_that_ran_before_a_price_change_costs_the_price_it_ran_at(config, db, db_url, clock, capsys, monkeypatch):
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    start = clock()
+    _catalog(db, THEN, start)
+    scaler = one_vm_running(config, db, clock, VM)
     scaler.scale(CLUSTER)  # the VM RUNNING
     clock.advance(60)
     scaler.scale(CLUSTER)  # its last sight so far: a minute billed
