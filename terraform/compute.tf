@@ -173,15 +173,20 @@ resource "google_compute_region_instance_group_manager" "zen" {
   # its jobs end and it is replaced (docs/how-to/operate.md, Changing a cluster).
   distribution_policy_zones = length(each.value.zones) > 0 ? each.value.zones : null
 
-  dynamic "instance_lifecycle_policy" {
-    for_each = each.value.model == "flex-start" ? [1] : []
-    content {
-      default_action_on_failure = "DO_NOTHING"
-    }
+  # A VM its MIG recreates (a spot VM deleted at its preemption, any VM GCE deleted or stopped) boots from the MIG's
+  # template now (force_update_on_repair): GCE's default recreates it from the template it was first created from,
+  # so after an apply a preempted VM of the release before came back with that release's agent, configuration, tags
+  # and account (from the template the same apply deletes), for as long as its name lived, and after a
+  # cluster's models were reordered a spot VM came back spot where Zen takes it as its template's model now
+  # (zen.jobs.claims). A flex-start MIG repairs nothing (its resize request owns its VMs).
+  instance_lifecycle_policy {
+    force_update_on_repair    = "YES"
+    default_action_on_failure = each.value.model == "flex-start" ? "DO_NOTHING" : "REPAIR"
   }
 
   # A new template must never replace a VM that is running a job: OPPORTUNISTIC applies it only to
-  # VMs created later, and nothing is moved between zones (required with target shape ANY).
+  # VMs created (or recreated: instance_lifecycle_policy) later, and nothing is moved between zones
+  # (required with target shape ANY).
   update_policy {
     type                         = "OPPORTUNISTIC"
     minimal_action               = "REPLACE"

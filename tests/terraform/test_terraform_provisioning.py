@@ -46,9 +46,8 @@ def test_flex_start_migs_take_resize_requests():
     mig = Module.load().resources_of("google_compute_region_instance_group_manager")["zen"]
     assert mig["distribution_policy_target_shape"] == (  # a compact cluster's too (test_terraform_gangs.py)
         '${each.value.model == "flex-start" || each.value.compact ? "ANY_SINGLE_ZONE" : "ANY"}')
-    [policy] = [d["instance_lifecycle_policy"] for d in mig["dynamic"] if "instance_lifecycle_policy" in d]
-    assert policy["for_each"] == '${each.value.model == "flex-start" ? [1] : []}'
-    assert block(policy["content"])["default_action_on_failure"] == "DO_NOTHING"
+    policy = block(mig["instance_lifecycle_policy"])  # every MIG's (test_terraform_recreated_vms.py)
+    assert policy["default_action_on_failure"] == '${each.value.model == "flex-start" ? "DO_NOTHING" : "REPAIR"}'
 
 
 def test_a_clusters_provisioning_replaces_spot_which_still_works():
