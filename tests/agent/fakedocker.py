@@ -15,7 +15,8 @@ as a real one does.
   container that does not exist.
 - ``cli_pid(name)``: the ``run`` CLI's own process, which a test may kill while its container runs on;
   ``finish(name, code)``: the container ends with ``code`` (its ``run`` or ``attach`` CLI exits it, ``inspect --format
-  '{{.State.Running}} {{.State.ExitCode}}'`` says ``false CODE``; ``true 0`` while it runs).
+  '{{.State.Status}} {{.State.ExitCode}}'`` says ``exited CODE``; ``running 0`` while it runs); ``created(name)``:
+  docker never started it (``created 0``).
 - ``attach NAME``: follows a running container until it ends (exits its code; 137 when removed); exits 1 for one
   that runs no more or does not exist.
 - ``slow_exit(seconds)``: a ``run`` CLI ends that long after its container was killed or removed.
@@ -161,8 +162,13 @@ if args[0] == "inspect":  # by name, or by id (as ``ps -q`` gives them)
         sys.exit(1)
     oom = root / ("oom-" + args[-1])
     ended = root / ("exit-" + args[-1])
-    if "{{{{.State.Running}}}} {{{{.State.ExitCode}}}}" in args:  # (``finish``: its exit code)
-        print(("false " + (ended.read_text() if ended.exists() else "0")) if oom.exists() else "true 0")
+    created = (root / ("created-" + args[-1])).exists()  # (``created``: never started, its exit code 0)
+    if "{{{{.State.Status}}}} {{{{.State.ExitCode}}}}" in args:  # (``finish``: its exit code)
+        print("created 0" if created else ("exited " + (ended.read_text() if ended.exists() else "0"))
+              if oom.exists() else "running 0")
+    elif "{{{{.State.Running}}}} {{{{.State.ExitCode}}}}" in args:
+        print("false 0" if created else ("false " + (ended.read_text() if ended.exists() else "0"))
+              if oom.exists() else "true 0")
     elif "{{{{.State.Running}}}}" in args:  # one ``ends`` ended has run out; the others run until removed
         print("false" if oom.exists() else "true")
     else:
@@ -244,6 +250,13 @@ class FakeDocker:
         """The running container ``name`` ends with exit code ``code`` and stays (``inspect`` says it runs no more,
         ``{{.State.ExitCode}}`` says ``code``): its ``run`` or ``attach`` CLI, if any, exits ``code``."""
         (self.root / f"exit-{name}").write_text(str(code))
+        (self.root / f"oom-{name}").write_text("false")
+
+    def created(self, name: str) -> None:
+        """The container ``name`` exists but docker never started it (its CLI ended between its create and its start,
+        or the start is still under way): ``inspect`` says ``created``, its exit code 0, ``{{.State.Running}}``
+        false."""
+        (self.root / f"created-{name}").touch()
         (self.root / f"oom-{name}").write_text("false")
 
     def leaves(self) -> None:

@@ -73,3 +73,17 @@ def test_the_supervisor_reads_a_killed_cli_by_what_docker_says_of_its_container(
     docker.fail("inspect")
     assert launch._cli_ended(docker.path, "zen-a", exited(137), 0) == 137  # docker's answer to the CLI's wait
     assert launch._cli_ended(docker.path, "zen-a", killed, 0) == 125  # killed, docker silent: lost
+
+
+def test_a_container_docker_never_started_is_no_exit_of_its_job(tmp_path):
+    """The CLI killed between the container's create and its start (or while docker starts it: ``--gpus``' hook takes
+    seconds): docker says the container runs not, its exit code 0, as it says of one that exited 0. The job never ran,
+    or starts once the CLI is gone: not its exit 0 (SUCCEEDED, and then its container removed under it), but docker's
+    lost container (the VM's fault, requeued free)."""
+    from zen.agent import launch
+
+    docker = FakeDocker(tmp_path / "docker")
+    docker.add("zen-a", "id-a")
+    docker.created("zen-a")
+    assert launch._cli_ended(docker.path, "zen-a", signal.SIGKILL, 0) == 125
+    assert launch._cli_ended(docker.path, "zen-a", 125 << 8, 0) == 125  # docker failed its start: the CLI's 125 kept

@@ -168,18 +168,25 @@ def _docker_kill(docker: str, container: str | None) -> str | None:
     return "killed" if done.returncode == 0 else "refused"
 
 
+# Docker's ``State.Status`` of a container it started: still running (``State.Running`` is true for all three), or
+# ended. Any other ("created": never started, its exit code a 0 no job gave; "removing") says nothing of the job's end.
+RUNS = ("running", "paused", "restarting")
+ENDED = ("exited", "dead")
+
+
 def _state(docker: str, container: str) -> tuple[bool, int] | None:
     """Whether docker says ``container`` runs, and its exit code (bounded); None: docker cannot say (an error, no
-    answer within ``INSPECT_S``, no such container)."""
+    answer within ``INSPECT_S``, no such container, one it has not started: the CLI ended between its create and its
+    start, or during a start that may yet run it)."""
     try:
-        done = subprocess.run([docker, "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", container],
+        done = subprocess.run([docker, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", container],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=INSPECT_S, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    running, _, code = done.stdout.strip().partition(" ")
-    if done.returncode != 0 or running not in ("true", "false") or not code.lstrip("-").isdigit():
+    status, _, code = done.stdout.strip().partition(" ")
+    if done.returncode != 0 or status not in RUNS + ENDED or not code.lstrip("-").isdigit():
         return None
-    return running == "true", int(code)
+    return status in RUNS, int(code)
 
 
 def _cli_ended(docker: str, container: str, wait_status: int, follows: int) -> int | list[str]:
