@@ -2,7 +2,7 @@
 (``AccessSecretVersion``), with the client's errors translated into the two kinds the agent acts on
 (``SecretDenied``: the VM may never read it; ``SecretUnavailable``: the service's or the network's fault).
 
-``ZEN_SECRETS_ENDPOINT`` (``host:port``) points the client at a local stand-in (``zen_dev.local.secrets``)
+``ZEN_SECRETS_ENDPOINT`` (``host:port``) points the client at a local stand-in (``zen_dev.local.secret_manager``)
 over an insecure channel with anonymous credentials. The client library is imported only when a client is
 built: of the functions, only the notifier reads secrets (its endpoints' URLs: ``zen.adapters.webhooks``),
 and requirements-functions.txt carries the client for it.
@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 ENDPOINT_ENV = "ZEN_SECRETS_ENDPOINT"
 CALL_TIMEOUT_S = 10.0  # one AccessSecretVersion; the agent retries an unavailable service itself
+IAM_DENIAL = "Permission 'secretmanager.versions.access' denied"  # how a 403 of IAM's starts (others: ``_denied``)
 
 
 class SecretDenied(Exception):
@@ -77,8 +78,8 @@ def access(client: Any, name: str, account: str = "the VM's service account") ->
 
     try:
         response = client.access_secret_version(request={"name": name}, timeout=CALL_TIMEOUT_S, retry=None)
-    except exceptions.PermissionDenied:
-        raise SecretDenied(f"permission denied ({account} needs roles/secretmanager.secretAccessor on it)") from None
+    except exceptions.PermissionDenied as exc:
+        raise SecretDenied(_denied(exc.message, account)) from None
     except exceptions.NotFound:
         raise SecretDenied("not found (no such secret or version)") from None
     except exceptions.FailedPrecondition as exc:  # a disabled or destroyed version
@@ -96,3 +97,12 @@ def access(client: Any, name: str, account: str = "the VM's service account") ->
     if "data_crc32c" in payload and google_crc32c.value(payload.data) != payload.data_crc32c:
         raise SecretUnavailable("its payload arrived corrupted (CRC32C mismatch)")
     return bytes(payload.data)
+
+
+def _denied(said: str | None, account: str) -> str:
+    """Why a read was refused with 403: an IAM denial names the role ``account`` needs; any other refusal (the Secret
+    Manager API disabled in the project, the VM's access scopes, an organization's VPC Service Controls) is given in
+    the service's words, since granting that role would not help."""
+    if not said or said.startswith(IAM_DENIAL):
+        return f"permission denied ({account} needs roles/secretmanager.secretAccessor on it)"
+    return f"permission denied: {said}"

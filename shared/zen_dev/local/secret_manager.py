@@ -3,10 +3,12 @@
 ``ZEN_SECRETS_ENDPOINT``), the only call the agent makes. Any other call answers UNIMPLEMENTED.
 
 Secrets are given as a dict (or YAML: ``secrets: {projects/P/secrets/NAME: VALUE or [V1, V2, ...]}``), each
-value a version (1, 2, ...; ``latest`` is the last); ``granted`` (fnmatch patterns of secret names) is what
-the caller's service account may read: any other name is PERMISSION_DENIED, whether or not it exists, as
-the real service answers. ``fail_next(code, n)`` makes the next n calls fail with ``code`` (UNAVAILABLE:
-an outage); ``calls`` records the names asked for.
+value a version (1, 2, ...; ``latest`` is the last, whatever its state: a version ``set_state`` disabled or
+destroyed answers FAILED_PRECONDITION, ``latest`` too when it is that one, as the real service does); ``granted``
+(fnmatch patterns of secret names) is what the caller's service account may read: any other name is
+PERMISSION_DENIED, whether or not it exists, as the real service answers. ``fail_next(code, n, message)`` makes the next n calls fail with ``code`` (UNAVAILABLE:
+an outage; PERMISSION_DENIED with the service's words for a 403 that is not IAM's); ``calls`` records the names
+asked for.
 
 ``python -m zen_dev.local.secret_manager --port N [--file secrets.yaml] [--secret NAME=VALUE]...``
 """
@@ -39,7 +41,8 @@ class SecretStore:
         self.versions: dict[str, list[bytes]] = {}
         self.granted = granted  # None: every secret
         self.calls: list[str] = []
-        self._failures: list[grpc.StatusCode] = []
+        self.states: dict[tuple[str, int], str] = {}  # (secret, version) -> DISABLED or DESTROYED; else ENABLED
+        self._failures: list[tuple[grpc.StatusCode, str]] = []
         for name, value in (secrets or {}).items():
             self.put(name, value)
 
@@ -49,16 +52,22 @@ class SecretStore:
         with self._lock:
             self.versions.setdefault(secret, []).extend(v.encode() for v in values)
 
-    def fail_next(self, code: grpc.StatusCode, count: int = 1) -> None:
+    def set_state(self, secret: str, version: int, state: str) -> None:
+        """Put version ``version`` of ``secret`` in ``state`` (DISABLED, DESTROYED, or ENABLED again): a version
+        not ENABLED answers FAILED_PRECONDITION, naming it, as the real service does (``latest`` too, when it is)."""
         with self._lock:
-            self._failures += [code] * count
+            self.states[(secret, version)] = state
+
+    def fail_next(self, code: grpc.StatusCode, count: int = 1, message: str = "injected failure") -> None:
+        with self._lock:
+            self._failures += [(code, message)] * count
 
     def access(self, name: str) -> tuple[str, bytes] | tuple[grpc.StatusCode, str]:
         """(the version's full name, its payload), or (an error code, its message)."""
         with self._lock:
             self.calls.append(name)
             if self._failures:
-                return self._failures.pop(0), "injected failure"
+                return self._failures.pop(0)
             secret, _, version = name.partition("/versions/")
             if self.granted is not None and not any(fnmatchcase(secret, pattern) for pattern in self.granted):
                 return (grpc.StatusCode.PERMISSION_DENIED,
@@ -67,6 +76,9 @@ class SecretStore:
             number = len(versions or []) if version == "latest" else int(version) if version.isdigit() else 0
             if not versions or not 1 <= number <= len(versions):
                 return grpc.StatusCode.NOT_FOUND, f"Secret Version [{name}] not found."
+            if (state := self.states.get((secret, number), "ENABLED")) != "ENABLED":
+                return (grpc.StatusCode.FAILED_PRECONDITION,
+                        f"Secret Version [{secret}/versions/{number}] is in {state} state.")
             return f"{secret}/versions/{number}", versions[number - 1]
 
 
