@@ -315,7 +315,7 @@ def test_a_rerun_restores_the_save_that_landed_while_it_read_the_one_before(tmp_
     thread.join(10)
     assert got == [None]
     assert (rerun.directory / "model.pt").read_text() == "epoch 2"
-    assert lines[-1].startswith("zen: checkpoint restored: 1 files") and "saved by attempt 1" in lines[-1]
+    assert lines[-1].startswith("zen: checkpoint restored: 1 file, ") and "saved by attempt 1" in lines[-1]
     assert manifest(client)["attempt"] == 2 and manifest(client)["saved_by"] == 1
 
     (lost.directory / "model.pt").write_text("epoch 3")

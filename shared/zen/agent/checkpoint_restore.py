@@ -53,7 +53,8 @@ def restored(manifest: dict[str, Any]) -> str:
     """The line the job's output gets once the manifest's files are restored."""
     files, saved_by = manifest["files"], manifest.get("saved_by", manifest.get("attempt"))
     size = human_bytes(sum(int(item["size"]) for item in files))
-    return (f"zen: checkpoint restored: {len(files)} files, {size} saved by attempt {saved_by} "
+    count = f"{len(files)} file{'s' if len(files) != 1 else ''}"  # as a save's line counts them
+    return (f"zen: checkpoint restored: {count}, {size} saved by attempt {saved_by} "
             f"({manifest.get('reason', 'saved')})")
 
 

@@ -55,10 +55,15 @@ def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list
         raise CliError(f"Zen would refuse this array: {problem}. Not published", 1)
     held = set(taken([array_id] + [task_id(array_id, index) for index in range(size)]))
     made = {tid: request_fingerprint(r) for tid, r in tasks(request.canonical(array_id), array_id, request.array)}
-    if task_id(array_id, 0) in held and {task.job_id: task.request_hash for task in existing()} == made:
+    there = ({task.job_id: task.request_hash for task in existing()}
+             if array_id in held or task_id(array_id, 0) in held else {})  # the array of that id, if any
+    if there == made:
         raise CliError(f"array {array_id} already exists: the same request runs nothing new, each task runs once. Not "
                        f"published (retrying a submit whose publish failed? it got through: zen jobs list --array "
                        f"{array_id})", 1)  # it said to use a new job_id: a second array, every task run twice
+    if there:  # another array of that id: it said "a job, or an array's tasks", which of them left to guess
+        raise CliError(f"job_id {array_id} is taken by array {array_id} of another request ({len(there)} tasks: zen "
+                       f"jobs list --array {array_id}): use a new job_id (or none: zen makes one). Not published", 1)
     if array_id in held or task_id(array_id, 0) in held:
         raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
                        "(or none: zen makes one). Not published", 1)

@@ -277,7 +277,7 @@ def _stop_outlook(job_id: str) -> tuple[str, Any]:
     if job is None and (tasks := batches.read_array(job_id)):
         left = sum(1 for t in tasks if not t.status.terminal)
         if not left:
-            return (f"job {job_id} has already ended (an array of {len(tasks)} tasks, all ended): the stop changes "
+            return (f"array {job_id} has already ended (its {len(tasks)} tasks all ended): the stop changes "
                     "nothing"), tasks[0]
         return f"array {job_id}: {left} of its {len(tasks)} tasks have not ended: they will be stopped", tasks[0]
     if job is None:
@@ -308,7 +308,8 @@ def cmd_stop(args) -> int:
         raise CliError(f"no job {args.job_id} is known: stop not sent. Check the id with `zen jobs list`; to stop a "
                        f"job you are about to submit with that id: zen stop --force {args.job_id} (Zen keeps such a "
                        f"stop {EARLY_STOP_KEPT_DAYS} days and cancels the job when it arrives)", 1)
-    if outlook.startswith(f"job {args.job_id} has already ended") and not args.force:
+    ended = (f"job {args.job_id} has already ended", f"array {args.job_id} has already ended")
+    if outlook.startswith(ended) and not args.force:
         print(f"{outlook}; not sent (Zen would only record it as refused; zen stop --force sends it anyway)")
         return 0
     config = deployed_config()
