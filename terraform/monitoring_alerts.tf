@@ -54,6 +54,17 @@ locals {
         4. `zen explain` says "no VM can take it": the cluster changed while the job waited (its regions, models or limits); it waits for ever, no VM asked for it: stop it and submit it again, or change the cluster back.
       EOT
     }
+    scaling_errors = {
+      name      = "scaling passes of a cluster keep failing"
+      filter    = "${format(local.metric, "zen_scaling_decisions")} AND metric.label.action=\"ERROR\""
+      aligner   = "ALIGN_DELTA", reducer = "REDUCE_SUM", group_by = ["metric.label.cluster"], period = "600s"
+      threshold = var.alert_scaling_errors, duration = "0s"
+      runbook   = <<-EOT
+        More than ${var.alert_scaling_errors} scaling passes of a cluster failed in 10 minutes (a failure is counted at most once a minute per function instance; one failed pass that the next tick's pass follows does not fire this). Until a pass succeeds, Zen asks no VM for queued jobs and deletes no idle VM (they keep billing); the scale tick itself still runs.
+        1. `zen explain CLUSTER`: its ERROR decisions say what failed (`scaling pass failed: ...`). Logs Explorer: `jsonPayload.message="scaling pass failed"` gives each failure's traceback and its cluster (`jsonPayload.cluster`).
+        2. Usual causes: the functions' Compute roles changed (terraform/iam.tf: apply terraform again), a MIG deleted or changed by hand (apply terraform again), the database refusing the pass's queries after an upgrade (`zen db migrate` from the release deployed).
+      EOT
+    }
     outbox = {
       name      = "the outbox is not draining"
       filter    = format(local.metric, "zen_outbox_backlog_age")

@@ -24,6 +24,12 @@ variable "alert_lost_attempts" {
   description = "Alert when more than this many job attempts are LOST (their VM went silent) within 10 minutes."
 }
 
+variable "alert_scaling_errors" {
+  type        = number
+  default     = 3
+  description = "Alert when more than this many scaling passes of a cluster fail within 10 minutes (each failure is counted at most once a minute per function instance; a pass runs every scale tick)."
+}
+
 variable "alert_outbox_age_s" {
   type        = number
   default     = 600

@@ -191,7 +191,8 @@ def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan, quie
 def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now: datetime, report: Any,
              quiet: Quiet | None = ALWAYS) -> None:
     """After a scale tick: jobs in flight per cluster and status, the outbox backlog (as ``quiet`` lets
-    them through), the tick itself. A failure here only logs: the tick's work is done."""
+    them through), the tick itself. A failure reading the figures only logs: the tick's work is done, and its line is
+    written."""
     due = quiet.due if quiet is not None else (lambda event, key, value, active: True)
     from zen.store import stats
 
@@ -202,6 +203,7 @@ def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now:
             gangs = {r["cluster"]: r for r in stats.run(session, "gangs_waiting")}
     except Exception as exc:  # noqa: BLE001 - figures are best effort; the next tick reports again
         logger.warning("could not read the tick's figures", extra={"error": str(exc)})
+        _tick_done(logger, report)  # the tick ran: "the scale tick is not running" must not fire for it
         return
     for cluster in sorted(set(clusters) | {c for c, _ in counts}):
         for status in stats.ACTIVE_STATUSES:
@@ -214,5 +216,9 @@ def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now:
                  nodes=waiting["nodes"])
     if due(OUTBOX_BACKLOG, (), (backlog["rows"],), backlog["rows"] > 0):
         emit(logger, OUTBOX_BACKLOG, "outbox backlog", **backlog)
+    _tick_done(logger, report)
+
+
+def _tick_done(logger: logging.Logger, report: Any) -> None:
     emit(logger, SCALE_TICK, "scale tick done", relayed=report.relayed, swept=report.swept,
          republished=report.republished, widened=report.widened)

@@ -166,7 +166,8 @@ def test_metric_names_are_the_shared_vocabulary_and_charts_use_only_them(module)
 def test_each_alert_has_a_runbook_and_notifies_the_channels(module):
     policies = module.resources_of("google_monitoring_alert_policy")
     alerts = module.locals["threshold_alerts"]
-    assert set(alerts) == {"dead_letter", "lost_attempts", "stocked_out", "oldest_queued", "outbox", "db_connections"}
+    assert set(alerts) == {"dead_letter", "lost_attempts", "stocked_out", "oldest_queued", "scaling_errors", "outbox",
+                           "db_connections"}
     assert set(policies) == {"zen", "scale_tick_missing"}
     for body in policies.values():
         assert body["notification_channels"] == "${var.notification_channels}"
