@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Callable
 
 from pydantic import ValidationError
 
+from zen.agent.deliveries import ControlDelivery, StartDelivery
 from zen.agent.limits import given_or_attribute
 from zen.agent.orders import read_order
 from zen.agent.ranlog import RanLog, path_for as ran_log_path
 from zen.agent.removal import remove_container
 from zen.agent.runner import container_name
 from zen.agent.shutdown import SLICE_S
-from zen.agent.transport import StartDelivery
 from zen.core.config import ClusterConfig
 from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.models import START_OFFER, ControlAction, ControlMessage
@@ -32,7 +32,7 @@ from zen.core.models import START_OFFER, ControlAction, ControlMessage
 if TYPE_CHECKING:
     from zen.agent.identity import Identity, MetadataServer
     from zen.agent.settings import AgentSettings
-    from zen.agent.transport import ControlDelivery, Transport
+    from zen.agent.transport import Transport
 
 GIVEN_BACK_KEPT = 16  # VmHeartbeat.given_back holds at most 16
 RAN_KEPT = 256  # attempts remembered as run here: a copy of one's start is dropped, never claimed

@@ -13,14 +13,14 @@ import os
 import queue
 import random
 import time
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Callable, Protocol, TypeVar
 
 from google.api_core import exceptions as gexc
 import google.cloud.pubsub_v1 as pubsub_v1
 from google.pubsub_v1 import types as T
 
+from zen.agent.deliveries import ControlDelivery as ControlDelivery, StartDelivery as StartDelivery  # named here too
 from zen.agent.identity import Identity, ProofSource
 from zen.core.config import ZenConfig
 from zen.core.errors import ZenError
@@ -71,31 +71,6 @@ def call_with_retries(what: str, call: Callable[[], Result], *, budget_s: float,
             pause = min(pause * 2, max_pause_s)
         except gexc.GoogleAPICallError as exc:
             raise TransportError(f"{what}: {type(exc).__name__}: {exc}") from exc
-
-
-@dataclass(frozen=True)
-class StartDelivery:
-    """One leased start message: pulled from the start subscription, or offered to this VM alone on its
-    control subscription (``offer``: that message's ack; ``zen.agent.slots.ControlRouter``)."""
-
-    ack_id: str
-    message_id: str
-    data: bytes
-    attributes: dict[str, str]
-    delivery_attempt: int
-    offer: Callable[[], None] | None = None
-
-
-@dataclass(frozen=True)
-class ControlDelivery:
-    """One control message; call ``ack`` once it has been acted on. ``published``: when Pub/Sub took it (its
-    server's clock; a STOP's deadline counts from it, ``AttemptReport.stopped``); None where unknown."""
-
-    message_id: str
-    data: bytes
-    attributes: dict[str, str]
-    ack: Callable[[], None]
-    published: datetime | None = None
 
 
 class Transport(Protocol):
