@@ -1,5 +1,6 @@
 """The test processes' garbage collector after collection (``pytest_collection`` in tests/conftest.py): on again,
-and what collection built frozen, so no full collection walks the test modules and their libraries again."""
+and what collection built frozen, so no full collection walks the test modules and their libraries again; kept
+frozen after a simulator's run in the same process (``zen_dev.sim.world.World.run``, which unfroze everything)."""
 
 from __future__ import annotations
 

@@ -114,14 +114,20 @@ class Simulation(InstanceWorld):
             self._push(job.spec.submit_s, _SUBMIT, self._submit, job)
         self._push(0.0, _TICK, self._periodic_tick)
         heap, pop = self.heap, heapq.heappop
-        gc.freeze()  # what is here before the run (traces, jobs, the world) is not walked by each full collection
+        # What is here before the run (traces, jobs, the world) is not walked by each full collection; a process that
+        # froze what it built before (a test process, after collecting the suite: tests/conftest.py) keeps it frozen,
+        # which an unfreeze here would undo for the rest of its tests, and this run's objects are walked as before.
+        own = gc.get_freeze_count() == 0
+        if own:
+            gc.freeze()
         try:
             while heap and heap[0][0] <= self.horizon:
                 t, _, _, fn, args = pop(heap)
                 self.now = t
                 fn(*args)
         finally:
-            gc.unfreeze()
+            if own:
+                gc.unfreeze()
         self.now = self.horizon
         self._finish_run()
         self.result.wall_s = time.perf_counter() - wall
