@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -138,16 +139,22 @@ def evaluated(directory, expression: str, tfvars: str) -> list:
     return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+def sql_locals(directory: Path, heading: str, variable: str) -> None:
+    """A module in ``directory`` of sql.tf's locals block that opens with the comment ``heading``, beside the
+    declarations of ``variable`` (variables.tf) and ``db_max_connections`` it reads."""
+    sql = (TERRAFORM / "sql.tf").read_text()
+    found = re.search(r"^locals \{\n  # " + re.escape(heading) + r".*?^\}\n", sql, re.S | re.M).group(0)
+    (directory / "main.tf").write_text("\n".join([
+        top_block(TERRAFORM / "variables.tf", variable),
+        top_block(TERRAFORM / "monitoring_variables.tf", 'variable "db_max_connections" {'),
+        found]))
+
+
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
 def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
     """The locals and the precondition's condition of sql.tf, evaluated by terraform itself over the
     declared variables: the defaults pass; ten heartbeat instances, or a db-g1-small's 50, do not."""
-    sql = (TERRAFORM / "sql.tf").read_text()
-    budget = re.search(r"^locals \{\n  # What one request holds.*?^\}\n", sql, re.S | re.M).group(0)
-    (tmp_path / "main.tf").write_text("\n".join([
-        top_block(TERRAFORM / "variables.tf", 'variable "functions" {'),
-        top_block(TERRAFORM / "monitoring_variables.tf", 'variable "db_max_connections" {'),
-        budget]))
+    sql_locals(tmp_path, "What one request holds", 'variable "functions" {')
     condition = block(module.resources_of("google_sql_database_instance")["zen"]["lifecycle"])["precondition"][0]
     condition = condition["condition"][2:-1]
 
@@ -177,12 +184,7 @@ def test_the_plan_checks_db_max_connections_against_the_tier(module):
 def test_terraform_reads_each_tiers_connection_limit(tmp_path):
     """sql.tf's tier locals, evaluated by terraform: a db_max_connections above what the tier's memory gets (Cloud SQL's
     default max_connections) is caught, as db-g1-small's 50 under the default 100 was not."""
-    sql = (TERRAFORM / "sql.tf").read_text()
-    tier = re.search(r"^locals \{\n  # What the instance allows.*?^\}\n", sql, re.S | re.M).group(0)
-    (tmp_path / "main.tf").write_text("\n".join([
-        top_block(TERRAFORM / "variables.tf", 'variable "db_tier" {'),
-        top_block(TERRAFORM / "monitoring_variables.tf", 'variable "db_max_connections" {'),
-        tier]))
+    sql_locals(tmp_path, "What the instance allows", 'variable "db_tier" {')
     condition = "var.db_max_connections <= coalesce(local.db_tier_max_connections, var.db_max_connections)"
 
     def evaluate(tfvars: str = "") -> list:
