@@ -145,6 +145,7 @@ if args[0] == "attach":  # the container's output and end, as its ``docker run``
         print("You cannot attach to a stopped container, start it first", file=sys.stderr)
         sys.exit(1)
     print("attached to " + name, flush=True)  # (output the container prints from now on)
+    (root / ("attached-" + name)).write_text("")  # (``attached``: its line printed)
     while (containers / name).exists() and not (root / ("oom-" + name)).exists():
         time.sleep(0.05)
     sys.exit(int((root / ("exit-" + name)).read_text()) if (root / ("exit-" + name)).exists() else 137)
@@ -245,6 +246,10 @@ class FakeDocker:
         container running, as a real one's does (docker's daemon runs it, not its CLI)."""
         said = self.root / f"cli-{name}"
         return int(said.read_text()) if said.exists() and said.read_text() else None
+
+    def attached(self, name: str) -> bool:
+        """Whether a ``docker attach`` follows container ``name`` (its ``attached to`` line printed)."""
+        return (self.root / f"attached-{name}").exists()
 
     def finish(self, name: str, code: int) -> None:
         """The running container ``name`` ends with exit code ``code`` and stays (``inspect`` says it runs no more,

@@ -32,7 +32,7 @@ def the_cli_killed(scheduler, agents, docker: FakeDocker) -> str:
 def test_a_job_whose_docker_cli_was_killed_is_followed_to_its_own_end(scheduler, agents, tmp_path):
     docker = FakeDocker(tmp_path / "docker")
     name = the_cli_killed(scheduler, agents, docker)
-    job = wait_for(lambda: (job := scheduler.job("train-1")) and (any(call[0] == "attach" for call in docker.calls())
+    job = wait_for(lambda: (job := scheduler.job("train-1")) and (docker.attached(name)
                                                                    or job.status.value != "RUNNING") and job,
                    30, what="its container followed, or train-1 ended")
     assert job.status.value == "RUNNING" and job.attempt == 1, (job.status, job.exit_code, job.message)
