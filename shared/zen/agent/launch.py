@@ -124,10 +124,9 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
            limit=None, fence_file: str | None = None) -> int:
     lease.tell(b"fenced\n")
     silent_s = time.monotonic() - lease.renewed_at
-    sys.stderr.write(f"zen watchdog: the agent has not renewed its lease on this attempt for {silent_s:.0f} s "
-                     "(it cannot run, or no report of it reaches Zen): stopping the job before Zen takes the "
-                     f"attempt for lost (SIGTERM, SIGKILL after {grace_s:g} s)\n")
-    sys.stderr.flush()
+    _say(f"zen watchdog: the agent has not renewed its lease on this attempt for {silent_s:.0f} s (it cannot run, or "
+         "no report of it reaches Zen): stopping the job before Zen takes the attempt for lost (SIGTERM, SIGKILL "
+         f"after {grace_s:g} s)")
     # The kill is due a grace after the lease's end, whenever this runs: resumed past both (a VM paused or
     # stalled that long), the job is killed at once, not given a grace (its SIGTERM's checkpoint) beside its rerun.
     deadline = lease.deadline + grace_s
@@ -238,10 +237,9 @@ def _fence_vm(path: str, reason: str) -> None:
     try:
         _sibling("fencefile").add_reason(path, reason)
     except OSError as exc:
-        sys.stderr.write(f"zen watchdog: {reason}; cannot ask for this VM's power-off ({path}): {exc}\n")
+        _say(f"zen watchdog: {reason}; cannot ask for this VM's power-off ({path}): {exc}")
     else:
-        sys.stderr.write(f"zen watchdog: {reason}: this VM is powered off\n")
-    sys.stderr.flush()
+        _say(f"zen watchdog: {reason}: this VM is powered off")
 
 
 def _sibling(name: str):
@@ -259,8 +257,7 @@ def _over_tasks(child: int, tasks, lease: Lease) -> int:
     reason = tasks.reason()
     tasks.stop(child)
     lease.tell(b"tasks " + reason.encode() + b"\n")
-    sys.stderr.write(reason + "\n")
-    sys.stderr.flush()
+    _say(reason)
     os.waitpid(child, 0)
     return 137
 
