@@ -256,6 +256,22 @@ def pubsub_clients(pubsub_server):
     return pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
 
 
+# What `zen` has imported once it has published a job or read the database (about 0.4-0.7 s of CPU a command, 2 cores,
+# 2026-12-07): imported once by each test worker's ``cli_forks``.
+CLI_WARM = ("zen.cli.main", "zen.cli.kit", "zen.store.db", "google.cloud.pubsub_v1")
+
+
+@pytest.fixture(scope="session")
+def cli_forks():
+    """`zen ARGS` as a user runs it, a process of its own with its own environment and directory, forked from one
+    process per test worker that imported the CLI's libraries once: ``cli_forks.run("zen.cli.main", args, env,
+    cwd, timeout_s)`` answers as ``subprocess.run(..., capture_output=True, text=True)`` (``WarmForks.run``)."""
+    from zen_dev.local.functions_server import WarmForks
+
+    with WarmForks(CLI_WARM) as forks:
+        yield forks
+
+
 @pytest.fixture
 def project():
     return f"test-{os.getpid()}-{next(_counter)}"

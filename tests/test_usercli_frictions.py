@@ -25,15 +25,14 @@ LOOPBACK_METADATA = {"GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127
 
 
 @pytest.fixture
-def zen_cli(config, publisher, db_url, tmp_path):
+def zen_cli(config, publisher, db_url, tmp_path, cli_forks):
     """Run `zen ARGS` in an empty directory, pointed at this test's Pub/Sub project and database."""
     base = {**os.environ, "ZEN_PROJECT": config.project, "ZEN_DATABASE_URL": db_url, "USER": "alice",
             "HOME": str(tmp_path), **LOOPBACK_METADATA}
 
     def run(*argv: str, drop: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
         full = {k: v for k, v in {**base, **env}.items() if k not in drop}
-        result = subprocess.run([sys.executable, "-m", "zen.cli.main", *argv], cwd=tmp_path, env=full,
-                                capture_output=True, text=True, timeout=120)
+        result = cli_forks.run("zen.cli.main", argv, full, tmp_path, 120)
         assert "Traceback" not in result.stderr, result.stderr
         return result
 

@@ -31,21 +31,20 @@ def zen_env(scheduler, db_url, config_file, pubsub_server, logs_dir):
     return env
 
 
-def zen(env, *args: str, cwd, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zen.cli.main", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout_s)
+def zen(forks, env, *args: str, cwd, timeout_s: float = 60) -> subprocess.CompletedProcess:
+    return forks.run("zen.cli.main", args, env, cwd, timeout_s)
 
 
 def start_agent(agents, logs_dir, vm="vm-a", **tuning):
     return agents.start(vm, ZEN_JOB_LOGS_DIR=str(logs_dir), **OUTPUT_TUNING, **tuning)
 
 
-def test_zen_logs_shows_both_streams_in_order_and_labelled(scheduler, agents, logs_dir, zen_env, tmp_path):
+def test_zen_logs_shows_both_streams_in_order_and_labelled(scheduler, agents, logs_dir, zen_env, cli_forks, tmp_path):
     start_agent(agents, logs_dir)
     scheduler.submit("both-1", job_command("--count", "4", "--every", "0.1", "--exit", "2"))
     scheduler.wait_status("both-1", "FAILED")
 
-    shown = zen(zen_env, "logs", "both-1", cwd=tmp_path)
+    shown = zen(cli_forks, zen_env, "logs", "both-1", cwd=tmp_path)
 
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
@@ -55,9 +54,9 @@ def test_zen_logs_shows_both_streams_in_order_and_labelled(scheduler, agents, lo
     numbers = [int(line.rsplit(" ", 1)[1]) for line in lines if line.split("] ")[1].startswith(("out", "err"))]
     assert numbers == sorted(numbers)  # the streams interleave as the job wrote them
     assert lines[-1] == "[1 vm-a zen] [zen] end of attempt 1 on vm-a: FAILED, exit code 2"
-    raw = zen(zen_env, "logs", "both-1", "--attempt", "1", "--raw", cwd=tmp_path).stdout.splitlines()
+    raw = zen(cli_forks, zen_env, "logs", "both-1", "--attempt", "1", "--raw", cwd=tmp_path).stdout.splitlines()
     assert raw[:2] == ["out 1", "err 1"] or raw[:2] == ["err 1", "out 1"]
-    missing = zen(zen_env, "logs", "both-1", "--attempt", "2", cwd=tmp_path)
+    missing = zen(cli_forks, zen_env, "logs", "both-1", "--attempt", "2", cwd=tmp_path)
     assert missing.returncode == 1 and "job both-1 has had 1 attempt (FAILED): no attempt 2" in missing.stderr
     assert "Traceback" not in missing.stderr
 
@@ -92,29 +91,29 @@ def test_follow_prints_lines_while_the_job_runs_and_exits_with_its_exit_code(sch
 
 
 def test_submit_wait_streams_the_output_and_exits_with_the_jobs_exit_code(scheduler, agents, logs_dir, zen_env,
-                                                                         tmp_path):
+                                                                         cli_forks, tmp_path):
     start_agent(agents, logs_dir)
 
-    done = zen(zen_env, "submit", "--job-id", "wait-1", "--cluster", CLUSTER, "--wait", "--",
+    done = zen(cli_forks, zen_env, "submit", "--job-id", "wait-1", "--cluster", CLUSTER, "--wait", "--",
                *job_command("--print", "hello", "--err", "careful", "--exit", "5"), cwd=tmp_path)
 
     assert done.returncode == 5, done.stderr
     assert done.stdout.splitlines()[0].startswith("submitted wait-1")
     assert "[1 vm-a stdout] hello" in done.stdout and "[1 vm-a stderr] careful" in done.stdout
     assert "zen: wait-1 FAILED" in done.stderr and "Traceback" not in done.stderr
-    ok = zen(zen_env, "submit", "--job-id", "wait-2", "--cluster", CLUSTER, "-f", "--",
+    ok = zen(cli_forks, zen_env, "submit", "--job-id", "wait-2", "--cluster", CLUSTER, "-f", "--",
              *job_command("--print", "fine"), cwd=tmp_path)
     assert ok.returncode == 0 and "[1 vm-a stdout] fine" in ok.stdout
 
 
 def test_output_beyond_the_size_limit_keeps_the_head_and_the_tail_with_markers(scheduler, agents, logs_dir, zen_env,
-                                                                               tmp_path):
+                                                                               cli_forks, tmp_path):
     start_agent(agents, logs_dir, ZEN_AGENT_LOG_LIMIT_BYTES="8192", ZEN_AGENT_LOG_TAIL_BYTES="2048",
                 ZEN_AGENT_LOG_LINE_BYTES="1024")
     scheduler.submit("big-1", job_command("--bytes", "100000", "--print", "LAST"))
     scheduler.wait_status("big-1", "SUCCEEDED")
 
-    lines = zen(zen_env, "logs", "big-1", "--raw", cwd=tmp_path).stdout.splitlines()
+    lines = zen(cli_forks, zen_env, "logs", "big-1", "--raw", cwd=tmp_path).stdout.splitlines()
 
     head_marker = next(i for i, line in enumerate(lines) if line.startswith("[zen] output reached 6144 bytes"))
     dropped = next(i for i, line in enumerate(lines) if line.startswith("[zen] ") and " dropped: over the limit" in line)
@@ -128,18 +127,18 @@ def test_output_beyond_the_size_limit_keeps_the_head_and_the_tail_with_markers(s
     assert kept + dropped_count == 1000  # every line is either shipped or counted as dropped
 
 
-def test_output_survives_the_agent_going_away(scheduler, agents, logs_dir, zen_env, tmp_path):
+def test_output_survives_the_agent_going_away(scheduler, agents, logs_dir, zen_env, cli_forks, tmp_path):
     agent = start_agent(agents, logs_dir)
     scheduler.submit("gone-1", job_command("--print", "written before the VM went away", "--sleep", "60"),
                      max_attempts=1)
     scheduler.wait_status("gone-1", "RUNNING")
-    wait_for(lambda: "before the VM went away" in zen(zen_env, "logs", "gone-1", cwd=tmp_path).stdout, 15,
+    wait_for(lambda: "before the VM went away" in zen(cli_forks, zen_env, "logs", "gone-1", cwd=tmp_path).stdout, 15,
              what="the line shipped while the job runs")
 
     assert agent.terminate() == 0  # the VM shuts down (preemption, scale-down)
     scheduler.wait_status("gone-1", "FAILED", "QUEUED", "PENDING", "CANCELLED", timeout_s=20)
 
-    shown = zen(zen_env, "logs", "gone-1", "--raw", cwd=tmp_path).stdout.splitlines()
+    shown = zen(cli_forks, zen_env, "logs", "gone-1", "--raw", cwd=tmp_path).stdout.splitlines()
     assert shown[0] == "written before the VM went away"
     assert shown[-1].startswith("[zen] end of attempt 1 on vm-a: PREEMPTED, exit code 143")
     assert agent.process.poll() is not None  # the agent is gone; its output is not

@@ -13,10 +13,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import runpy
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -145,6 +147,10 @@ WARM = WARM_CORE + ("zen.adapters.compute", "zen.adapters.flex_start", "zen.adap
                     "zen.adapters.secret_manager", "zen.adapters.webhooks", "google.cloud.compute_v1",
                     "google.cloud.billing_v1", "google.cloud.secretmanager")
 
+# Modules that keep what the environment said when they were imported (google-auth's metadata server's address):
+# a module forked from a process that imported one would not see its own (``WarmForks.run_module``).
+ENV_AT_IMPORT = ("google.auth.compute_engine._metadata",)
+
 
 @dataclass(frozen=True)
 class Function:
@@ -190,6 +196,34 @@ class WarmForks:
         return ForkedGroup(self, self._ask({"start": {"env": env, "log": str(log_path) if log_path else None,
                                                       "functions": [f.spec() for f in functions]}}))
 
+    def run_module(self, module: str, args: Sequence[str], env: dict[str, str], log_path: Path | None,
+                   cwd: Path | None = None, err_path: Path | None = None) -> "ForkedGroup":
+        """``python -m module args`` forked from this process: in a session of its own, stdin empty, stdout and
+        stderr appended to ``log_path`` (stderr to ``err_path`` if given), ``env`` its whole environment, ``cwd``
+        (else this process's) its directory. It imports what ``warm`` did not, reads its environment as a process
+        started anew does (no module ``warm`` names may read one at its import), and ends as one does: its
+        threads joined, its exit handlers run, an exception printed with exit 1."""
+        return ForkedGroup(self, self._ask({"module": {"name": module, "args": list(args), "env": env,
+                                                       "log": str(log_path) if log_path else None,
+                                                       "err": str(err_path) if err_path else None,
+                                                       "cwd": str(cwd) if cwd else None}}))
+
+    def run(self, module: str, args: Sequence[str], env: dict[str, str], cwd: Path,
+            timeout_s: float) -> subprocess.CompletedProcess:
+        """``subprocess.run([python, "-m", module, *args], capture_output=True, text=True)``, forked as
+        ``run_module`` forks it (its output kept in two files of a directory of its own until it ends)."""
+        with tempfile.TemporaryDirectory(prefix="zen-forked-") as kept:
+            out, err = Path(kept) / "stdout", Path(kept) / "stderr"
+            process = self.run_module(module, args, env, out, cwd, err)
+            try:
+                code = process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise
+            texts = [path.read_text() if path.exists() else "" for path in (out, err)]
+        return subprocess.CompletedProcess([sys.executable, "-m", module, *args], code, *texts)
+
     def close(self) -> None:
         if self.process.stdin is not None:
             self.process.stdin.close()
@@ -207,8 +241,9 @@ class WarmForks:
 
 
 class ForkedGroup:
-    """A group ``WarmForks`` forked, seen as its ``Popen`` would be: ``pid``, ``poll``, ``wait``, ``returncode``
-    (negative: the signal that ended it); ``stop`` as ``stop_session`` stops a group started alone."""
+    """A group (or a module's process) ``WarmForks`` forked, seen as its ``Popen`` would be: ``pid``, ``poll``,
+    ``wait``, ``returncode`` (negative: the signal that ended it), ``send_signal``, ``terminate``, ``kill``;
+    ``stop`` as ``stop_session`` stops a group started alone."""
 
     def __init__(self, forks: WarmForks, pid: int):
         self._forks = forks
@@ -227,6 +262,16 @@ class ForkedGroup:
                 raise subprocess.TimeoutExpired(f"group {self.pid}", timeout or 0)
             time.sleep(0.05)
         return code
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:  # as Popen's: never to a pid the kernel may have given again
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
     def stop(self, grace_s: float = 10.0) -> None:
         if self.returncode is None:
@@ -402,6 +447,7 @@ def _forks() -> int:
     """``--forks`` (``WarmForks``'s process): import the modules the first line of stdin names, then answer one
     request a line, one JSON line each on the first stdout (print and a library's output go to stderr):
     ``{"start": {"env", "log", "functions"}}`` forks a group (``_forked_group``) and answers its pid;
+    ``{"module": {"name", "args", "env", "log", "cwd"}}`` forks ``python -m name args`` (``_forked_module``), its pid;
     ``{"poll": pid}`` answers its exit code as ``Popen.returncode`` gives it (None while it runs);
     ``{"stop": pid, "grace_s": s}`` SIGTERMs it, SIGKILLs its session after ``grace_s``, answers its code.
     At the end of stdin (the tests' process gone) it SIGKILLs the groups still running and ends."""
@@ -425,10 +471,12 @@ def _forks() -> int:
     answers.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
-        if "start" in request:
+        if "start" in request or "module" in request:
             pid = os.fork()
             if pid == 0:
                 answers.close()
+                if "module" in request:
+                    _forked_module(request["module"])  # returns only by raising (SystemExit too) to the top
                 _forked_group(request["start"])
             ended.pop(pid, None)  # the pid of a group reaped before, used again by the kernel: this one runs
             running.add(pid)
@@ -467,6 +515,32 @@ def _forked_group(request: dict) -> NoReturn:
         return _run_group(request["functions"])
 
     _end_fork(run)
+
+
+def _forked_module(request: dict) -> NoReturn:
+    """In a process ``_forks`` forked: ``python -m name args`` (``WarmForks.run_module``). What ends it (the
+    module's ``sys.exit``, an exception) is raised up through ``_forks`` and ``main`` to the interpreter, which
+    ends this process as it ends one started anew: non-daemon threads joined, exit handlers run, output flushed."""
+    os.setsid()
+    _output_to(request["log"] or os.devnull)
+    if request.get("err"):
+        err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(err, 2)
+        os.close(err)
+    if read := [name for name in ENV_AT_IMPORT if name in sys.modules]:
+        raise RuntimeError(f"{', '.join(read)} read this process's environment at its import, not {request['name']}'s")
+    given = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(given, 0)
+    os.close(given)
+    if request["cwd"]:
+        os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [request["name"], *request["args"]]  # run_module puts the module's file first, as -m does
+    name = request["name"]  # run anew as __main__, as -m runs it (a package's __main__, the package kept)
+    sys.modules.pop(f"{name}.__main__" if hasattr(sys.modules.get(name), "__path__") else name, None)
+    runpy.run_module(request["name"], run_name="__main__", alter_sys=True)
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,37 @@
+"""``WarmForks.run_module`` (the agent tests' agents, the CLI tests' `zen`): a module forked from a process that
+imported it runs as ``python -m`` runs it anew: its environment, arguments, directory, session and empty stdin,
+its threads joined and exit handlers run before it ends with its own code; a process that imported a module which
+reads its environment at import refuses to fork one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from zen_dev.local.functions_server import WarmForks
+
+TARGET = "tests.local.forked_main"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_forked_module_runs_and_ends_as_python_m_runs_it(tmp_path):
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "FORKED_SAYS": "hello", "PYTHONPATH": os.pathsep.join(paths)}
+    started = subprocess.run([sys.executable, "-m", TARGET, "a", "b"], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, stdin=subprocess.DEVNULL, start_new_session=True, timeout=30)
+    with WarmForks(warm=(TARGET,)) as forks:
+        forked = forks.run(TARGET, ["a", "b"], env, tmp_path, 30)
+    assert started.stdout.splitlines() == [f"__main__ ['a', 'b'] hello {tmp_path} True True",
+                                           "a thread joined before the end", "an exit handler ran"]
+    assert (forked.returncode, forked.stdout, forked.stderr) == (3, started.stdout, started.stderr) == (
+        started.returncode, started.stdout, "to stderr\n")
+
+
+def test_a_module_that_read_the_environment_at_its_import_is_never_forked_from(tmp_path):
+    with WarmForks(warm=("google.auth.compute_engine._metadata",)) as forks:
+        forked = forks.run(TARGET, [], dict(os.environ), tmp_path, 30)
+    assert forked.returncode == 1 and forked.stdout == ""
+    assert ("RuntimeError: google.auth.compute_engine._metadata read this process's environment at its import, "
+            f"not {TARGET}'s") in forked.stderr
