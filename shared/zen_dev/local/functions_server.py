@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import runpy
+import select
 import signal
 import socket
 import subprocess
@@ -258,10 +259,23 @@ class ForkedGroup:
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         while (code := self.poll()) is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"group {self.pid}", timeout or 0)
-            time.sleep(0.05)
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0)
+            self._ended(left)
         return code
+
+    def _ended(self, timeout_s: float | None) -> None:
+        """Until the process has ended or ``timeout_s`` has passed: its pidfd is readable once it ends, though
+        ``WarmForks``'s process, its parent, reaps it (only when asked: the pid is not given again before)."""
+        try:
+            ended = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            return  # reaped: poll says how it ended
+        try:
+            select.select([ended], [], [], timeout_s)
+        finally:
+            os.close(ended)
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:  # as Popen's: never to a pid the kernel may have given again
