@@ -272,6 +272,16 @@ def cli_forks():
         yield forks
 
 
+@pytest.fixture(scope="session")
+def stack_forks():
+    """One process per test worker that imported a local stack's libraries once (``STACK_WARM``): each test's stack
+    forks its stand-ins, functions, console and bridge from it (``LocalStack(forks=stack_forks)``)."""
+    from zen_dev.local.functions_server import STACK_WARM, WarmForks
+
+    with WarmForks(STACK_WARM) as forks:
+        yield forks
+
+
 @pytest.fixture
 def project():
     return f"test-{os.getpid()}-{next(_counter)}"

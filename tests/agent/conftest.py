@@ -30,7 +30,7 @@ from zen.core.config import Deadlines, ZenConfig, load_config
 from zen.core.models import Job
 from zen.store import repository
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
-from zen_dev.local.functions_server import WARM_CORE, ForkedGroup, Function, FunctionGroup, WarmForks
+from zen_dev.local.functions_server import AGENT_WARM, WARM_CORE, ForkedGroup, Function, FunctionGroup, WarmForks
 from zen_dev.local.topology import ensure_topology
 
 CLUSTER = "4xa100-40gb"
@@ -137,11 +137,6 @@ def function_forks():
     """One process per test worker that imported the functions' libraries once and forks each test's group."""
     with WarmForks(WARM_CORE) as forks:
         yield forks
-
-
-# What an agent has imported once its loop runs (2 cores, 2026-12-07: about 0.5 s of CPU an agent, of its 0.85 s):
-# imported once by each test worker's ``agent_forks``, which forks the test's agents.
-AGENT_WARM = ("zen.agent.__main__", "zen.agent.agent", "zen.agent.transport", "google.cloud.pubsub_v1")
 
 
 @pytest.fixture(scope="session")

@@ -75,12 +75,13 @@ HELLO = "import time; print('step one', flush=True); time.sleep(4); print('step 
 
 
 @pytest.fixture(scope="module")
-def stack():
+def stack(stack_forks):
     home = Path(tempfile.mkdtemp(prefix="zcon", dir="/tmp"))  # short: unix socket paths are limited
     (home / "zen.yaml").write_text(CONFIG)
     (home / "scenario.yaml").write_text(SCENARIO)
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=1.0, ports=Ports.from_base(free_base_port(start=29500)), fresh=True)
+                       tick_every_s=1.0, ports=Ports.from_base(free_base_port(start=29500)), fresh=True,
+                       forks=stack_forks)
     with overridden_environ({"ZEN_CONSOLE_REFRESH_S": "0.5", "ZEN_AS": "alice"}):
         record = stack.up()
     try:

@@ -88,10 +88,10 @@ def _output(logs: Path, job_id: str) -> list[dict]:
 
 
 @pytest.fixture
-def gang_stack(home):
+def gang_stack(home, stack_forks):
     from zen.store.db import Database
 
-    with running_stack(home, CONFIG, SCENARIO, start=31000) as stack:
+    with running_stack(home, CONFIG, SCENARIO, start=31000, forks=stack_forks) as stack:
         yield (stack, lambda request: submit_as(stack, "demo", request), Database.from_env(),
                Path(os.environ["ZEN_JOB_LOGS_DIR"]))
 

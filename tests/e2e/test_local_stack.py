@@ -18,10 +18,10 @@ pytestmark = pytest.mark.e2e
 
 
 
-def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
+def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home, stack_forks):
     lines = []
     result = demo.run(home=home, base_port=free_base_port(), second_wave=False, progress=lines.append,
-                      timeout_s=240)
+                      timeout_s=240, forks=stack_forks)
     # With the first scaling decisions (which pass chose which pool, and the prices it named) when it fails.
     first = [f"{d['at']:%H:%M:%S.%f} {d['cluster']}/{d['region']} {d['action']}: {d['reason']}"
              for d in result.decisions if d["action"] in ("ADD", "BLOCK")][:12]

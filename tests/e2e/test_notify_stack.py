@@ -59,9 +59,9 @@ def sink_lines(home: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_a_job_tells_the_local_sink_and_a_failing_endpoint_ends_in_the_dead_letter(home):
+def test_a_job_tells_the_local_sink_and_a_failing_endpoint_ends_in_the_dead_letter(home, stack_forks):
     stack_home = home / "stack"
-    with running_stack(home, CONFIG, SCENARIO, start=24000) as stack:
+    with running_stack(home, CONFIG, SCENARIO, start=24000, forks=stack_forks) as stack:
         from google.cloud import pubsub_v1
 
         from zen.store import notifications

@@ -48,10 +48,10 @@ timings:
 """
 
 
-def test_a_two_model_cluster_runs_each_job_on_a_vm_it_accepts(home):
+def test_a_two_model_cluster_runs_each_job_on_a_vm_it_accepts(home, stack_forks):
     from zen.store.db import Database
 
-    with running_stack(home, CONFIG, SCENARIO, start=28000) as stack:
+    with running_stack(home, CONFIG, SCENARIO, start=28000, forks=stack_forks) as stack:
         command = [sys.executable, "-c", "print('hello from a pool')"]
         for job_id, accepts in (("std-1", "standard"), ("any-2", "any")):
             submit_as(stack, "demo", {"job_id": job_id, "user_id": "demo", "cluster": "1xl4", "command": command,

@@ -51,7 +51,7 @@ timings:
 """
 
 
-def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops_and_runs_again_after_up(home):
+def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops_and_runs_again_after_up(home, stack_forks):
     """... and a restarted stack runs it again at once: its requeued start had gone to the Pub/Sub stand-in,
     which keeps messages in memory only, so the job waited an hour (start_republish_s) beside idle VMs."""
     (home / "zen.yaml").write_text(CONFIG)
@@ -59,7 +59,8 @@ def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops_and_runs
 
     def new_stack(fresh: bool) -> LocalStack:
         return LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                          tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=23500)), fresh=fresh)
+                          tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=23500)), fresh=fresh,
+                          forks=stack_forks)
 
     stack = new_stack(fresh=True)
     record = stack.up()

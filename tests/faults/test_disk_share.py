@@ -36,13 +36,13 @@ def _over(job_id: str) -> dict | None:
 
 
 def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_completes(
-        home, tmp_path):  # noqa: F811
+        home, tmp_path, stack_forks):  # noqa: F811
     from google.cloud import storage as gcs
 
     released = tmp_path / "released"  # the neighbour runs until it exists (30 s at most)
 
     with running_stack(home, (FIXTURES / "disk-share.yaml").read_text(),
-                       (FIXTURES / "disk-share-scenario.yaml").read_text(), start=22000, tick_every_s=1.0,
+                       (FIXTURES / "disk-share-scenario.yaml").read_text(), start=22000, tick_every_s=1.0, forks=stack_forks,
                        buckets={"out-bkt": "US"},
                        agent_env={"ZEN_AGENT_DISK_PER_JOB_BYTES": "4000000", "ZEN_AGENT_DISK_LOOK_S": "0.5"}) as stack:
         def submit(job_id: str, size: int, sleep_s: float, *until_file: Path) -> None:

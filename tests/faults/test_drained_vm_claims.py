@@ -46,7 +46,7 @@ def refused_per_start(db) -> dict[tuple[str, int], int]:
     return per
 
 
-def test_vms_drained_while_deletes_fail_make_no_claim_storm(home, tmp_path):  # noqa: F811
+def test_vms_drained_while_deletes_fail_make_no_claim_storm(home, tmp_path, stack_forks):  # noqa: F811
     from google.cloud import pubsub_v1
 
     from zen.store.db import Database
@@ -54,7 +54,7 @@ def test_vms_drained_while_deletes_fail_make_no_claim_storm(home, tmp_path):  # 
     stack = LocalStack(home=home, config_path=FIXTURES / "drain-storm.yaml",
                        scenario=FIXTURES / "drain-storm-scenario.yaml", tick_every_s=3.0,
                        ports=Ports.from_base(free_base_port(start=26000)), fresh=True,
-                       agent_env={"ZEN_AGENT_VM_HEARTBEAT_S": "2"})
+                       agent_env={"ZEN_AGENT_VM_HEARTBEAT_S": "2"}, forks=stack_forks)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):

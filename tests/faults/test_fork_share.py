@@ -52,10 +52,10 @@ def _over(job_id: str) -> dict | None:
 
 
 def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighbour_completes(
-        home, tmp_path):  # noqa: F811
+        home, tmp_path, stack_forks):  # noqa: F811
     released = tmp_path / "released"  # the neighbour runs until it exists (15 s at most)
     with running_stack(home, (FIXTURES / "fork-share.yaml").read_text(),
-                       (FIXTURES / "fork-share-scenario.yaml").read_text(), start=30000, tick_every_s=1.0,
+                       (FIXTURES / "fork-share-scenario.yaml").read_text(), start=30000, tick_every_s=1.0, forks=stack_forks,
                        agent_env={"ZEN_AGENT_TASKS_PER_JOB": "100"}) as stack:
         def submit(job_id: str, code: str, *args: str) -> None:
             submit_as(stack, "alice", {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4",

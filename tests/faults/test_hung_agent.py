@@ -41,13 +41,19 @@ with open(path, "a") as out:
 
 
 def _agent_of(pid: int) -> int:
-    """The agent process above a job's (its supervisor's parent: the nearest ``python -m zen.agent``)."""
+    """The agent process above a job's: its supervisor's parent (the supervisor runs ``zen/agent/launch.py``; the
+    stand-in's agents are forked, their command line their forking process's)."""
     while pid > 1:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        pid = int(stat[stat.rindex(")") + 2:].split()[1])
-        if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"zen.agent"]:
-            return pid
+        parent = _parent(pid)
+        if any(arg.endswith(b"zen/agent/launch.py") for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")):
+            return parent
+        pid = parent
     raise AssertionError("no agent above the job's process")
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
 
 
 def _lines(path: Path) -> list[list[str]]:
@@ -79,12 +85,12 @@ def start_writing(stack: LocalStack, db, runs: Path, job_id: str, first_s: int, 
     return began
 
 
-def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_path):  # noqa: F811
+def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_path, stack_forks):  # noqa: F811
     from zen.store.db import Database
 
     stack = LocalStack(home=home, config_path=FIXTURES / "hung-agent.yaml",
                        scenario=FIXTURES / "hung-agent-scenario.yaml", tick_every_s=1.0,
-                       ports=Ports.from_base(free_base_port(start=25000)), fresh=True)
+                       ports=Ports.from_base(free_base_port(start=25000)), fresh=True, forks=stack_forks)
     runs = tmp_path / "runs.txt"
     agent = None
     record = stack.up()

@@ -47,12 +47,13 @@ def _serving(port: int) -> list[int]:
     return pids
 
 
-def test_a_stalled_heartbeat_function_neither_stops_nor_reruns_a_healthy_job(home, tmp_path):  # noqa: F811
+def test_a_stalled_heartbeat_function_neither_stops_nor_reruns_a_healthy_job(home, tmp_path, stack_forks):  # noqa: F811
     from zen.store.db import Database
 
     ports = Ports.from_base(free_base_port(start=27000))  # not test_drained_vm_claims' 26000: both may start at once
     stack = LocalStack(home=home, config_path=FIXTURES / "hung-agent.yaml",
-                       scenario=FIXTURES / "hung-agent-scenario.yaml", tick_every_s=1.0, ports=ports, fresh=True)
+                       scenario=FIXTURES / "hung-agent-scenario.yaml", tick_every_s=1.0, ports=ports, fresh=True,
+                       forks=stack_forks)
     runs, end = tmp_path / "runs.txt", tmp_path / "end"
     stalled: list[int] = []
     record = stack.up()

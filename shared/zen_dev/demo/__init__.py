@@ -120,12 +120,12 @@ class DemoResult:
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
-        progress=print, timeout_s: float = 420, view=None) -> DemoResult:
-    """``view(db)``, when given, is called about once a second (the live table on a terminal)."""
-    """Bring the stack up, play the scenario, tear it down; returns what happened."""
+        progress=print, timeout_s: float = 420, view=None, forks=None) -> DemoResult:
+    """Bring the stack up, play the scenario, tear it down; returns what happened. ``view(db)``, when given, is
+    called about once a second (the live table on a terminal); ``forks``: the stack's (``LocalStack``)."""
     stack = LocalStack(home=home, config_path=HERE / "zen-demo.yaml", scenario=HERE / "scenario.yaml",
                        tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
-                       buckets=placement.BUCKETS)
+                       buckets=placement.BUCKETS, forks=forks)
     record = stack.up()
     progress(f"Web console (while the demo runs): {record['console']}")
     try:

@@ -25,7 +25,7 @@ from zen.core.config import DEFAULT_CONFIG_PATH, load_config
 from zen.core.notify import NOTICE_FILTER
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
-from zen_dev.local.functions_server import Function, FunctionGroup, wait_for_port
+from zen_dev.local.functions_server import ForkedGroup, Function, FunctionGroup, WarmForks, wait_for_port
 from zen_dev.local.roles import function_logins
 from zen_dev.local.stackfile import named_home, process_alive, read_stack, running_home, stack_file
 
@@ -124,7 +124,8 @@ def port_free(port: int) -> bool:
     return True
 
 
-def wait_for_line(path: Path, text: str, timeout_s: float, process: subprocess.Popen, after: int = 0) -> None:
+def wait_for_line(path: Path, text: str, timeout_s: float, process: subprocess.Popen | ForkedGroup,
+                  after: int = 0) -> None:
     """Return once ``path`` holds ``text`` past its first ``after`` bytes (what an earlier run of the same
     process wrote to the log it appends to); raise if ``process`` ends first or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
@@ -142,8 +143,9 @@ class LocalStack:
     def __init__(self, home: Path = Path(".zen"), config_path: Path | None = None, scenario: Path | None = None,
                  time_scale: float | None = None, tick_every_s: float = 5.0, ports: Ports = Ports(),
                  fresh: bool = False, agent_env: dict[str, str] | None = None,
-                 buckets: dict[str, str] | None = None):
+                 buckets: dict[str, str] | None = None, forks: WarmForks | None = None):
         self.home = home.resolve()
+        self.forks = forks  # its processes forked from there (tests: one per test worker, STACK_WARM), else started
         self.config_path = (config_path or Path(os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)).resolve()
         self.config = load_config(self.config_path if config_path else None)  # ZEN_CONFIG's: its hint names it
         self.scenario = (scenario or DEFAULT_SCENARIO).resolve()
@@ -254,7 +256,8 @@ class LocalStack:
             functions.append(Function(target, port, self.logs / f"{target}.log", own))
             routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
         # One process per function, forked from one that imported their libraries once; a failed start stops it.
-        group = FunctionGroup(functions, {**self.env, **proof, "PYTHONUNBUFFERED": "1"}, self.logs / "functions.log")
+        group = FunctionGroup(functions, {**self.env, **proof, "PYTHONUNBUFFERED": "1"}, self.logs / "functions.log",
+                              forks=self.forks)
         self._record("functions", group.start(timeout_s=60).process)
         # The web console, reading the stack's database and job output; viewers are $ZEN_AS or $USER.
         self._serve("console", "zen.console", self.ports.console)
@@ -328,14 +331,17 @@ class LocalStack:
 
     def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         """Start ``argv`` in a session of its own, its output to logs/<name>.log, and record it."""
-        log = open(self.logs / f"{name}.log", "ab")
         env = {**os.environ, **self.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
-        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-        log.close()
+        process: subprocess.Popen | ForkedGroup
+        if self.forks is not None and argv[:2] == [sys.executable, "-m"]:
+            process = self.forks.run_module(argv[2], argv[3:], env, self.logs / f"{name}.log")
+        else:
+            with open(self.logs / f"{name}.log", "ab") as log:
+                process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, start_new_session=True)
         self._record(name, process)
 
-    def _record(self, name: str, process: subprocess.Popen | None) -> None:
+    def _record(self, name: str, process: subprocess.Popen | ForkedGroup | None) -> None:
         assert process is not None
         self.processes.append({"name": name, "pid": process.pid, "argv": process.args, "_popen": process})
         self._save()
@@ -354,7 +360,7 @@ class LocalStack:
             raise StackError(f"the {name} stand-in did not start ({exc})" + (f": {said[0].strip()}" if said else "")
                              + f"; see {log}") from None
 
-    def _popen(self, name: str) -> subprocess.Popen:
+    def _popen(self, name: str) -> subprocess.Popen | ForkedGroup:
         return next(p["_popen"] for p in self.processes if p["name"] == name)
 
     def record(self) -> dict:
