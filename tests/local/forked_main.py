@@ -14,6 +14,6 @@ if __name__ == "__main__":
     threading.Thread(target=later).start()
     atexit.register(lambda: print("an exit handler ran", flush=True))
     print(__name__, sys.argv[1:], os.environ.get("FORKED_SAYS"), os.getcwd(), os.getsid(0) == os.getpid(),
-          sys.stdin.read() == "")
+          sys.stdin.read() == "", type(sys.stdout.buffer).__name__, sys.stdout.write_through, sys.stderr.line_buffering)
     print("to stderr", file=sys.stderr)
     sys.exit(3)

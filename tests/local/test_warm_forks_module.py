@@ -10,20 +10,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from zen_dev.local.functions_server import WarmForks
 
 TARGET = "tests.local.forked_main"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_forked_module_runs_and_ends_as_python_m_runs_it(tmp_path):
+@pytest.mark.parametrize("unbuffered, streams", [("1", "FileIO True False"), ("", "BufferedWriter False True")])
+def test_a_forked_module_runs_and_ends_as_python_m_runs_it(tmp_path, unbuffered, streams):
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "FORKED_SAYS": "hello", "PYTHONPATH": os.pathsep.join(paths)}
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}, "FORKED_SAYS": "hello",
+           "PYTHONPATH": os.pathsep.join(paths), **({"PYTHONUNBUFFERED": unbuffered} if unbuffered else {})}
     started = subprocess.run([sys.executable, "-m", TARGET, "a", "b"], env=env, cwd=tmp_path, capture_output=True,
                              text=True, stdin=subprocess.DEVNULL, start_new_session=True, timeout=30)
-    with WarmForks(warm=(TARGET,)) as forks:
+    with WarmForks(warm=(TARGET,)) as forks:  # (its own process's streams as this one's environment has them)
         forked = forks.run(TARGET, ["a", "b"], env, tmp_path, 30)
-    assert started.stdout.splitlines() == [f"__main__ ['a', 'b'] hello {tmp_path} True True",
+    assert started.stdout.splitlines() == [f"__main__ ['a', 'b'] hello {tmp_path} True True {streams}",
                                            "a thread joined before the end", "an exit handler ran"]
     assert (forked.returncode, forked.stdout, forked.stderr) == (3, started.stdout, started.stderr) == (
         started.returncode, started.stdout, "to stderr\n")

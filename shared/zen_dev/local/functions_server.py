@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import io
 import json
 import os
 import runpy
@@ -213,7 +214,8 @@ class WarmForks:
         stderr appended to ``log_path`` (stderr to ``err_path`` if given), ``env`` its whole environment, ``cwd``
         (else this process's) its directory. It imports what ``warm`` did not, reads its environment as a process
         started anew does (no module ``warm`` names may read one at its import), and ends as one does: its
-        threads joined, its exit handlers run, an exception printed with exit 1."""
+        threads joined, its exit handlers run, an exception printed with exit 1. Its ``sys.path`` is this
+        process's (a ``PYTHONPATH`` in ``env`` adds nothing to it; ``cwd`` is not put first)."""
         return ForkedGroup(self, self._ask({"module": {"name": module, "args": list(args), "env": env,
                                                        "log": str(log_path) if log_path else None,
                                                        "err": str(err_path) if err_path else None,
@@ -564,11 +566,26 @@ def _forked_module(request: dict) -> NoReturn:
         os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    _streams_as_started()
     sys.argv = [request["name"], *request["args"]]  # run_module puts the module's file first, as -m does
     name = request["name"]  # run anew as __main__, as -m runs it (a package's __main__, the package kept)
     sys.modules.pop(f"{name}.__main__" if hasattr(sys.modules.get(name), "__path__") else name, None)
     runpy.run_module(request["name"], run_name="__main__", alter_sys=True)
     raise SystemExit(0)
+
+
+def _streams_as_started() -> None:
+    """``sys.stdout`` and ``sys.stderr`` as a process started with this environment has them on files: unbuffered
+    where ``PYTHONUNBUFFERED`` is set (``python -u``), else stdout in blocks and stderr in lines (the forking
+    process's were made for its own environment)."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        stream.flush()
+        raw = io.FileIO(fd, "w", closefd=False)
+        setattr(sys, name, io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw), encoding=stream.encoding,
+                                            errors=stream.errors, write_through=unbuffered,
+                                            line_buffering=name == "stderr" and not unbuffered))
 
 
 if __name__ == "__main__":
