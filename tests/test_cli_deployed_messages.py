@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -36,13 +35,12 @@ def _deployed_env(tmp_path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _zen(tmp_path, *argv: str, limit: float = 45, **env: str) -> subprocess.CompletedProcess:
+def _zen(forks, tmp_path, *argv: str, limit: float = 45, **env: str) -> subprocess.CompletedProcess:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     started = time.monotonic()
     try:
-        result = subprocess.run([sys.executable, "-m", "zen.cli.main", *argv], cwd=work,
-                                env=_deployed_env(tmp_path, **env), capture_output=True, text=True, timeout=limit)
+        result = forks.run("zen.cli.main", argv, _deployed_env(tmp_path, **env), work, limit)
     except subprocess.TimeoutExpired:
         pytest.fail(f"`zen {' '.join(argv)}` still ran after {limit:g} s")
     result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
@@ -95,10 +93,10 @@ def silent_server():
 
 @pytest.mark.parametrize("argv, said", [(("jobs", "list"), "cannot reach the database"),
                                         (("stop", "x1"), "no Google credentials")])  # the stop goes on to be sent
-def test_a_database_that_never_answers_is_given_up_on(tmp_path, silent_database, argv, said):
+def test_a_database_that_never_answers_is_given_up_on(tmp_path, silent_database, argv, said, cli_forks):
     """pg8000 was given no timeout (zen.store.db.ConnectionTarget.connect): the command waited for ever, `zen stop`
     too, which sends the stop when it cannot read the database (here it then has no credentials to send it with)."""
-    result = _zen(tmp_path, *argv, ZEN_DATABASE_URL=silent_database)
+    result = _zen(cli_forks, tmp_path, *argv, ZEN_DATABASE_URL=silent_database)
     line = _one_line(result)
     assert said in line and "zen local up" not in line, line
 
@@ -141,18 +139,18 @@ def revoked_credentials(tmp_path):
     (("jobs", "list"), {"ZEN_CLOUDSQL_INSTANCE": "my-project:us-central1:zen", "ZEN_DB_USER": "alice@example.com"}),
     (("logs", "x1"), {}),
 ])
-def test_refused_credentials_are_told_in_one_line(tmp_path, revoked_credentials, argv, env):
+def test_refused_credentials_are_told_in_one_line(tmp_path, revoked_credentials, argv, env, cli_forks):
     """It printed `zen: RefreshError: ('invalid_grant: ...', {...}) (set ZEN_DEBUG=1 to see where)`."""
-    result = _zen(tmp_path, *argv, GOOGLE_APPLICATION_CREDENTIALS=revoked_credentials, **env)
+    result = _zen(cli_forks, tmp_path, *argv, GOOGLE_APPLICATION_CREDENTIALS=revoked_credentials, **env)
     line = result.stderr.strip().splitlines()[0]  # (the Cloud SQL connector's aiohttp may warn after it, at exit)
     assert result.returncode == 1 and line.startswith("zen: ") and "Traceback" not in result.stderr
     assert "RefreshError" not in line and "gcloud auth application-default login" in line, line
 
 
-def test_submit_with_refused_credentials_says_so_not_is_the_stack_up(tmp_path, revoked_credentials):
+def test_submit_with_refused_credentials_says_so_not_is_the_stack_up(tmp_path, revoked_credentials, cli_forks):
     """The publish waited 30 s and said `could not publish ...: TimeoutError (is the stack up? zen local up);
     job ... may have been published all the same`: none was, and the local stack has nothing to do with it."""
-    result = _zen(tmp_path, "submit", "--image", "busybox", "--cluster", "1xl4", "--", "true",
+    result = _zen(cli_forks, tmp_path, "submit", "--image", "busybox", "--cluster", "1xl4", "--", "true",
                   GOOGLE_APPLICATION_CREDENTIALS=revoked_credentials)
     line = _one_line(result)
     assert result.returncode == 1

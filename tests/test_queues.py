@@ -274,10 +274,8 @@ def test_concurrent_submits_and_ends_never_exceed_any_quota(queued_zen, db):
 
 
 @pytest.mark.queues(COHORT)
-def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, db_url, tmp_path, clock):
+def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, db_url, tmp_path, clock, cli_forks):
     import os
-    import subprocess
-    import sys
 
     import yaml
 
@@ -292,8 +290,7 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}  # this checkout's code
 
     def zen_cli(*args):
-        done = subprocess.run([sys.executable, "-m", "zen.cli.main", *args], env=env, capture_output=True, text=True,
-                              timeout=60)
+        done = cli_forks.run("zen.cli.main", args, env, tmp_path, 60)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
