@@ -38,6 +38,14 @@ class TokenIssuer:
         self._cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
         self._key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                           serialization.NoEncryption()).decode()
+        self._signer: Any = None  # made at the first token: reading the key back took 31 ms a token
+
+    def _signed(self, claims: dict[str, Any]) -> str:
+        from google.auth import crypt, jwt
+
+        if self._signer is None:  # (two requests at once may each make one: either signs)
+            self._signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.kid)
+        return jwt.encode(self._signer, claims).decode()
 
     def certs(self) -> dict[str, str]:
         return {self.kid: self._cert_pem}
@@ -47,8 +55,6 @@ class TokenIssuer:
         """A signed ``format=full`` token; ``overrides`` replace claims (tests make bad ones). Its
         ``instance_creation_timestamp`` is ``created``, else the earliest token of that VM and instance id
         (a VM exists before its first token, and its creation does not move with each new one)."""
-        from google.auth import crypt, jwt
-
         issued = int(time.time() if now is None else now)
         if created is None:
             instance = (vm, str(instance_id))
@@ -64,19 +70,15 @@ class TokenIssuer:
                                           "instance_creation_timestamp": int(created)}},
         }
         claims.update(overrides)
-        signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.kid)
-        return jwt.encode(signer, claims).decode()
+        return self._signed(claims)
 
     def user_token(self, *, email: str, audience: str, now: float | None = None, **overrides: Any) -> str:
         """A signed ID token of a person or a service account (``zen.adapters.submitters``), as Google
         gives one: ``email``, ``email_verified``, and ``aud`` the OAuth client (a user's) or the audience
         asked for (a service account's); ``overrides`` replace claims (tests make bad ones)."""
-        from google.auth import crypt, jwt
-
         issued = int(time.time() if now is None else now)
         subject = str(int.from_bytes(email.lower().encode()[:8].ljust(8, b"0"), "big"))  # stable per e-mail
         claims: dict[str, Any] = {"iss": ISSUER, "aud": audience, "azp": audience, "sub": subject, "email": email,
                                   "email_verified": True, "iat": issued, "exp": issued + self.lifetime_s}
         claims.update(overrides)
-        signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.kid)
-        return jwt.encode(signer, claims).decode()
+        return self._signed(claims)
