@@ -52,6 +52,11 @@ def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
     return queries
 
 
+@functools.cache
+def _shipped_queries() -> dict[str, str]:
+    return load_queries()
+
+
 def _server_fields(exc: BaseException) -> dict[str, Any] | None:
     """The server's ErrorResponse fields (``C``: the SQLSTATE, ``M``: the message) of a driver error."""
     return exc.args[0] if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict) else None
@@ -213,7 +218,7 @@ class Database:
         # A slot per connection handed out; an idle connection is one whose slot was given back, and a
         # new one is opened only when none is idle, so open connections never exceed the slots.
         self._slots = threading.BoundedSemaphore(max_open) if max_open is not None else None
-        self.queries = load_queries()
+        self.queries = _shipped_queries()  # one dict for every Database of the process (never changed)
 
     @classmethod
     def from_target(cls, target: ConnectionTarget, max_open: int | None = None,
