@@ -7,6 +7,7 @@ literals (unescaping ``\\"``), drops comments and block markers, and leaves expr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -40,8 +41,17 @@ def normalize(value: Any) -> Any:
 
 
 def load(path: Path) -> dict[str, Any]:
-    with path.open() as handle:
-        return normalize(hcl2.load(handle))
+    """The file as plain dicts, made anew at each call (a test may change them); parsed once a worker for each
+    version of the file (its path, size and change time): python-hcl2's parser took about half of the terraform
+    tests' CPU, each test module parsing the same files again."""
+    stat = path.stat()
+    return normalize(_parsed(str(path.resolve()), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: str, size: int, changed_ns: int) -> dict[str, Any]:
+    with open(path) as handle:
+        return hcl2.load(handle)
 
 
 def strings(value: Any) -> Iterator[str]:
