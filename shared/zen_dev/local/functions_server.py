@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -540,8 +541,7 @@ def _forked_group(request: dict) -> NoReturn:
         given = os.open(os.devnull, os.O_RDONLY)
         os.dup2(given, 0)
         os.close(given)
-        os.environ.clear()
-        os.environ.update(request["env"])
+        _environment_as_started(request["env"])
         return _run_group(request["functions"])
 
     _end_fork(run)
@@ -564,14 +564,25 @@ def _forked_module(request: dict) -> NoReturn:
     os.close(given)
     if request["cwd"]:
         os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    _streams_as_started()
-    sys.argv = [request["name"], *request["args"]]  # run_module puts the module's file first, as -m does
+    _environment_as_started(request["env"])
+    sys.argv = [request["name"], *request["args"]]  # the module's file put first, as -m does
     name = request["name"]  # run anew as __main__, as -m runs it (a package's __main__, the package kept)
     sys.modules.pop(f"{name}.__main__" if hasattr(sys.modules.get(name), "__path__") else name, None)
-    runpy.run_module(request["name"], run_name="__main__", alter_sys=True)
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    # What -m runs, in a new __main__ kept to the end (runpy.run_module's is put back when the module's code ends,
+    # before its threads and exit handlers); a module not found ends as -m ends ("python: No module named ...", 1).
+    getattr(runpy, "_run_module_as_main")(name)
     raise SystemExit(0)
+
+
+def _environment_as_started(env: dict[str, str]) -> None:
+    """``env`` this forked process's whole environment, taken as a process started with it takes it: its local time
+    zone (``TZ``: the C library read the forking process's at its start; ``time.tzset`` reads it again) and its
+    streams' buffering (``_streams_as_started``)."""
+    os.environ.clear()
+    os.environ.update(env)
+    time.tzset()
+    _streams_as_started()
 
 
 def _streams_as_started() -> None:
