@@ -66,3 +66,21 @@ def test_a_forked_group_buffers_its_output_as_its_own_environment_says(tmp_path,
         finally:
             group.stop()
     assert log.read_text().splitlines()[0] == f"stdout {streams}"
+
+
+def test_a_request_interrupted_before_its_answer_is_read_fails_the_next_not_hands_it_that_answer(tmp_path):
+    """Ctrl-C (or a signal's handler raising) between a request and its answer left the answer in the pipe: the next
+    request read it as its own (a poll's exit code 0 taken for a pid, a later signal sent to process group 0)."""
+    with WarmForks(warm=()) as forks:
+        answers = forks.process.stdout
+
+        class Interrupted:
+            def readline(self):
+                forks.process.stdout = answers
+                raise KeyboardInterrupt
+
+        forks.process.stdout = Interrupted()  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt):
+            forks.run_module(TARGET, [], dict(os.environ), tmp_path / "first.log")
+        with pytest.raises(RuntimeError, match="out of step"):
+            forks.run_module(TARGET, [], dict(os.environ), tmp_path / "second.log")

@@ -190,6 +190,7 @@ class WarmForks:
 
     def __init__(self, warm: Sequence[str] = WARM_CORE):
         self._lock = threading.Lock()
+        self._astray = False  # a request interrupted before its answer was read (``_ask``)
         self.process = subprocess.Popen([sys.executable, "-m", "zen_dev.local.functions_server", "--forks"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                         start_new_session=True)
@@ -198,9 +199,15 @@ class WarmForks:
     def _ask(self, request: dict) -> Any:
         with self._lock:
             assert self.process.stdin is not None and self.process.stdout is not None
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
+            if self._astray:
+                raise RuntimeError("the forks process's answers are out of step: a request to it was interrupted")
+            try:
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+                line = self.process.stdout.readline()
+            except BaseException:  # (Ctrl-C, a signal's handler) its answer unread: the next would read it as its own
+                self._astray = True
+                raise
         if not line:
             raise RuntimeError(f"the forks process ended (exit {self.process.wait(10)}): see the tests' stderr")
         return json.loads(line).get("answer")
