@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 from zen import telemetry
 from zen.cli.kit import Context
-from zen.core.clock import utc_now
 
 
 def register(sub, ctx: Context) -> None:
@@ -96,6 +95,7 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
     from zen.cli.usage import Pricer, shown_unpriced, unpriced_note
     from zen.core.config import load_config
     from zen.core.provisioning import pools_of
+    from zen.store import stats
     from zen.store.migrate import has_table
     from zen.store.prices import current
     from zen.store.usage import read_snapshot
@@ -107,7 +107,7 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
             read_snapshot(session)
             if not has_table(session, "jobs"):
                 raise CliError("the database has no Zen schema yet: run zen db migrate")
-            now = utc_now()
+            now = stats.database_now(session)  # (this machine's clock may be behind the rows')
             pools = {c.name: list(pools_of(c.regions, c.provisioning)) for c in config.clusters}
             figures = collect(session, pools, now, args.window * 60)
             pricer: Pricer | None = None

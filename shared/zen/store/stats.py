@@ -79,6 +79,13 @@ def run(session: Session, name: str, **params: Any) -> list[dict[str, Any]]:
     return session.sql(QUERIES[name], **params)
 
 
+def database_now(session: Session) -> datetime:
+    """The database's clock (its transaction's start): the times ``zen stats`` measures ages and windows from were
+    written by Zen's functions and database, not by the machine that reads them, whose clock may be behind."""
+    now: datetime = session.sql("SELECT now() AS now")[0]["now"]
+    return now
+
+
 def outbox_backlog(session: Session, now: datetime) -> dict[str, Any]:
     row = run(session, "outbox_backlog", now=now)[0]
     return {"rows": int(row["rows"]), "oldest_s": float(row["oldest_s"])}
