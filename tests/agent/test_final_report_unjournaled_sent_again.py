@@ -21,18 +21,23 @@ def test_a_final_report_the_journal_could_not_write_is_sent_again_while_the_agen
     transport = Recording(VM, work=work)
     transport.add_start(start_message("j1"))
     transport.answer = confirm_claims(VM)
-    publish, failed = transport.publish, []
+    publish, failed, failed_at = transport.publish, [], []
 
     def first_final_fails(message, *, budget_s, **abandon):
         final = isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED
         transport.fail_final = final and not any(failed)  # its first publish alone fails: its budget ran out
         failed.append(transport.fail_final)
+        if transport.fail_final:
+            failed_at.append(transport.clock())
         return publish(message, budget_s=budget_s)
 
     transport.publish = first_final_fails
     agent = agent_on(transport)
     idle = transport.when_idle
-    transport.when_idle = lambda: transport.clock() > 120 and idle()  # idle a while: the resend is due
+    # Idle 120 s after the failed publish (RESEND_S is 30): the virtual clock runs on at each idle wait while the job's
+    # real process runs, so a fixed 120 s could be passed before the report was first sent, and the agent told to
+    # stop at its next idle pull, the resend not yet due (once in a full run).
+    transport.when_idle = lambda: transport.clock() > (failed_at[0] + 120 if failed_at else 3600) and idle()
     with caplog.at_level(logging.ERROR, logger="zen.agent.journal"):
         assert agent.run() == 0
 
