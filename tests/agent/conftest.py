@@ -30,7 +30,8 @@ from zen.core.config import Deadlines, ZenConfig, load_config
 from zen.core.models import Job
 from zen.store import repository
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
-from zen_dev.local.functions_server import AGENT_WARM, WARM_CORE, ForkedGroup, Function, FunctionGroup, WarmForks
+from zen_dev.local.functions_server import (AGENT_WARM, WARM_CORE, ForkedGroup, Function, FunctionGroup, WarmForks,
+                                            start_logged)
 from zen_dev.local.topology import ensure_topology
 
 CLUSTER = "4xa100-40gb"
@@ -223,13 +224,7 @@ class Agents:
             "ZEN_AGENT_WORK_DIR": str(self._log_dir / "agents-work"), **tuning,
         })
         log_path = self._log_dir / f"agent-{vm}.log"
-        process: subprocess.Popen | ForkedGroup
-        if self._forks is not None:
-            process = self._forks.run_module("zen.agent", [], env, log_path)
-        else:
-            with open(log_path, "ab") as out:
-                process = subprocess.Popen([sys.executable, "-m", "zen.agent"], env=env, stdin=subprocess.DEVNULL,
-                                           stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = start_logged([sys.executable, "-m", "zen.agent"], env, log_path, self._forks)
         agent = AgentProcess(vm, process, log_path, region, env)
         self.started.append(agent)
         return agent

@@ -77,6 +77,17 @@ def listening(port: int, sock: socket.socket | None = None) -> bool:
             return False
 
 
+def start_logged(argv: list[str], env: dict[str, str], log_path: Path,
+                 forks: WarmForks | None = None) -> subprocess.Popen | ForkedGroup:
+    """``argv`` in a session of its own, stdin empty, stdout and stderr appended to ``log_path``: forked from
+    ``forks`` where one is given and ``argv`` is ``python -m MODULE ...`` (``WarmForks.run_module``), else started."""
+    if forks is not None and argv[:2] == [sys.executable, "-m"]:
+        return forks.run_module(argv[2], argv[3:], env, log_path)
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
 def wait_for_port(port: int, timeout_s: float = 30.0, process: subprocess.Popen | ForkedGroup | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

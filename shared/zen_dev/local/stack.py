@@ -25,7 +25,8 @@ from zen.core.config import DEFAULT_CONFIG_PATH, load_config
 from zen.core.notify import NOTICE_FILTER
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
-from zen_dev.local.functions_server import ForkedGroup, Function, FunctionGroup, WarmForks, wait_for_port
+from zen_dev.local.functions_server import (ForkedGroup, Function, FunctionGroup, WarmForks, start_logged,
+                                            wait_for_port)
 from zen_dev.local.roles import function_logins
 from zen_dev.local.stackfile import named_home, process_alive, read_stack, running_home, stack_file
 
@@ -332,14 +333,7 @@ class LocalStack:
     def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         """Start ``argv`` in a session of its own, its output to logs/<name>.log, and record it."""
         env = {**os.environ, **self.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
-        process: subprocess.Popen | ForkedGroup
-        if self.forks is not None and argv[:2] == [sys.executable, "-m"]:
-            process = self.forks.run_module(argv[2], argv[3:], env, self.logs / f"{name}.log")
-        else:
-            with open(self.logs / f"{name}.log", "ab") as log:
-                process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
-        self._record(name, process)
+        self._record(name, start_logged(argv, env, self.logs / f"{name}.log", self.forks))
 
     def _record(self, name: str, process: subprocess.Popen | ForkedGroup | None) -> None:
         assert process is not None

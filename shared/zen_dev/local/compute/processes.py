@@ -87,7 +87,7 @@ class VmProcesses:
             out.write(f"=== zen compute stand-in: starting {vm} {note}===\n".encode())
             out.flush()
             try:
-                proc = self._boot(full_env, out, log_path)
+                proc = self._boot(full_env, log_path)
             except (OSError, RuntimeError) as exc:
                 out.write(f"=== cannot start {self.command!r}: {exc} ===\n".encode())
                 log.error("VM %s: cannot start its startup command: %s", vm, exc)
@@ -100,21 +100,20 @@ class VmProcesses:
         log.info("VM %s: startup command running as pid %d (log %s)", vm, proc.pid, log_path)
         return handle
 
-    def _boot(self, env: dict[str, str], out, log_path: Path) -> subprocess.Popen | ForkedGroup:
+    def _boot(self, env: dict[str, str], log_path: Path) -> subprocess.Popen | ForkedGroup:
         """The startup command's process. ``python -m zen.agent`` (the local stack's) is forked from one process
         that imported the agent's libraries at the first boot (``WarmForks``): each boot's own import cost about
         0.5 s of CPU, most of a short-lived VM's agent (2 cores, 2026-12-07)."""
         assert self.command is not None
-        if self.command != [sys.executable, "-m", "zen.agent"]:
-            return subprocess.Popen(self.command, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        from zen_dev.local.functions_server import AGENT_WARM, WarmForks  # (functions-framework's: not before)
+        from zen_dev.local.functions_server import AGENT_WARM, WarmForks, start_logged  # (functions-framework's)
 
-        with self._lock:
-            if self._forks is None:
-                self._forks = WarmForks(AGENT_WARM)
-            forks = self._forks
-        return forks.run_module("zen.agent", [], env, log_path)
+        forks = None
+        if self.command == [sys.executable, "-m", "zen.agent"]:
+            with self._lock:
+                if self._forks is None:
+                    self._forks = WarmForks(AGENT_WARM)
+                forks = self._forks
+        return start_logged(self.command, env, log_path, forks)
 
     def _reap(self, handle: VmProcess) -> None:
         code = handle.proc.wait()
