@@ -45,3 +45,33 @@ def test_a_final_report_the_journal_could_not_write_is_sent_again_while_the_agen
     finals = [m for kind, *rest in transport.events if kind == "publish" for m in rest
               if isinstance(m, Heartbeat) and m.status is AgentStatus.SUCCEEDED]
     assert [m.job_id for m in finals] == ["j1"]  # sent again, once Pub/Sub took it
+
+
+def test_a_final_report_kept_is_sent_once_more_as_the_agent_shuts_down(tmp_path):
+    """Told to shut down before the next resend (a preemption, a scale-down, a host maintenance as the job ended): the
+    report it kept went with the process (or with the deleted VM's disk), and Zen ran the ended job again. It is sent
+    once more as the agent shuts down, within the shutdown's budget."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".reports").write_text("{}")
+    transport = Recording(VM, work=work)
+    transport.add_start(start_message("j1"))
+    transport.answer = confirm_claims(VM)
+    publish, failed = transport.publish, []
+
+    def first_final_fails(message, *, budget_s, **abandon):
+        final = isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED
+        transport.fail_final = final and not failed
+        if transport.fail_final:
+            failed.append(message)
+            agent.request_shutdown("preempted")  # as the report failed: the loop's resend never comes
+        return publish(message, budget_s=budget_s)
+
+    transport.publish = first_final_fails
+    agent = agent_on(transport)
+    assert agent.run() == 0
+
+    assert failed
+    finals = [m for kind, *rest in transport.events if kind == "publish" for m in rest
+              if isinstance(m, Heartbeat) and m.status is AgentStatus.SUCCEEDED]
+    assert [m.job_id for m in finals] == ["j1"]

@@ -41,6 +41,8 @@ class Recording(FakeTransport):
         self.journaled: list[dict] = []
 
     def publish(self, message, *, budget_s: float, **abandon) -> None:
+        if self.died_with is not None:  # (the agent's shutdown, run as Killed unwinds it): a dead agent sends nothing
+            raise Killed
         final = isinstance(message, Heartbeat) and message.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)
         if final:
             self.journaled = [json.loads(p.read_text()) for p in journal_files(self.work)]
@@ -148,8 +150,9 @@ def test_a_final_report_whose_budget_ran_out_is_logged_and_kept_for_the_next_age
 
     assert [m.status for m in job_reports(transport)] == [AgentStatus.CLAIMED]
     assert len(transport.journaled) == 1
-    [kept] = [r for r in caplog.records if r.name == "zen.agent.journal"]
+    kept, again = [r for r in caplog.records if r.name == "zen.agent.journal"]  # again: at the agent's shutdown
     assert "kept, to be sent again" in kept.getMessage() and (kept.job_id, kept.status) == ("j1", "STOPPED")
+    assert "not sent again; kept" in again.getMessage() and (again.job_id, again.status) == ("j1", "STOPPED")
     assert len(journal_files(work)) == 1
     assert [m.status for m in job_reports(restart(work))] == [AgentStatus.STOPPED] and journal_files(work) == []
 

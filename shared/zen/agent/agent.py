@@ -28,6 +28,7 @@ from zen.agent.claim import Answer, Claimer, about_the_attempt
 from zen.agent.container import Sandbox
 from zen.agent.diskquota import DiskShare, DiskWatch, disk_size
 from zen.agent.identity import Identity
+from zen.agent.imagepull import pull_ahead
 from zen.agent.journal import RESEND_S, Journal
 from zen.agent.leases import Leases
 from zen.agent.limits import DailyPulls, PullLimits
@@ -35,7 +36,7 @@ from zen.agent.outage import PullOutage
 from zen.agent.removal import remove_container
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.restart import end_left_running
-from zen.agent.runner import container_name, remove_image, start_pull
+from zen.agent.runner import container_name, remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SLICE_S, VM_STOPPING_S, Shutdown
 from zen.agent.slots import ControlRouter, Slots
@@ -43,7 +44,7 @@ from zen.agent.transport import StartDelivery, Transport, TransportError
 from zen.agent.vmbeat import VmBeats
 from zen.agent.workdir import sweep_work_dir
 from zen.core.errors import describe_validation_error
-from zen.core.models import StartMessage, VmState
+from zen.core.models import Heartbeat, StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
 
@@ -185,11 +186,19 @@ class Agent:
     def _shut_down(self) -> None:
         self.log.info("agent shutting down", extra={"reason": self.shutdown.reason})
         self.controls.drop_offers("the VM is shutting down")
+        # The final reports kept, sent once more: a VM deleted takes its journal with it (and a report held in memory
+        # goes with this process), and Zen would rerun a job that ended. Each within its budget, the first failure ends it.
+        if self.shutdown.left(VM_STOPPING_S) > 0:
+            self.journal.replay(self._publish_by_deadline, leftovers=False)
         # A shared VM's last word lists its jobs (none by now) as its others do: Zen bills an attempt that ends after
         # it (a report read late, the sweep's) its share of the VM, not the whole VM (zen.jobs.decisions).
         self.reporter.vm(VmState.STOPPING, budget_s=self.shutdown.budget(-VM_STOPPING_S), held=self.slots.held(),
                          list_all=self.slots.capacity.shared, given_back=self.slots.given_back)
         self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
+
+    def _publish_by_deadline(self, message: Heartbeat, *, budget_s: float) -> None:
+        """``transport.publish`` within ``budget_s`` and the shutdown's report budget, the VM's STOPPING kept after."""
+        self.transport.publish(message, budget_s=min(budget_s, self.shutdown.budget(VM_STOPPING_S)))
 
     def _sweep_work_dir(self) -> None:
         """The attempt directories an agent that died left, removed (``zen.agent.workdir``)."""
@@ -314,7 +323,7 @@ class Agent:
         answer: Answer | None = None
         gone: bool | None = None
         self.controls.open(key)
-        pulled = self._pull_ahead(start)
+        pulled = pull_ahead(start, self.settings.docker, self.local, self.cache.holds_image, self.log)
         try:
             answer = self.claimer.claim(delivery, attempt, start)
             settled = answer not in ("outranked", "timeout")  # _claim acks or nacks the others (these: below)
@@ -353,35 +362,6 @@ class Agent:
             pulled(answer == "confirm")
         if answer == "timeout":
             self.vm_beats.changed()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat
-
-    def _pull_ahead(self, start: StartMessage) -> Callable[[bool], None]:
-        """A gang's node (``start.nodes`` set) pulls the job's image while it waits for the others to claim
-        (up to ``assemble_s``, minutes when they boot), in the background: once the last node claims,
-        every node's ``docker run`` finds the image here instead of pulling it then, so the gang's command
-        starts sooner. A one-node job is answered at once: nothing to gain. Returns what to call when the
-        claim is over (True: the attempt runs here): otherwise (released, unanswered, the agent stopping)
-        a pull still going is stopped, and an image it brought that no job here ran is removed again."""
-        if start.nodes is None or not start.image or self.local:
-            return lambda runs: None
-        image, docker = start.image, self.settings.docker
-        pulling = start_pull(image, docker)
-
-        def over(runs: bool) -> None:
-            if pulling is None:
-                return
-            try:
-                if runs:  # docker run waits for the same layers; the pull is reaped when it ends
-                    threading.Thread(target=pulling.wait, name="zen-image-pull", daemon=True).start()
-                elif pulling.poll() is None:
-                    pulling.kill()
-                    pulling.wait()
-                elif pulling.returncode == 0 and not self.cache.holds_image(image):
-                    threading.Thread(target=remove_image, args=(image, docker), name="zen-image-rm",
-                                     daemon=True).start()
-            except Exception:  # noqa: BLE001 - best effort, as the pull itself
-                self.log.exception("the image pulled ahead was not settled", extra={"image": image})
-
-        return over
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
         try:

@@ -18,7 +18,8 @@ A pull whose docker shows no progress for ``AgentSettings.pull_stall_s`` (a regi
 without closing: docker would wait for hours, the attempt RUNNING, the VM billed) is killed, and the attempt is
 requeued unspent as for a pull the network cut short (``zen.agent.container.PULL_CUT``): the VM's or passing, it
 retires. The attempt heartbeats RUNNING meanwhile, saying it pulls; a STOP, the VM's shutdown, the fence and
-``max_runtime_s`` (the pull's time counts, as in ``docker run``) cut it.
+``max_runtime_s`` (the pull's time counts, as in ``docker run``) cut it. A gang's node pulls its image ahead while the
+gang assembles (``pull_ahead``).
 
 Progress is docker's output on a terminal (``docker pull`` writes its progress bars only to one: off a terminal it is
 silent while a large layer downloads): a line it had not shown, a layer's new count. Not a line redrawn as it was:
@@ -43,10 +44,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from zen.agent.runner import JobSpec
+from zen.agent.runner import JobSpec, remove_image, start_pull
 from zen.agent.settings import AgentSettings
 from zen.agent.transfer import Listen
-from zen.core.models import AgentStatus, ControlAction, OverLimit
+from zen.core.models import AgentStatus, ControlAction, OverLimit, StartMessage
 
 log = logging.getLogger("zen.agent.attempt")  # the attempt's logger: its lines are the attempt's
 INSPECT_TIMEOUT_S = 30.0  # ``docker image inspect``: past it, the job's ``docker run`` pulls as it would
@@ -225,3 +226,33 @@ def killed_note(max_runtime_s: float | None, counted: Sequence[str]) -> str:
     ran (``counted``: staging its inputs, pulling its image)."""
     return f"zen: killed after exceeding max_runtime_s={max_runtime_s}" + (
         f" ({' and '.join(counted)} of it)" if counted else "")
+
+
+def pull_ahead(start: StartMessage, docker: str, local: bool, holds_image: Callable[[str], bool],
+               log: logging.LoggerAdapter[logging.Logger]) -> Callable[[bool], None]:
+    """A gang's node (``start.nodes`` set) pulls the job's image while it waits for the others to claim
+    (up to ``assemble_s``, minutes when they boot), in the background: once the last node claims,
+    every node's ``docker run`` finds the image here instead of pulling it then, so the gang's command
+    starts sooner. A one-node job is answered at once: nothing to gain. Returns what to call when the
+    claim is over (True: the attempt runs here): otherwise (released, unanswered, the agent stopping)
+    a pull still going is stopped, and an image it brought that no job here ran (``holds_image``) is removed again."""
+    if start.nodes is None or not start.image or local:
+        return lambda runs: None
+    image = start.image
+    pulling = start_pull(image, docker)
+
+    def over(runs: bool) -> None:
+        if pulling is None:
+            return
+        try:
+            if runs:  # docker run waits for the same layers; the pull is reaped when it ends
+                threading.Thread(target=pulling.wait, name="zen-image-pull", daemon=True).start()
+            elif pulling.poll() is None:
+                pulling.kill()
+                pulling.wait()
+            elif pulling.returncode == 0 and not holds_image(image):
+                threading.Thread(target=remove_image, args=(image, docker), name="zen-image-rm", daemon=True).start()
+        except Exception:  # noqa: BLE001 - best effort, as the pull itself
+            log.exception("the image pulled ahead was not settled", extra={"image": image})
+
+    return over

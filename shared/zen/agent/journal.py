@@ -287,20 +287,21 @@ class Journal:
             path = self.dir / name
             if (fd := _taken(path)) is None:  # removed meanwhile, not a file, or an agent alive sends it
                 continue
-            outcome: bool | None = False
+            outcome: bool | None = None  # None: not sent (Pub/Sub unreachable, or the agent dying): kept, unlocked
             try:
                 if not name.endswith(".json"):  # a temp file left before its rename: never published
                     log.warning("unfinished journal file removed", extra={**self.extra, "path": str(path)})
-                elif _same(path, fd):  # else removed (sent) while we opened it
-                    outcome = self._again(path, fd, publish)
+                    outcome = False
+                else:  # (not the same file: removed, sent, while we opened it)
+                    outcome = self._again(path, fd, publish) if _same(path, fd) else False
                     sent += bool(outcome)
             except Exception:  # noqa: BLE001 - a bad file must not keep the agent from starting
                 log.exception("journal file dropped", extra={**self.extra, "path": str(path)})
-            if outcome is None:  # not sent (Pub/Sub unreachable): kept for the next round
-                os.close(fd)
+                outcome = False
+            finally:
+                os.close(fd) if outcome is None else _remove(path, fd)
+            if outcome is None:  # the others wait for the next round
                 break
-            else:
-                _remove(path, fd)
         return sent
 
     def _replay_held(self, publish: Callable[..., None]) -> tuple[int, bool]:
