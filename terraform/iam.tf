@@ -457,9 +457,29 @@ locals {
 }
 
 resource "google_secret_manager_secret_iam_member" "agent_reads_secrets" {
-  for_each  = local.agent_secret_bindings
+  for_each  = { for key, b in local.agent_secret_bindings : key => b if !can(regex("/locations/", b.secret)) }
   project   = startswith(each.value.secret, "projects/") ? null : var.project_id
   secret_id = each.value.secret
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.agent[each.value.account].email}"
+
+  lifecycle {
+    precondition {
+      condition     = contains(keys(local.agent_clusters), each.value.cluster)
+      error_message = "agent_secrets names cluster ${each.value.cluster}, which is not a cluster of the Zen configuration."
+    }
+  }
+}
+
+# A regional secret (projects/PROJECT/locations/LOCATION/secrets/NAME: its data kept in LOCATION) is bound
+# through the regional secrets' own IAM resource, given its project, location and id.
+resource "google_secret_manager_regional_secret_iam_member" "agent_reads_regional_secrets" {
+  for_each = { for key, b in local.agent_secret_bindings : key => merge(b, regex(
+    "^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/secrets/(?P<secret_id>[^/]+)$", b.secret))
+  if can(regex("/locations/", b.secret)) }
+  project   = each.value.project
+  location  = each.value.location
+  secret_id = each.value.secret_id
   role      = "roles/secretmanager.secretAccessor"
   member    = "serviceAccount:${google_service_account.agent[each.value.account].email}"
 

@@ -376,11 +376,11 @@ variable "agent_output_buckets" {
 variable "agent_secrets" {
   type        = map(list(string))
   default     = {}
-  description = "Secret Manager secrets each cluster's jobs may read (a job's `secrets`, read by the agent on the VM): cluster name -> secret ids, each `NAME` (a secret of project_id) or `projects/PROJECT/secrets/NAME`. That cluster's agents' service accounts (one per tag set of its regions) get roles/secretmanager.secretAccessor on each of these secrets only. Which references a job may name is the Zen configuration's (a queue's `secrets`, or the top-level `secrets` without queues); both must allow it."
+  description = "Secret Manager secrets each cluster's jobs may read (a job's `secrets`, read by the agent on the VM): cluster name -> secret ids, each `NAME` (a secret of project_id), `projects/PROJECT/secrets/NAME` or, for a regional secret, `projects/PROJECT/locations/LOCATION/secrets/NAME`. That cluster's agents' service accounts (one per tag set of its regions) get roles/secretmanager.secretAccessor on each of these secrets only. Which references a job may name is the Zen configuration's (a queue's `secrets`, or the top-level `secrets` without queues); both must allow it."
 
   validation {
-    condition     = alltrue([for secrets in values(var.agent_secrets) : alltrue([for s in secrets : can(regex("^(projects/[^/]+/secrets/)?[A-Za-z0-9_-]{1,255}$", s))])])
-    error_message = "agent_secrets: each secret is NAME or projects/PROJECT/secrets/NAME (letters, digits, '_' and '-'), without /versions/: access is granted on the secret."
+    condition     = alltrue([for secrets in values(var.agent_secrets) : alltrue([for s in secrets : can(regex("^(projects/[^/]+/(locations/[a-z][a-z0-9-]+/)?secrets/)?[A-Za-z0-9_-]{1,255}$", s))])])
+    error_message = "agent_secrets: each secret is NAME, projects/PROJECT/secrets/NAME or projects/PROJECT/locations/LOCATION/secrets/NAME (letters, digits, '_' and '-'), without /versions/: access is granted on the secret."
   }
 }
 

@@ -1,5 +1,6 @@
-# Provider bounds: 5.40 has everything used here (gen2 functions with a build service account and
-# Eventarc retry, MIG target shapes, Cloud SQL ssl_mode and connector enforcement); 7.0 may rename
+# Provider bounds: 6.8 has everything used here (gen2 functions with a build service account and
+# Eventarc retry, MIG target shapes, Cloud SQL ssl_mode and connector enforcement, and the regional secrets'
+# IAM resource, google_secret_manager_regional_secret_iam_member, of late 2024); 7.0 may rename
 # arguments, so it stays out until this module has been checked against it.
 terraform {
   # The state lives in a Cloud Storage bucket, so a team shares one (locked while one apply runs), not a
@@ -12,7 +13,7 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = ">= 5.40, < 7.0"
+      version = ">= 6.8, < 7.0"
     }
   }
 }

@@ -23,7 +23,7 @@ def _note_of_an_outage(secret_manager) -> str:  # noqa: F811
     secret_manager.store.fail_next(grpc.StatusCode.UNAVAILABLE, 100)
     time = FakeTime()
     with pytest.raises(SecretsFailed) as failed:
-        resolve({"HF_TOKEN": HF}, secret_reader(lambda: secret_client(secret_manager.endpoint)),
+        resolve({"HF_TOKEN": HF}, secret_reader(lambda location: secret_client(secret_manager.endpoint, location)),
                 clock=time.clock, sleep=time.sleep)
     return failed.value.note
 

@@ -39,7 +39,7 @@ def test_a_vm_whose_token_is_refused_three_attempts_in_a_row_retires(tmp_path, m
     token_refused = dict((job_id, refused) for job_id, _, refused in plan)
     job: list[str] = []  # the attempt under way: whether its reads have the VM's token refused
     with SecretManagerStandIn(store) as standin:
-        read = secret_reader(lambda: secret_client(standin.endpoint))
+        read = secret_reader(lambda location: secret_client(standin.endpoint, location))
 
         def read_secret(reference: str) -> bytes:
             if token_refused[job[0]]:  # every read of this attempt: a 401 from the service
@@ -86,7 +86,7 @@ def test_stagings_and_secrets_refused_for_the_vms_token_count_in_one_row(client,
               start_message("never", inputs=WORDS)]
     acks = [transport.add_start(start) for start in starts]
     with SecretManagerStandIn(store) as standin:
-        read = secret_reader(lambda: secret_client(standin.endpoint))
+        read = secret_reader(lambda location: secret_client(standin.endpoint, location))
 
         def read_secret(reference: str) -> bytes:
             store.fail_next(grpc.StatusCode.UNAUTHENTICATED)

@@ -22,7 +22,7 @@ ROTATED = "projects/my-project/secrets/hf-rotated"
 
 
 def read(secret_manager, reference: str) -> dict[str, str]:
-    return resolve({"T": reference}, secret_reader(lambda: secret_client(secret_manager.endpoint)))
+    return resolve({"T": reference}, secret_reader(lambda location: secret_client(secret_manager.endpoint, location)))
 
 
 def test_a_403_that_is_not_iams_fails_the_job_in_the_services_words(scheduler, agents, secret_manager):

@@ -102,7 +102,7 @@ def test_an_unavailable_service_is_tried_again_with_backoff(secret_manager):
     secret_manager.store.fail_next(grpc.StatusCode.UNAVAILABLE, 2)
     time = FakeTime()
 
-    values = resolve({"HF_TOKEN": HF}, secret_reader(lambda: secret_client(secret_manager.endpoint)),
+    values = resolve({"HF_TOKEN": HF}, secret_reader(lambda location: secret_client(secret_manager.endpoint, location)),
                      clock=time.clock, sleep=time.sleep)
 
     assert values == {"HF_TOKEN": TOKEN} and time.slept == [1.0, 2.0]
@@ -113,7 +113,7 @@ def test_a_service_unavailable_past_the_budget_requeues_the_attempt_naming_the_s
     time = FakeTime()
 
     with pytest.raises(SecretsFailed) as failed:
-        resolve({"HF_TOKEN": HF}, secret_reader(lambda: secret_client(secret_manager.endpoint)),
+        resolve({"HF_TOKEN": HF}, secret_reader(lambda location: secret_client(secret_manager.endpoint, location)),
                 clock=time.clock, sleep=time.sleep)
 
     assert failed.value.status is AgentStatus.PREEMPTED and sum(time.slept) < BUDGET_S
@@ -127,7 +127,7 @@ def test_a_service_unavailable_past_the_budget_requeues_the_attempt_naming_the_s
 ])
 def test_a_reference_that_cannot_be_read_fails_with_the_reason(secret_manager, name, reason):
     with pytest.raises(SecretsFailed) as failed:
-        resolve({"T": name}, secret_reader(lambda: secret_client(secret_manager.endpoint)))
+        resolve({"T": name}, secret_reader(lambda location: secret_client(secret_manager.endpoint, location)))
     assert failed.value.status is AgentStatus.FAILED and failed.value.note == f"zen: secret T: {name}: {reason}"
 
 
@@ -135,7 +135,7 @@ def test_a_value_an_environment_variable_cannot_hold_fails_the_attempt(secret_ma
     secret_manager.store.put("projects/my-project/secrets/hf-binary", "a\0b")
     with pytest.raises(SecretsFailed, match="its value is not UTF-8 text without NUL characters") as failed:
         resolve({"T": "projects/my-project/secrets/hf-binary/versions/latest"},
-                secret_reader(lambda: secret_client(secret_manager.endpoint)))
+                secret_reader(lambda location: secret_client(secret_manager.endpoint, location)))
     assert failed.value.status is AgentStatus.FAILED
 
 

@@ -18,7 +18,7 @@ SLOW_READ_S = 9.0  # each read answered, within the client's 10 s timeout
 
 def test_slow_reads_past_the_budget_requeue_the_attempt_instead_of_holding_it(secret_manager):  # noqa: F811
     time = FakeTime()
-    read = secret_reader(lambda: secret_client(secret_manager.endpoint))
+    read = secret_reader(lambda location: secret_client(secret_manager.endpoint, location))
 
     def slow(reference: str) -> bytes:
         data = read(reference)
@@ -37,7 +37,7 @@ def test_slow_reads_past_the_budget_requeue_the_attempt_instead_of_holding_it(se
 
 def test_reads_within_the_budget_give_every_value(secret_manager):  # noqa: F811
     time = FakeTime()
-    read = secret_reader(lambda: secret_client(secret_manager.endpoint))
+    read = secret_reader(lambda location: secret_client(secret_manager.endpoint, location))
 
     def slow(reference: str) -> bytes:
         data = read(reference)

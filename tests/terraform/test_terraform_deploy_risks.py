@@ -30,6 +30,7 @@ API_OF_RESOURCE = {
     "google_storage_bucket_object": "storage", "google_vpc_access_connector": "vpcaccess",
     "google_project": "cloudresourcemanager", "google_compute_network#data": "compute",
     "google_secret_manager_secret": "secretmanager", "google_secret_manager_secret_iam_member": "secretmanager",
+    "google_secret_manager_regional_secret_iam_member": "secretmanager",
     "google_billing_budget": "billingbudgets",
     # the web console behind Identity-Aware Proxy (console.tf)
     "google_compute_backend_service": "compute", "google_compute_global_forwarding_rule": "compute",

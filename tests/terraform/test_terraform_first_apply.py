@@ -23,6 +23,7 @@ ON_BY_DEFAULT = {"logging", "monitoring", "storage", "serviceusage", "cloudresou
 # Bindings on resources the user made before the apply (their secrets, their image repositories): the API
 # was on before terraform ran.
 ON_USERS_OWN_RESOURCES = {("google_secret_manager_secret_iam_member", "agent_reads_secrets"),
+                          ("google_secret_manager_regional_secret_iam_member", "agent_reads_regional_secrets"),
                           ("google_artifact_registry_repository_iam_member", "agent_pulls_images")}
 
 REF = re.compile(r"\b(data\.)?(google_[a-z0-9_]+|terraform_data)\.([a-z0-9_]+)|\blocal\.([a-z0-9_]+)")

@@ -3,19 +3,23 @@
 (``SecretDenied``: the VM may never read it; ``SecretUnavailable``: the service's or the network's fault).
 
 ``ZEN_SECRETS_ENDPOINT`` (``host:port``) points the client at a local stand-in (``zen_dev.local.secret_manager``)
-over an insecure channel with anonymous credentials. The client library is imported only when a client is
-built: of the functions, only the notifier reads secrets (its endpoints' URLs: ``zen.adapters.webhooks``),
-and requirements-functions.txt carries the client for it.
+over an insecure channel with anonymous credentials, for every location. Without it, a regional secret's version
+(``projects/P/locations/L/secrets/...``) is read through a client of its location's endpoint
+(``secretmanager.L.rep.googleapis.com``: the global endpoint refuses regional names), one client per location.
+The client library is imported only when a client is built: of the functions, only the notifier reads secrets
+(its endpoints' URLs: ``zen.adapters.webhooks``), and requirements-functions.txt carries the client for it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable
 
 ENDPOINT_ENV = "ZEN_SECRETS_ENDPOINT"
 CALL_TIMEOUT_S = 10.0  # one AccessSecretVersion; the agent retries an unavailable service itself
 IAM_DENIAL = "Permission 'secretmanager.versions.access' denied"  # how a 403 of IAM's starts (others: ``_denied``)
+_REGIONAL = re.compile(r"projects/[^/]+/locations/([^/]+)/")
 
 
 class SecretDenied(Exception):
@@ -30,14 +34,27 @@ class SecretTokenRefused(SecretUnavailable):
     """Secret Manager refused the reading service account's own token (401): the VM's credentials, not the job's."""
 
 
-def secret_client(endpoint: str | None = None) -> Any:
-    """The official client; with ``endpoint`` (or ``ZEN_SECRETS_ENDPOINT``), one talking plain gRPC to a
-    local stand-in with anonymous credentials."""
+def location_of(name: str) -> str | None:
+    """The location of a regional secret version's ``name``; None for a global secret's."""
+    found = _REGIONAL.match(name)
+    return found.group(1) if found else None
+
+
+def google_client_options(location: str | None) -> dict[str, str]:
+    """The client options of the client reading Google's Secret Manager: for ``location``'s regional secrets, the
+    endpoint that serves them (``secretmanager.<location>.rep.googleapis.com``); none for the global secrets."""
+    return {} if location is None else {"api_endpoint": f"secretmanager.{location}.rep.googleapis.com"}
+
+
+def secret_client(endpoint: str | None = None, location: str | None = None) -> Any:
+    """The official client: for the global secrets, or with ``location`` for that location's regional secrets
+    (its regional endpoint); with ``endpoint`` (or ``ZEN_SECRETS_ENDPOINT``), one talking plain gRPC to a local
+    stand-in with anonymous credentials, whatever the location."""
     from google.cloud import secretmanager
 
     endpoint = endpoint or os.environ.get(ENDPOINT_ENV)
     if not endpoint:
-        return secretmanager.SecretManagerServiceClient()
+        return secretmanager.SecretManagerServiceClient(client_options=google_client_options(location))
     import grpc  # type: ignore[import-untyped]  # (no stubs; only its insecure channel is used)
     from google.auth.credentials import AnonymousCredentials
     from google.cloud.secretmanager_v1.services.secret_manager_service.transports.grpc import (
@@ -53,19 +70,21 @@ def secret_client(endpoint: str | None = None) -> Any:
         credentials=AnonymousCredentials(), transport=transport, client_options={"api_endpoint": endpoint})
 
 
-def secret_reader(client_factory: Callable[[], Any] = secret_client,
+def secret_reader(client_factory: Callable[[str | None], Any] = lambda location: secret_client(location=location),
                   account: str = "the VM's service account") -> Callable[[str], bytes]:
-    """A function reading one secret version's payload; the client is built at the first read (a VM
-    whose jobs name no secret never builds one)."""
-    clients: list[Any] = []
+    """A function reading one secret version's payload; ``client_factory(location)`` builds the client of a
+    location's regional secrets (None: the global ones) at the first read of one (a VM whose jobs name no secret
+    never builds one)."""
+    clients: dict[str | None, Any] = {}
 
     def read(name: str) -> bytes:
-        if not clients:
+        location = location_of(name)
+        if location not in clients:
             try:
-                clients.append(client_factory())
+                clients[location] = client_factory(location)
             except Exception as exc:  # noqa: BLE001 - no credentials, no library: the VM's fault, not the job's
                 raise SecretUnavailable(f"no Secret Manager client: {exc}") from None
-        return access(clients[0], name, account)
+        return access(clients[location], name, account)
 
     return read
 

@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from zen.core import gave_back
 from zen.core.cluster_config import Strict
-from zen.core.secrets import check_reference
+from zen.core.secrets import check_reference, secret_parts
 
 MAX_TARGETS: Final = 4  # per job (and per queue): a handful; more is a mailing list's job
 EVENTS: Final = ("SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED")
@@ -133,8 +133,12 @@ class NotificationsConfig(Strict):
 
 
 def _unreadable_name(prefix: str, reference: str, holding: str = "URL") -> str | None:
-    """Why the notifier may not read the secret ``reference`` names (terraform grants it ``prefix``* only)."""
-    name = reference.split("/")[3]
+    """Why the notifier may not read the secret ``reference`` names (terraform grants it this project's global
+    ``prefix``* secrets only, not regional ones)."""
+    project, location, name = secret_parts(reference)
+    if location is not None:
+        return (f"the notifier reads only global secrets, not one of location {location}: store the {holding} in "
+                f"projects/{project}/secrets/{name}")
     if name.startswith(prefix):
         return None
     return f"the notifier reads only secrets named {prefix}*, not {name}: store the {holding} in a secret named {prefix}{name}"
@@ -143,7 +147,7 @@ def _unreadable_name(prefix: str, reference: str, holding: str = "URL") -> str |
 def foreign_secret(reference: str, project: str | None, holding: str = "URL") -> str | None:
     """Why the notifier may not read ``reference``, a secret of another project than this Zen's ``project``
     (terraform grants it this project's alone; a project number is let through, IAM judges it); None: it may."""
-    _, owner, _, name, *_ = reference.split("/")
+    owner, _, name = secret_parts(reference)
     if project is None or owner == project or owner.isdigit():
         return None
     return (f"the notifier reads only secrets of this Zen's project {project}, not {owner}'s: store the {holding} in "

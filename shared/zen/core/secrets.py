@@ -16,13 +16,20 @@ from pydantic import AfterValidator, Field
 MAX_SECRETS: Final = 16
 # projects/<project id or number>/secrets/<secret id>/versions/<version number, latest or an alias>: the
 # shapes Secret Manager accepts for a global secret's version (project ids: 6-30 lowercase letters, digits
-# and '-'; secret ids: up to 255 letters, digits, '_' and '-').
+# and '-'; secret ids: up to 255 letters, digits, '_' and '-'); a regional secret's version (one whose data stays
+# in its location, served only by that location's endpoint: zen.adapters.secret_manager) has
+# /locations/<location>/ after the project, a location being a region's name (us-central1, europe-west4,
+# northamerica-northeast1: lowercase words joined by '-', ending in a number; regional secrets live in regions
+# only, so a multi-region such as us or eu, as a mistyped region, is refused at submission).
+LOCATION = r"[a-z]+(?:-[a-z]+)+[0-9]{1,2}"
 REFERENCE = re.compile(r"projects/(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})"
+                       rf"(?:/locations/(?P<location>{LOCATION}))?"
                        r"/secrets/[A-Za-z0-9_-]{1,255}/versions/(?:latest|[0-9]{1,20}|[A-Za-z][A-Za-z0-9_-]{0,62})")
-REFERENCE_SHAPE: Final = "projects/<project>/secrets/<name>/versions/<version number or latest>"
+REFERENCE_SHAPE: Final = ("projects/<project>/secrets/<name>/versions/<version number or latest> (a regional secret: "
+                          "projects/<project>/locations/<location>/secrets/<name>/versions/<version number or latest>)")
 # An environment variable's name: the rule for a job's ``env`` and ``secrets`` alike.
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-_PATTERN = re.compile(r"projects/[^/\s]+/secrets/[^/\s]+/versions/[^/\s]+")
+_PATTERN = re.compile(r"projects/[^/\s]+(?:/locations/[^/\s]+)?/secrets/[^/\s]+/versions/[^/\s]+")
 
 
 def check_reference(variable: str, reference: str) -> str:
@@ -36,6 +43,14 @@ def check_reference(variable: str, reference: str) -> str:
         raise ValueError(f"{variable}: {given} is not a Secret Manager secret version: give "
                          f"{REFERENCE_SHAPE}, e.g. projects/my-project/secrets/hf-token/versions/latest")
     return reference
+
+
+def secret_parts(reference: str) -> tuple[str, str | None, str]:
+    """(project, location or None for a global secret, secret id) of a reference ``check_reference`` accepted."""
+    parts = reference.split("/")
+    if parts[2] == "locations":
+        return parts[1], parts[3], parts[5]
+    return parts[1], None, parts[3]
 
 
 def check_secrets(value: dict[str, str]) -> dict[str, str]:
@@ -109,8 +124,9 @@ def check_pattern(pattern: str) -> str:
     """A configured pattern of allowed references: the reference's shape, with ``*`` wildcards."""
     if not _PATTERN.fullmatch(pattern):
         raise ValueError(f"secrets: {pattern!r} is not a pattern of secret versions: give "
-                         "projects/<project>/secrets/<name>/versions/<version>, each part may use * wildcards, "
-                         "e.g. projects/my-project/secrets/hf-*/versions/*")
+                         "projects/<project>/secrets/<name>/versions/<version> (a regional secret's: "
+                         "projects/<project>/locations/<location>/secrets/<name>/versions/<version>), each part may "
+                         "use * wildcards, e.g. projects/my-project/secrets/hf-*/versions/*")
     return pattern
 
 

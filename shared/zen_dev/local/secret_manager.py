@@ -2,7 +2,8 @@
 ``google.cloud.secretmanager.v1`` to the official client (``zen.adapters.secret_manager`` with
 ``ZEN_SECRETS_ENDPOINT``), the only call the agent makes. Any other call answers UNIMPLEMENTED.
 
-Secrets are given as a dict (or YAML: ``secrets: {projects/P/secrets/NAME: VALUE or [V1, V2, ...]}``), each
+Secrets are given as a dict (or YAML: ``secrets: {projects/P/secrets/NAME: VALUE or [V1, V2, ...]}``; a regional
+secret by its full name, ``projects/P/locations/L/secrets/NAME``, served here for every location), each
 value a version (1, 2, ...; ``latest`` is the last, whatever its state: a version ``set_state`` disabled or
 destroyed answers FAILED_PRECONDITION, ``latest`` too when it is that one, as the real service does); ``granted``
 (fnmatch patterns of secret names) is what the caller's service account may read: any other name is
