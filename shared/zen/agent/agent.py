@@ -175,6 +175,7 @@ class Agent:
             for thread in self._threads:  # each sees the shutdown: its attempt ends PREEMPTED
                 # (by the power-off's deadline at most, when one is asked for: zen.agent.leftover.retirer)
                 thread.join(None if self.shutdown.power_off_reason is None else max(0.0, self.shutdown.left()))
+            self._send_kept()  # before the power-off, if one is asked for: the VM goes at once, its disk with it
             if self._power_off is not None:  # the earlier agent's attempts reported: off now
                 self._power_off.now()
             elif (why := self.shutdown.power_off_reason) is not None and self.settings.fence_file:  # reported: off now
@@ -186,18 +187,26 @@ class Agent:
     def _shut_down(self) -> None:
         self.log.info("agent shutting down", extra={"reason": self.shutdown.reason})
         self.controls.drop_offers("the VM is shutting down")
-        # The final reports kept, sent once more: a VM deleted takes its journal with it (and a report held in memory
-        # goes with this process), and Zen would rerun a job that ended. Each within its budget, the first failure ends it.
-        if self.shutdown.left(VM_STOPPING_S) > 0:
-            self.journal.replay(self._publish_by_deadline, leftovers=False)
         # A shared VM's last word lists its jobs (none by now) as its others do: Zen bills an attempt that ends after
         # it (a report read late, the sweep's) its share of the VM, not the whole VM (zen.jobs.decisions).
         self.reporter.vm(VmState.STOPPING, budget_s=self.shutdown.budget(-VM_STOPPING_S), held=self.slots.held(),
                          list_all=self.slots.capacity.shared, given_back=self.slots.given_back)
         self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
 
+    def _send_kept(self) -> None:
+        """The final reports kept, sent once more as the agent shuts down: a VM deleted takes its journal with it (and a
+        report held in memory goes with this process), and Zen would rerun a job that ended. Before the VM's power-off
+        when one is asked for (``zen.agent.leftover.fence_vm``: at once, no unit stopped, and the VM the MIG recreates
+        has a new disk). Each within its budget, the first failure ends it, and none starts once the shutdown's time
+        is out but the VM's STOPPING's (``_publish_by_deadline``): the power-off and STOPPING never wait for more."""
+        if self.shutdown.left(VM_STOPPING_S) > 0:
+            self.journal.replay(self._publish_by_deadline, leftovers=False)
+
     def _publish_by_deadline(self, message: Heartbeat, *, budget_s: float) -> None:
-        """``transport.publish`` within ``budget_s`` and the shutdown's report budget, the VM's STOPPING kept after."""
+        """``transport.publish`` within ``budget_s`` and the shutdown's report budget, the VM's STOPPING kept after;
+        ``TransportError`` (kept: not sent) once the shutdown has no time left for it."""
+        if self.shutdown.left(VM_STOPPING_S) <= 0:
+            raise TransportError("the shutdown's time is out (the VM's STOPPING kept): kept")
         self.transport.publish(message, budget_s=min(budget_s, self.shutdown.budget(VM_STOPPING_S)))
 
     def _sweep_work_dir(self) -> None:
