@@ -79,6 +79,24 @@ def test_google_is_asked_at_the_locations_own_endpoint():
     assert host(None) == "secretmanager.googleapis.com:443"
 
 
+def test_a_location_without_an_endpoint_is_refused_not_retried_as_an_outage():
+    """A well-formed location that is no region (``europe-west99``): its endpoint's host does not exist, which gRPC
+    gave as UNAVAILABLE, and the attempt was requeued unspent over and over, each VM retrying for the secrets'
+    budget. The official client, at a host DNS says does not exist (``.invalid``: never one); a global name there
+    stays an outage."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import secretmanager
+
+    from zen.adapters.secret_manager import SecretDenied, SecretUnavailable, access
+
+    client = secretmanager.SecretManagerServiceClient(
+        credentials=AnonymousCredentials(), client_options={"api_endpoint": "secretmanager.europe-west99.rep.invalid"})
+    with pytest.raises(SecretDenied, match="no Secret Manager endpoint for location europe-west99"):
+        access(client, "projects/my-project/locations/europe-west99/secrets/hf-token/versions/1")
+    with pytest.raises(SecretUnavailable, match="Secret Manager unavailable"):
+        access(client, "projects/my-project/secrets/hf-token/versions/1")
+
+
 @pytest.fixture
 def secret_manager():
     store = SecretStore({"projects/my-project/locations/europe-west4/secrets/hf-token": ["v1", "eu-token"],

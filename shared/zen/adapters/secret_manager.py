@@ -20,6 +20,9 @@ ENDPOINT_ENV = "ZEN_SECRETS_ENDPOINT"
 CALL_TIMEOUT_S = 10.0  # one AccessSecretVersion; the agent retries an unavailable service itself
 IAM_DENIAL = "Permission 'secretmanager.versions.access' denied"  # how a 403 of IAM's starts (others: ``_denied``)
 _REGIONAL = re.compile(r"projects/[^/]+/locations/([^/]+)/")
+# What gRPC says of a host DNS answers does not exist (NXDOMAIN): a regional endpoint of a location that is no region
+# (``europe-west5``, well-formed) never will, so its read is refused, not retried as an outage (requeued over and over).
+NO_SUCH_HOST = "Domain name not found"
 
 
 class SecretDenied(Exception):
@@ -105,7 +108,13 @@ def access(client: Any, name: str, account: str = "the VM's service account") ->
         raise SecretDenied(f"cannot be read: {exc.message}") from None
     except exceptions.InvalidArgument as exc:
         raise SecretDenied(f"refused: {exc.message}") from None
-    except (exceptions.ServiceUnavailable, exceptions.DeadlineExceeded, exceptions.InternalServerError,
+    except exceptions.ServiceUnavailable as exc:
+        if (location := location_of(name)) is not None and NO_SUCH_HOST in (exc.message or ""):
+            raise SecretDenied(f"no Secret Manager endpoint for location {location} (secretmanager.{location}"
+                               f".rep.googleapis.com does not exist: {NO_SUCH_HOST}): is {location} a region whose "
+                               "regional secrets the reference means?") from None
+        raise SecretUnavailable(f"Secret Manager unavailable: {exc.message or type(exc).__name__}") from None
+    except (exceptions.DeadlineExceeded, exceptions.InternalServerError,
             exceptions.TooManyRequests, exceptions.Unknown, exceptions.Aborted, exceptions.Cancelled) as exc:
         raise SecretUnavailable(f"Secret Manager unavailable: {exc.message or type(exc).__name__}") from None
     except exceptions.Unauthenticated as exc:  # (401: the VM's own token, refused or expiring: the VM's, as staging's)
