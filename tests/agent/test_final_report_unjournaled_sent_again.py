@@ -10,7 +10,7 @@ import logging
 
 from tests.agent.fakes import confirm_claims
 from tests.agent.test_agent_loop import VM, start_message
-from tests.agent.test_report_journal import Recording, agent_on
+from tests.agent.test_report_journal import Recording, agent_on, first_final_fails
 from zen.core.models import AgentStatus, Heartbeat
 
 
@@ -21,17 +21,8 @@ def test_a_final_report_the_journal_could_not_write_is_sent_again_while_the_agen
     transport = Recording(VM, work=work)
     transport.add_start(start_message("j1"))
     transport.answer = confirm_claims(VM)
-    publish, failed, failed_at = transport.publish, [], []
-
-    def first_final_fails(message, *, budget_s, **abandon):
-        final = isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED
-        transport.fail_final = final and not any(failed)  # its first publish alone fails: its budget ran out
-        failed.append(transport.fail_final)
-        if transport.fail_final:
-            failed_at.append(transport.clock())
-        return publish(message, budget_s=budget_s)
-
-    transport.publish = first_final_fails
+    failed_at: list[float] = []
+    first_final_fails(transport, on_fail=lambda message: failed_at.append(transport.clock()))
     agent = agent_on(transport)
     idle = transport.when_idle
     # Idle 120 s after the failed publish (RESEND_S is 30): the virtual clock runs on at each idle wait while the job's
@@ -57,17 +48,8 @@ def test_a_final_report_kept_is_sent_once_more_as_the_agent_shuts_down(tmp_path)
     transport = Recording(VM, work=work)
     transport.add_start(start_message("j1"))
     transport.answer = confirm_claims(VM)
-    publish, failed = transport.publish, []
-
-    def first_final_fails(message, *, budget_s, **abandon):
-        final = isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED
-        transport.fail_final = final and not failed
-        if transport.fail_final:
-            failed.append(message)
-            agent.request_shutdown("preempted")  # as the report failed: the loop's resend never comes
-        return publish(message, budget_s=budget_s)
-
-    transport.publish = first_final_fails
+    # Shut down as the report failed: the loop's resend never comes.
+    failed = first_final_fails(transport, on_fail=lambda message: agent.request_shutdown("preempted"))
     agent = agent_on(transport)
     assert agent.run() == 0
 

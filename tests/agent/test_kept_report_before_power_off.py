@@ -10,11 +10,11 @@ from dataclasses import replace
 
 from tests.agent.fakes import confirm_claims
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
-from tests.agent.test_report_journal import Recording, journal_files
+from tests.agent.test_report_journal import Recording, first_final_fails, journal_files
 from tests.agent.test_running_marks import final
 from zen.agent.agent import Agent
 from zen.agent.runner import attempt_name
-from zen.core.models import AgentStatus, Heartbeat
+from zen.core.models import Heartbeat
 
 
 def powered_off_as_its_final_report_fails(tmp_path, *, after_s: float = 0.0):
@@ -24,20 +24,14 @@ def powered_off_as_its_final_report_fails(tmp_path, *, after_s: float = 0.0):
     transport = Recording(VM, work=work)
     transport.add_start(start_message("j1"))
     transport.answer = confirm_claims(VM)
-    publish, failed, fenced_at_send = transport.publish, [], []
+    fenced_at_send: list[bool] = []
 
-    def first_final_fails(message, *, budget_s, **abandon):
-        final = isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED
-        transport.fail_final = final and not failed
-        if transport.fail_final:
-            failed.append(message)
-            agent.shutdown.power_off("powered off: a container left may run its job", "a container left")
-            transport.clock.now += after_s
-        elif final:
-            fenced_at_send.append(fence.exists())
-        return publish(message, budget_s=budget_s)
+    def powered_off(message: Heartbeat) -> None:
+        agent.shutdown.power_off("powered off: a container left may run its job", "a container left")
+        transport.clock.now += after_s
 
-    transport.publish = first_final_fails
+    failed = first_final_fails(transport, on_fail=powered_off,
+                               on_sent=lambda message: fenced_at_send.append(fence.exists()))
     agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(work), fence_file=str(fence)), transport, local=True,
                   clock=transport.clock)
     transport.when_idle = lambda: agent.request_shutdown("test over")

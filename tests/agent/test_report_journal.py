@@ -59,6 +59,26 @@ class Recording(FakeTransport):
         return super().pull_start()
 
 
+def first_final_fails(transport: Recording, on_fail: Callable[[Heartbeat], object] = lambda message: None,
+                      on_sent: Callable[[Heartbeat], object] = lambda message: None) -> list[Heartbeat]:
+    """The first SUCCEEDED ``transport`` is asked to publish is not taken (its budget ran out: kept), ``on_fail`` called
+    as it fails and ``on_sent`` at each SUCCEEDED sent after it; returns the one that failed, once it has."""
+    publish, failed = transport.publish, []
+
+    def publishing(message, *, budget_s, **abandon):
+        final = isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED
+        transport.fail_final = final and not failed
+        if transport.fail_final:
+            failed.append(message)
+            on_fail(message)
+        elif final:
+            on_sent(message)
+        return publish(message, budget_s=budget_s)
+
+    transport.publish = publishing
+    return failed
+
+
 def journal_files(work: Path) -> list[Path]:
     return sorted(p for p in work.rglob("*") if p.is_file() and ".reports" in p.parts
                   and not p.name.endswith(SEQ_FLOOR))  # the VM's seq floor, kept for good (Journal.drew)
