@@ -1,38 +1,22 @@
 """A job's ``secrets`` naming a regional secret's version (``projects/P/locations/L/secrets/NAME/versions/V``,
-data kept in one location): accepted at submission as a global one is, allowed by a queue's patterns part by
-part (a global pattern never allows a regional name), read by the agent through the official client against
-the Secret Manager stand-in, and read from Google through the client of the location's own endpoint."""
+data kept in one location): accepted at submission as a global one is (``tests/test_secret_fields.py``), allowed
+by a queue's patterns part by part (a global pattern never allows a regional name), read by the agent through the
+official client against the Secret Manager stand-in, and read from Google through the client of the location's
+own endpoint."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from tests.messages import job_request
 from tests.test_queues import with_queues
-from tests.test_secret_fields import QUEUES, assert_rejected, submitted_functions
+from tests.test_secret_fields import QUEUES, REGIONAL, RESIDENT, assert_rejected, submitted_functions
 from zen.adapters.secret_manager import google_client_options, location_of, secret_client, secret_reader
 from zen.adapters.webhooks import notify_secret_reader
 from zen.agent.secrets import resolve
 from zen.core.secrets import allowed, secret_parts
-from zen.store import repository
 from zen_dev.local.secret_manager import SecretManagerStandIn, SecretStore
 
-REGIONAL = "projects/my-project/locations/europe-west4/secrets/hf-token/versions/latest"
-RESIDENT = [{**QUEUES[0], "secrets": ["projects/my-project/locations/europe-west4/secrets/hf-*/versions/*"]}]
-
-
-def test_a_regional_reference_is_stored_and_reaches_the_start(config, db, publisher, clock, db_url, monkeypatch):
-    zen, functions = submitted_functions(with_queues(config, RESIDENT), db, publisher, clock, db_url, monkeypatch)
-
-    functions.submit(job_request("j", secrets={"HF_TOKEN": REGIONAL}))
-
-    with zen.db.transaction() as session:
-        job = repository.get_job(session, "j")
-    assert job.status.value == "QUEUED" and job.request["secrets"] == {"HF_TOKEN": REGIONAL}
-    [start] = [json.loads(m.data) for m in publisher.on("zen-job-start")]
-    assert start["secrets"] == {"HF_TOKEN": REGIONAL}
 
 
 @pytest.mark.parametrize("reference", [

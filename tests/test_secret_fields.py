@@ -22,6 +22,9 @@ HF = "projects/my-project/secrets/hf-token/versions/latest"
 QUEUES = [{"name": "research", "quota": {CLUSTER: 8}, "users": ["alice"],
            "secrets": ["projects/my-project/secrets/hf-*/versions/*"]},
           {"name": "batch", "quota": {CLUSTER: 8}, "users": ["bob"]}]
+# A regional secret's version (data kept in one location), and queues whose research allows those of its project.
+REGIONAL = "projects/my-project/locations/europe-west4/secrets/hf-token/versions/latest"
+RESIDENT = [{**QUEUES[0], "secrets": ["projects/my-project/locations/europe-west4/secrets/hf-*/versions/*"]}]
 
 
 def submitted_functions(config, db, publisher, clock, db_url, monkeypatch):
@@ -96,17 +99,18 @@ def test_a_wildcard_stays_within_its_part(config, db, publisher, clock, db_url, 
                     f"secret T: queue research allows no reference {elsewhere}")
 
 
+@pytest.mark.parametrize("queues, reference", [(QUEUES, HF), (RESIDENT, REGIONAL)], ids=["global", "regional"])
 def test_an_allowed_reference_is_stored_as_the_reference_and_reaches_the_start(
-        config, db, publisher, clock, db_url, monkeypatch):
-    zen, functions = submitted_functions(with_queues(config, QUEUES), db, publisher, clock, db_url, monkeypatch)
+        config, db, publisher, clock, db_url, monkeypatch, queues, reference):
+    zen, functions = submitted_functions(with_queues(config, queues), db, publisher, clock, db_url, monkeypatch)
 
-    functions.submit(job_request("j", secrets={"HF_TOKEN": HF}))
+    functions.submit(job_request("j", secrets={"HF_TOKEN": reference}))
 
     with zen.db.transaction() as session:
         job = repository.get_job(session, "j")
-    assert job.status.value == "QUEUED" and job.request["secrets"] == {"HF_TOKEN": HF}
+    assert job.status.value == "QUEUED" and job.request["secrets"] == {"HF_TOKEN": reference}
     [start] = [json.loads(m.data) for m in publisher.on("zen-job-start")]
-    assert start["secrets"] == {"HF_TOKEN": HF} and "HF_TOKEN" not in start["env"]
+    assert start["secrets"] == {"HF_TOKEN": reference} and "HF_TOKEN" not in start["env"]
 
 
 def test_without_queues_the_top_level_secrets_allow_references(config, db, publisher, clock, db_url, monkeypatch):
