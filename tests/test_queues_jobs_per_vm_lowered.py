@@ -37,3 +37,26 @@ def test_a_two_gpu_job_waiting_since_before_one_job_per_vm_is_admitted_into_two_
     with whole.db.transaction() as session:
         why = Queueing(whole.config).why_pending(PostgresJobTx(session), repository.get_job(session, "j3"))
     assert statuses(whole, "j1", "j2", "j3") == ["CANCELLED", "QUEUED", "QUEUED"], why
+
+
+def test_jobs_waiting_since_before_one_job_per_vm_all_go_into_a_raised_quota_at_one_tick(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """Four 2-GPU jobs wait when the quota is raised to hold them all and one job per VM: one tick admits the four.
+    The pass read one job per whole VM free (8 GPUs: two jobs) and left 4 GPUs idle for another tick, then more."""
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    sharing = Zen(halves_config(config, QUEUE), db, publisher, clock)  # two 2-GPU jobs per 4-GPU VM, 4 GPUs of quota
+    jobs = [f"j{n}" for n in range(6)]
+    for job_id in jobs:
+        FunctionsInvoker(sharing).submit(a100s(job_id, 2, 0))
+        clock.advance(1)
+    assert statuses(sharing, *jobs) == ["QUEUED"] * 2 + ["PENDING"] * 4
+
+    raised = [{**QUEUE[0], "quota": {CLUSTER: 12}}]  # 4 held, 8 free: the four waiting jobs' GPUs
+    whole = Zen(halves_config(config, raised).model_copy(update={"clusters": [
+        c.model_copy(update={"max_jobs_per_vm": 1}) if c.name == CLUSTER else c for c in config.clusters]}),
+        db, publisher, clock)
+    whole.on_scale_tick()
+    assert statuses(whole, *jobs) == ["QUEUED"] * 6

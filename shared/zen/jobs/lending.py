@@ -1,4 +1,5 @@
-"""What the queues of a cohort lend and borrow (``zen queues``' ``borrowed_gpus``; ``zen.jobs.queueing``)."""
+"""What the queues of a cohort lend and borrow (``zen queues``' ``borrowed_gpus``; ``zen.jobs.queueing``), and what an
+admission's reason says a queue holds and borrows."""
 
 from __future__ import annotations
 
@@ -31,3 +32,10 @@ def bound(config: ZenConfig, queue: QueueConfig, cluster: str) -> str:
     if queue.limit(cluster) <= total:
         return f"its quota {queue.quota[cluster]} plus borrowing_limit {queue.may_borrow(cluster)}"
     return f"cohort {queue.cohort}'s quotas add up to {total}"
+
+
+def admission_reason(queue: str, nominal: int, held: int, cluster: str) -> str:
+    """The reason an admission records: what ``queue`` holds with the job of its nominal quota, and what it borrows."""
+    borrowed = max(0, held - nominal)
+    return (f"admitted by queue {queue}: {held}/{nominal} GPUs of {cluster}"
+            + (f" ({borrowed} borrowed)" if borrowed else ""))

@@ -17,7 +17,7 @@ from zen.core.clock import utc_now
 from zen.core.config import QueueConfig, ZenConfig
 from zen.core.errors import Rejected
 from zen.core.models import Job
-from zen.jobs.lending import borrowed, bound
+from zen.jobs.lending import admission_reason, borrowed, bound
 
 if TYPE_CHECKING:
     from zen.jobs.store import AdmissionRows
@@ -130,12 +130,6 @@ def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: flo
     return gpu_seconds * kept + held_gpus * half_life_s / math.log(2) * (1 - kept)
 
 
-def admission_reason(queue: QueueState, held: int, cluster: str) -> str:
-    borrowed = max(0, held - queue.nominal)
-    return (f"admitted by queue {queue.config.name}: {held}/{queue.nominal} GPUs of {cluster}"
-            + (f" ({borrowed} borrowed)" if borrowed else ""))
-
-
 class Queueing:
     def __init__(self, config: ZenConfig):
         self._config = config
@@ -191,8 +185,8 @@ class Queueing:
         cohort_used = sum(used.values())
         shape = self._config.cluster(cluster)
         gpus = shape.gpus_held(1) if shape else 1  # the fewest GPUs one of its jobs submitted now holds
-        # Jobs that could still fit: read no more. Where none of that size does, one per free GPU: a job waiting
-        # since before max_jobs_per_vm was lowered holds fewer GPUs than one submitted now.
+        # Jobs that could still fit: read no more. Where none of that size does, or a job read holds fewer (waiting since
+        # before max_jobs_per_vm was lowered: below), one per free GPU.
         room = (free := cohort_quota - cohort_used) // max(gpus, 1) or max(free, 0)
         full = room <= 0 and (freeing or all(q.preemption == "never" for q in members))  # no job read: a flood is free
         held_until_now = {**used, queue_name: used.get(queue_name, 0) + released}
@@ -212,6 +206,10 @@ class Queueing:
         for q in members:
             state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), line(q, room),
                                        stopping.get(q.name, 0)))
+        if any(job.gpus < gpus for q in state for job in q.waiting):  # waiting since before max_jobs_per_vm was lowered:
+            gpus, room = 1, max(free, 0)  # read again, one per free GPU (one per VM's worth left GPUs idle until a tick)
+            for member in state:
+                member.waiting = line(member.config, room)
         read = {q.config.name: len(q.waiting) for q in state}
         result = Pass()
 
@@ -236,7 +234,7 @@ class Queueing:
             q.config.name, cluster, int(self._most_ever(q.config, cluster)))) is not None and
             q.used + head[1] <= q.nominal for q in state) if any(q.waiting for q in state) else False
         for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked, lender_held):
-            result.admitted.append((job, admission_reason(admitting, gpus_held, cluster)))
+            result.admitted.append((job, admission_reason(admitting.config.name, admitting.nominal, gpus_held, cluster)))
         return result
 
     def _victims(self, tx: AdmissionRows, queue: QueueState, job: Job, state: list[QueueState], cohort_used: int,
