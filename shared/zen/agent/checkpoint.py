@@ -239,7 +239,7 @@ class Checkpoint:
                                          lambda: cancel.is_set() or self._closed, self.saved)
                 entries = checkpoint_objects.items(files, kept, generation, now)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why, "saved_at": now,
-                            "files": entries, "folders": list(listed.folders)}
+                            "files": entries, "folders": list(listed.folders), "folder_times": listed.times}
                 written = True
                 # (Reentrant) held until the save is recorded: ``close`` then tells one landed as saved.
                 with self._writing:

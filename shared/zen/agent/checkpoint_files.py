@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -38,6 +38,8 @@ class Listing:
 
     files: Files
     folders: tuple[str, ...] = ()
+    # Each folder's modification time (ns), restored with it: no change of its own (its files' are the changes).
+    times: dict[str, int] = field(default_factory=dict, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.files or self.folders)
@@ -95,17 +97,22 @@ def walk(directory: Path) -> Iterator[tuple[str, list[str], list[str], int]]:
 
 
 def listing(directory: Path, left_out: set[str], note: Callable[[str], None], room: int | None = None) -> Listing:
-    """Every regular file under ``directory`` and its empty folders; a file whose name no object may have is left
-    out (``note``d the first time, kept in ``left_out``), as is one whose path is over ``room`` bytes (what an
-    object's name has left after the save's prefix: Cloud Storage refuses a name over 1,024 bytes, and one deep
-    file failed every save). A folder or file that goes while the directory is listed raises ``Vanished``: it was
-    skipped without a word, so a save taken as a job swapped ``ckpt-100/`` for ``ckpt-200/`` held neither model,
-    landed, and deleted the save before it. One the agent may not read raises ``Unreadable``, for the same reason."""
+    """Every regular file under ``directory``, its empty folders and each folder's modification time (a job that
+    resumes from its newest checkpoint folder by time finds that one after a restore); a file whose name no object
+    may have is left out (``note``d the first time, kept in ``left_out``), as is one whose path is over ``room``
+    bytes (what an object's name has left after the save's prefix: Cloud Storage refuses a name over 1,024 bytes,
+    and one deep file failed every save). A folder or file that goes while the directory is listed raises
+    ``Vanished``: it was skipped without a word, so a save taken as a job swapped ``ckpt-100/`` for ``ckpt-200/``
+    held neither model, landed, and deleted the save before it. One the agent may not read raises ``Unreadable``,
+    for the same reason."""
     found: Files = {}
     empty: list[str] = []
+    times: dict[str, int] = {}
     for folder, folders, names, fd in walk(directory):
         if folder and not folders and not names and not unsaveable(folder):
             empty.append(folder)
+        if folder and not unsaveable(folder, room):
+            times[folder] = os.fstat(fd).st_mtime_ns
         for name in names:
             relative = f"{folder}/{name}" if folder else name
             if why := unsaveable(relative, room):
@@ -123,7 +130,7 @@ def listing(directory: Path, left_out: set[str], note: Callable[[str], None], ro
                 raise Unreadable(unreadable(f"file {relative}", exc)) from exc
             if stat.S_ISREG(listed.st_mode):
                 found[relative] = (listed.st_size, listed.st_mtime_ns, listed.st_ino)
-    return Listing(found, tuple(sorted(empty)))
+    return Listing(found, tuple(sorted(empty)), times)
 
 
 def unreadable(what: str, exc: OSError) -> str:

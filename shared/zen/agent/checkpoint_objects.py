@@ -107,7 +107,9 @@ def checked(manifest: Any) -> dict[str, Any]:
         raise ValueError("not a manifest")
     if not isinstance(manifest.get("folders") or [], list):
         raise ValueError("folders is not a list")
-    for relative in [item["path"] for item in manifest["files"]] + list(manifest.get("folders") or []):
+    if not isinstance(times := manifest.get("folder_times") or {}, dict):  # (a manifest from before them: none)
+        raise ValueError("folder_times is not a mapping")
+    for relative in [item["path"] for item in manifest["files"]] + list(manifest.get("folders") or []) + list(times):
         checkpoint_files.parts(relative)
     return manifest
 

@@ -46,7 +46,19 @@ def download(bucket: Any, prefix: str, directory: Path, manifest: dict[str, Any]
         if isinstance(mtime := item.get("mtime_ns"), int):  # as saved: a job may resume from its newest file
             os.utime(target, ns=(mtime, mtime))
         progress.files += 1
+    _folder_times(directory, manifest.get("folder_times") or {})
     return None
+
+
+def _folder_times(directory: Path, times: dict[str, Any]) -> None:
+    """Each restored folder's modification time as saved, the deepest first (a folder's own, set, leaves its
+    parent's): made by the downloads, in name order, ``checkpoint-9/`` came out newer than ``checkpoint-10/``, and a
+    job resuming from its newest checkpoint folder by time resumed from the older one. A folder the restore did not
+    make (it held no file saved) is left alone."""
+    for relative in sorted(times, key=lambda name: -name.count("/")):
+        folder, mtime = directory.joinpath(*checkpoint_files.parts(relative)), times[relative]
+        if isinstance(mtime, int) and not isinstance(mtime, bool) and folder.is_dir() and not folder.is_symlink():
+            os.utime(folder, ns=(mtime, mtime))
 
 
 def restored(manifest: dict[str, Any]) -> str:
