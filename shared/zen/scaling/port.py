@@ -64,7 +64,7 @@ class MigInstance:
     name: str
     zone: str | None
     current_action: str  # CREATING, NONE, DELETING, RECREATING, ...
-    status: str  # PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, or "" before a VM exists
+    status: str  # PROVISIONING, STAGING, RUNNING, STOPPING, DEPROVISIONING, TERMINATED, ..., or "" before a VM exists
     creation_error: ErrorKind | None
 
     @property

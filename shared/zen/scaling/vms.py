@@ -14,8 +14,13 @@ from typing import Any, Callable, Iterable, KeysView, Mapping
 from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index, vm_index
 from zen.scaling.port import FleetFacts, MigInstance
 
-# An instance GCE holds stopped, suspended or under repair (not booting: PROVISIONING, STAGING, "" before a VM exists).
-HALTED = frozenset({"STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "TERMINATED", "REPAIRING"})
+# An instance GCE holds stopped, suspended or under repair, or takes down (PENDING_STOP: shutting down gracefully;
+# DEPROVISIONING: halted, its quota and disks being released). Not booting: PROVISIONING, STAGING, PENDING (a
+# flex-start VM waiting for capacity), "" before a VM exists.
+HALTED = frozenset({"PENDING_STOP", "STOPPING", "DEPROVISIONING", "STOPPED", "SUSPENDING", "SUSPENDED", "TERMINATED",
+                    "REPAIRING"})
+# The statuses of a VM GCE has given capacity to: PENDING waits for it, and one ``HALTED`` is on its way down.
+HOLDS_CAPACITY = frozenset({"PROVISIONING", "STAGING", "RUNNING"})
 Agent = Mapping[str, Any]  # an agent's last word (``FleetFacts.agents``): state, idle_since, last_seen_at, ...
 # A VM as a pass read it: (instance, first seen, the job it holds, its agent, its Vm, drained).
 View = tuple[MigInstance, datetime, str | None, Agent | None, Vm, bool, float | None]
@@ -45,8 +50,11 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     An instance GCE holds ``HALTED`` with no action of its MIG's, whose agent spoke (it ran: no boot failure), is
     DELETING too: it was taken for a boot stuck after it got capacity, deleted five passes later as one whose
     "agent was never heard", and its region struck as one whose VMs never come up (its blocks growing to hours).
-    ``started``: a booting instance that got capacity (RUNNING, or a status and no creation error: the
-    MIG is not retrying it), so it is billed (from RUNNING) and no free probe.
+    ``started``: a booting instance that got capacity (RUNNING, or PROVISIONING or STAGING with no creation error: the
+    MIG is not retrying it), so it is billed (from RUNNING) and no free probe. Not one PENDING (a flex-start VM waiting
+    for capacity), nor one a MIG recreates while its VM is on its way down (STOPPING, DEPROVISIONING, TERMINATED):
+    taken for a VM that got capacity, a recreated spot VM waiting for its place stood for a ``min_vms`` warm VM
+    (``probes.with_capacity``) and for GPUs its quota holds (``zen.scaling.quotas``).
     ``heard_at``: when the agent was last heard, its row's ``last_seen_at`` (when missing, the
     instance's first sighting), or its ``heard_since`` when later: when Zen could hear again after an
     outage of its own (``zen.store.fleet.agents``); the planner judges the silence (``Timing.agent_silence_s``)."""
@@ -79,7 +87,8 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     booting = phase is VmPhase.BOOTING
     return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
               creation_error=instance.creation_error if booting else None,
-              started=booting and (instance.status == "RUNNING" or bool(instance.status) and not instance.creation_error),
+              started=booting and (instance.status == "RUNNING"
+                                   or instance.status in HOLDS_CAPACITY and not instance.creation_error),
               heard_at=heard, running=booting and instance.status == "RUNNING",
               retiring=phase is VmPhase.DELETING and (drained or retired),
               first_heard_at=agent.get("first_seen_at") if agent else None,
