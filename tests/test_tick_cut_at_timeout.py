@@ -178,3 +178,47 @@ def test_a_cluster_s_scaling_lock_held_past_the_limit_is_let_go(timed):
         time.sleep(TIMEOUT_S + 0.5)
         with fleet.cluster_lock("4xa100-40gb") as next_pass:
             assert next_pass
+
+
+def test_a_scaling_pass_that_stood_still_past_its_lock_applies_nothing(timed, functions):
+    """Cut at its function's timeout while it read its MIGs, a pass stood still; its cluster's lock went with its
+    connection, and the next pass asked for the queued job's VM. Given the CPU again, the cut pass asked for one
+    more: the target size it read again just before its resize showed the other pass's, and passed every check."""
+    from tests.scaling.fakes import RecordingMig
+    from zen.scaling.fleetdb import FleetDb
+    from zen.scaling.manager import ClusterManager
+    from zen.scaling.timing import timing_from_config
+
+    functions.submit(job_request("job-1"))
+    cluster, calls = timed.config.cluster("4xa100-40gb"), []
+    migs = {region: RecordingMig(region, calls) for region in cluster.regions}
+    stalled, thaw = threading.Event(), threading.Event()
+    reads = migs[cluster.regions[0]].read
+
+    def read(since=None, summary=None):
+        if threading.current_thread().name == "stalled":
+            stalled.set()
+            thaw.wait(30)
+        return reads(since, summary)
+
+    migs[cluster.regions[0]].read = read  # type: ignore[method-assign]
+
+    def manager():
+        return ClusterManager(cluster, FleetDb(timed.db, {cluster.name: cluster}), migs, timed.clock,
+                              timing_from_config(timed.config), concurrent=False)
+
+    outcome: dict = {}
+    cut = threading.Thread(target=lambda: outcome.update(report=manager().run()), name="stalled")
+    cut.start()
+    try:
+        assert stalled.wait(30)
+        time.sleep(TIMEOUT_S + 0.5)  # Cloud Functions answered 504; Postgres ends the lock's connection
+        assert sum(m.target for m in migs.values()) == 0
+        assert not manager().run().skipped  # the next pass: the job's VM asked for
+        asked = sum(m.target for m in migs.values())
+        assert asked >= 1
+    finally:
+        thaw.set()
+        cut.join(30)
+    assert sum(m.target for m in migs.values()) == asked  # the cut pass asked for none again
+    assert outcome["report"].skipped and not outcome["report"].added

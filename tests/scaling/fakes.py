@@ -7,7 +7,7 @@ from contextlib import nullcontext
 from datetime import datetime
 
 from zen.scaling.model import ClusterSnapshot, Decision, RegionMemory, VmPhase
-from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary
+from zen.scaling.port import FleetFacts, Kept, MigInstance, MigState, MigSummary
 
 _ACTIONS = {VmPhase.BOOTING: ("CREATING", ""), VmPhase.DELETING: ("DELETING", "STOPPING")}
 
@@ -52,7 +52,7 @@ class FakeFleet:
         self.kept: list[dict] = []  # failures a pass dropped (keep_failures)
 
     def cluster_lock(self, cluster: str):
-        return nullcontext(True)
+        return nullcontext(Kept())
 
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         return self._facts

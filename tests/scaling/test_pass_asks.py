@@ -14,7 +14,7 @@ from zen.core.config import ClusterConfig
 from zen.scaling.manager import MAX_RERUNS, ClusterManager
 from zen.scaling.model import Timing
 from zen.scaling.planner import ZenPlanner
-from zen.scaling.port import FleetFacts
+from zen.scaling.port import FleetFacts, Kept
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
@@ -71,10 +71,10 @@ class Locking(FakeFleet):
     def cluster_lock(self, cluster: str):
         if self.busy:
             self.busy -= 1
-            yield False
+            yield Kept(False)
             return
         self.passes += 1
-        yield True
+        yield Kept()
 
 
 def manager(asks: Asks, busy: int = 0) -> tuple[ClusterManager, Locking]:

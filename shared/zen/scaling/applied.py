@@ -11,13 +11,17 @@ returns it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from zen import telemetry
 from zen.scaling.coverage import Coverage
 from zen.scaling.model import Action, Decision, Plan, Timing
-from zen.scaling.port import MigApiError, MigBusy, MigRateLimited, MigUnconfirmed
+from zen.scaling.port import FleetPort, MigApiError, MigBusy, MigRateLimited, MigUnconfirmed
 from zen.scaling.probes import clipped, strike
+
+log = logging.getLogger("zen.scaling")
 
 
 def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str, str],
@@ -124,3 +128,30 @@ def resize_failed(report: ClusterReport, region: str, exc: MigApiError, sizes: t
                             if unconfirmed else f"resize failed: {exc}")
     report.refused[region] = f"not confirmed ({exc})" if unconfirmed else str(exc)
     return asked if unconfirmed else 0
+
+
+def record(fleet: FleetPort, cluster: str, plan: Plan, report: ClusterReport, now: datetime) -> None:
+    """A pass's last step (``ClusterManager``): its memory and decisions as applied, stored and logged."""
+    report.decisions = plan.decisions
+    fleet.record(cluster, plan.memory, plan.decisions, now, report.planned_failures)
+    for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
+        telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
+                       cluster=cluster, region=decision.region, action=decision.action.value,
+                       vm=decision.vm, count=decision.count, reason=decision.reason)
+    for vm in report.kept_busy:
+        log.info("scale-down skipped: the VM took a job", extra={"cluster": cluster, "vm": vm})
+    for error in report.errors:
+        log.warning("scaling call failed", extra={"cluster": cluster, "error": error})
+
+
+def hold_lost(report: ClusterReport) -> ClusterReport:
+    """A pass whose cluster lock went before it applied its plan (``Hold.lost``): its request was cut at its
+    function's timeout and stood still, throttled, until its instance got the CPU again, while Postgres ended the
+    lock's connection and another pass took the cluster, read it anew and asked for the same VMs (a resize computed
+    from the MIG's target read again now passed every check and asked for them twice) or deleted the same ones.
+    Nothing applied nor recorded: the next pass plans from what is there then."""
+    report.skipped = True
+    report.errors.append("the cluster's lock went while this pass stood still (past its function's timeout): "
+                         "its plan, made before, was not applied; the next pass plans again")
+    log.warning("scaling pass dropped: its cluster lock went before it applied", extra={"cluster": report.cluster})
+    return report

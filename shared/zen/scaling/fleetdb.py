@@ -22,7 +22,7 @@ from zen.core.provisioning import accepted_models, model_of_pool, only_model, ou
 from zen.scaling.egress import Inputs, weighs_inputs
 from zen.scaling.model import (Action, Decision, DemandGroup, DemandKey, ErrorKind, MigError, RegionMemory, Timing,
                                fold_demand)
-from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort
+from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, FleetPort, Hold
 from zen.store import fleet
 from zen.store.encoding import to_json
 from zen.store.usage import read_snapshot
@@ -125,7 +125,7 @@ class FleetDb:
         self._pricing = pricing
         self._failures: dict[str, datetime] = {}  # cluster -> when this instance last recorded a failed pass
 
-    def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
+    def cluster_lock(self, cluster: str) -> AbstractContextManager[Hold]:
         return self._db.session_lock(lambda s: fleet.try_cluster_lock(s, cluster),
                                      lambda s: fleet.cluster_unlock(s, cluster))
 

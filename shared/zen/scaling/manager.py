@@ -20,7 +20,7 @@ from zen.telemetry import Quiet
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.quotas import Shortfall
-from zen.scaling.applied import ClusterReport, as_done, resize_failed
+from zen.scaling.applied import ClusterReport, as_done, hold_lost, record, resize_failed
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.compute_pool import compute_pool
 from zen.scaling.coverage import Coverage, Taken, racing
@@ -86,7 +86,7 @@ class ClusterManager:
         while True:
             with self._fleet.cluster_lock(name) as locked:
                 if locked:
-                    one = self._pass(states, read_at)
+                    one = self._pass(states, read_at, locked.lost)
                     report = one if not passes else report.merge(one)
                     passes += 1
             if not locked:
@@ -102,7 +102,8 @@ class ClusterManager:
                 return report
             seen, states, read_at = now_asked, None, None
 
-    def _pass(self, states: dict[str, MigState | MigApiError] | None, read_at: datetime | None) -> ClusterReport:
+    def _pass(self, states: dict[str, MigState | MigApiError] | None, read_at: datetime | None,
+              lost: Callable[[], bool]) -> ClusterReport:
         report = ClusterReport(self.cluster.name)
         snapshot, zones = self.snapshot(report, states, read_at)
         view, waiting = planner_view(snapshot)  # an unread MIG's region: no adds, its last known size
@@ -111,9 +112,11 @@ class ClusterManager:
             # next pass would take its usable VMs for fresh boots (a stockout block lifted, strikes reset)
             plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
                            decisions=plan.decisions + waiting)
+        if lost():  # it stood still past its function's timeout, and its lock went: another pass may have done this
+            return hold_lost(report)
         self.apply(plan, snapshot, zones, report)
         plan = as_done(plan, self._sizes, report, snapshot.now, self._timing)
-        self.record(plan, report)
+        record(self._fleet, self.cluster.name, plan, report, self._clock())  # 4. record
         if self._telemetry is not None:
             telemetry.log_pass(log, snapshot, plan, self._telemetry)
         report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted, whole=not report.errors)
@@ -265,21 +268,6 @@ class ClusterManager:
     def _drain(self, vm: str, region: str) -> bool:
         """Mark ``vm`` as going away unless it holds a job; from then on its claims are refused."""
         return self._fleet.drain_unless_busy(vm, self.cluster.name, region, self._clock())
-
-    # -- 4. record -----------------------------------------------------------------------------
-    def record(self, plan: Plan, report: ClusterReport) -> None:
-        now = self._clock()
-        report.decisions = plan.decisions
-        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now, report.planned_failures)
-        for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
-            telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
-                           cluster=self.cluster.name, region=decision.region, action=decision.action.value,
-                           vm=decision.vm, count=decision.count, reason=decision.reason)
-        for vm in report.kept_busy:
-            log.info("scale-down skipped: the VM took a job", extra={"cluster": self.cluster.name, "vm": vm})
-        for error in report.errors:
-            log.warning("scaling call failed", extra={"cluster": self.cluster.name, "error": error})
-
 
 class ClusterOrchestrator:
     """Runs every cluster's manager; one cluster's failure never stops the others.

@@ -191,12 +191,34 @@ class PassAsks(Protocol):
     def asked(self, cluster: str) -> int: ...
 
 
+class Hold(Protocol):
+    """A cluster's lock as a pass holds it (``zen.store.lease.Lease``): truthy when the pass has the cluster."""
+
+    def __bool__(self) -> bool: ...
+
+    def lost(self) -> bool:
+        """Taken, and gone since: the pass stood still past its function's timeout, and another may hold it now."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A lock that cannot be lost (the simulator's, the fakes'): ``Kept(True)`` held, ``Kept(False)`` not."""
+
+    taken: bool = True
+
+    def __bool__(self) -> bool:
+        return self.taken
+
+    def lost(self) -> bool:
+        return False
+
+
 class FleetPort(Protocol):
     """The fleet's records as ``ClusterManager`` needs them: ``zen.scaling.fleetdb.FleetDb`` over
     Postgres in production, the simulated world's records in ``zen_dev.sim.ports``."""
 
-    def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
-        """Held for one pass: True when this pass has the cluster, False when another one does."""
+    def cluster_lock(self, cluster: str) -> AbstractContextManager[Hold]:
+        """Held for one pass: true when this pass has the cluster, false when another one does."""
 
     def facts(self, cluster: str, now: datetime) -> FleetFacts: ...
 

@@ -22,6 +22,7 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 
 from zen.core.errors import ConfigError, DataRejected, TransientError
 from zen.store.connect import ConnectionTarget as ConnectionTarget, bounded, cloudsql_connect_factory
+from zen.store.lease import Lease
 from zen.store.connect import OPEN_LIMIT_S, opened_within, positive_from_env, parse_database_url as parse_database_url
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
@@ -342,9 +343,10 @@ class Database:
             self._release(conn, broken or session.poisoned)
 
     @contextlib.contextmanager
-    def session_lock(self, take: Callable[[Session], bool], give_back: Callable[[Session], None]) -> Iterator[bool]:
+    def session_lock(self, take: Callable[[Session], bool], give_back: Callable[[Session], None]) -> Iterator[Lease]:
         """A session-level advisory lock, held on one connection for the block: yields whether ``take``
-        got it, and then ``give_back`` releases it (the tick's lock, a cluster's scaling lock).
+        got it (a ``Lease``: its ``lost()`` tells a block that ran past the hold whether the lock went), and then
+        ``give_back`` releases it (the tick's lock, a cluster's scaling lock).
 
         The connection stands idle while the block runs. With ``lock_hold_s``, Postgres ends it once idle that
         long (``idle_session_timeout``), and the lock with it: Cloud Functions answers 504 at the timeout and
@@ -353,14 +355,15 @@ class Database:
         connection was lost (so, or otherwise) is no error: it went with the connection."""
         with self.session() as session:
             if not take(session):
-                yield False
+                yield Lease(False)
                 return
             limited = self.lock_hold_s is not None
             try:
+                pid = None
                 if limited:
-                    session.sql("SELECT set_config('idle_session_timeout', :ms, false)",
-                                ms=str(max(1, int(float(self.lock_hold_s or 0) * 1000))))
-                yield True
+                    pid = session.sql("SELECT set_config('idle_session_timeout', :ms, false), pg_backend_pid() AS pid",
+                                      ms=str(max(1, int(float(self.lock_hold_s or 0) * 1000))))[0]["pid"]
+                yield Lease(True, pid, self._holds_advisory_lock)
             finally:
                 try:
                     give_back(session)
@@ -369,6 +372,12 @@ class Database:
                 except TransientError:
                     if not session.poisoned:  # a connection lost is closed, and its locks go with it
                         raise
+
+    def _holds_advisory_lock(self, pid: int) -> bool:
+        """Whether backend ``pid`` (a ``session_lock``'s connection) still holds an advisory lock: asked on another."""
+        with self.session() as session:
+            return bool(session.sql("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                                    " AND pid = :pid) AS held", pid=pid)[0]["held"])
 
     def close(self) -> None:
         with self._lock:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
@@ -361,10 +360,12 @@ class PostgresJobStore:
     def submissions(self, committed: Callable[[list[Enqueued]], None]) -> submits.GroupCommit:
         return submits.GroupCommit(self.db, committed, hooks=self.hooks)
 
-    def tick_lock(self, key: int) -> AbstractContextManager[bool]:
-        """A session-level advisory lock on one connection, held for the block."""
-        return self.db.session_lock(lambda s: repository.try_tick_lock(s, key),
-                                    lambda s: repository.tick_unlock(s, key))
+    @contextlib.contextmanager
+    def tick_lock(self, key: int) -> Iterator[bool]:
+        """An advisory lock on one connection, held for the block (whether it was taken)."""
+        with self.db.session_lock(lambda s: repository.try_tick_lock(s, key),
+                                  lambda s: repository.tick_unlock(s, key)) as lease:
+            yield bool(lease)
 
     def prune_rejections(self, now: datetime) -> int:
         return rejections.prune(self.db, now)

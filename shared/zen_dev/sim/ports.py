@@ -17,11 +17,11 @@ from datetime import datetime
 from typing import Collection, Mapping, Sequence
 
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
-from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, MigInstance, MigState, MigSummary, resize_requests
+from zen.scaling.port import ARRIVALS_WINDOW, FleetFacts, Kept, MigInstance, MigState, MigSummary, resize_requests
 from zen_dev.sim.state import SimClusterState, SimMig, SimVm
 
 _EMPTY = MigState(0, [], [])
-_LOCKED = nullcontext(True)  # one pass at a time: the simulated world is single-threaded
+_LOCKED = nullcontext(Kept())  # one pass at a time: the simulated world is single-threaded
 
 
 def _instance(name: str, zone: str | None, action: str, status: str, error: ErrorKind | None) -> MigInstance:
