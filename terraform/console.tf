@@ -106,6 +106,10 @@ resource "google_cloudfunctions2_function" "console" {
         ZEN_DB_QUERY_TIMEOUT_S   = tostring(max(5, var.console.timeout_s - 10))
         ZEN_FUNCTION_TIMEOUT_S   = tostring(var.console.timeout_s) # bounds a read left idle by a request cut at it
         ZEN_CONSOLE_IAP_AUDIENCE = local.console_audience
+        # functions-framework's gunicorn serves 4 requests per vCPU at once unless THREADS says more: with
+        # cpu = "1", 4 job pages' output streams (each held up to 5 minutes) left every other request of the
+        # instance waiting, though Cloud Run sends it `concurrency` (16) at once.
+        THREADS = tostring(var.console.concurrency)
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
     )

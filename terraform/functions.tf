@@ -76,6 +76,9 @@ resource "google_cloudfunctions2_function" "zen" {
         # request cut at its timeout, its instance left running throttled), and a tick past it stops
         # (zen.store.db.Database.session_lock, zen.store.connect.bounded, Zen.on_scale_tick).
         ZEN_FUNCTION_TIMEOUT_S = tostring(var.functions[each.key].timeout_s)
+        # A request thread for each request Cloud Run sends at once (functions-framework's default is 4 per vCPU:
+        # console.tf).
+        THREADS = tostring(var.functions[each.key].concurrency)
         # Stops never scale; without Compute permissions they must not try. A heartbeat whose VM became
         # usable runs its cluster's scaling pass (Zen.on_heartbeat: the boots that lost the race go).
         ZEN_SCALING = each.value.scaling ? "on" : "off"

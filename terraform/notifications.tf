@@ -116,7 +116,8 @@ resource "google_cloudfunctions2_function" "notifier" {
         ZEN_DB_QUERY_TIMEOUT_S = tostring(max(5, var.notifier.timeout_s - 10))
         # The function's timeout: a transaction idle that long is ended (functions.tf).
         ZEN_FUNCTION_TIMEOUT_S = tostring(var.notifier.timeout_s)
-        ZEN_SCALING            = "off" # it never scales; it has no Compute permission
+        THREADS                = tostring(var.notifier.concurrency) # a thread a request sent at once (console.tf)
+        ZEN_SCALING            = "off"                              # it never scales; it has no Compute permission
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
     )

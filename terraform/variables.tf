@@ -468,7 +468,8 @@ variable "console" {
     transaction at a time, and an instance opens at most db_max_open (the others wait): its connections are
     max_instances x db_max_open, counted with the functions' against db_max_connections (the defaults
     leave room for 1). timeout_s bounds a request, and so each stream of a job's output (the browser
-    reconnects where it left off).
+    reconnects where it left off). concurrency is also the instance's request threads (THREADS): a job
+    page's output stream holds one for as long as it lasts.
   EOT
   type = object({
     max_instances = optional(number, 1)
