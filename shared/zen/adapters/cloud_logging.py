@@ -164,6 +164,7 @@ class CloudReader:
 
         if attempt is not None and attempt in self._over:
             return
+        began = time.monotonic()  # a gap already held then: this read lists the attempt from it (``_in_order``)
         since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
         pages, refused_since, backoff, ended, fresh = 0, None, RETRY_FIRST_S, False, False
         while not ended and (most is None or pages < most):
@@ -197,7 +198,7 @@ class CloudReader:
             except (gexc.GoogleAPIError, OSError) as exc:
                 raise SinkError(f"cannot read Cloud Logging: {exc}") from None
         # A listing cut short (most pages read): a gap may be filled by the rest.
-        yield self._release(cut=not ended, flush=flush)
+        yield self._release(cut=not ended, flush=flush, looked_from=began if attempt is not None else None)
         streams = {vm for (a, vm) in self._seen if a == attempt}
         if (attempt is not None and ended and not fresh and len(streams) >= self._nodes
                 and streams <= self._finals.get(attempt, set())):
@@ -222,18 +223,24 @@ class CloudReader:
             if entry.seq > self._seen.get((entry.attempt, entry.vm), 0):  # read twice (a listing again): taken once
                 self._pending[(entry.attempt, entry.vm, entry.seq)] = entry
 
-    def _release(self, cut: bool, flush: bool = False) -> list[OutputEntry]:
-        out = self._in_order(sorted(self._pending.values(), key=lambda e: (e.attempt, e.vm, e.seq)), cut, flush)
+    def _release(self, cut: bool, flush: bool = False, looked_from: float | None = None) -> list[OutputEntry]:
+        out = self._in_order(sorted(self._pending.values(), key=lambda e: (e.attempt, e.vm, e.seq)), cut, flush,
+                             looked_from)
         self._pending = {key: entry for key, entry in self._pending.items()
                          if entry.seq > self._seen.get((entry.attempt, entry.vm), 0)}
         return out
 
-    def _in_order(self, entries: list[OutputEntry], cut: bool, flush: bool = False) -> list[OutputEntry]:
+    def _in_order(self, entries: list[OutputEntry], cut: bool, flush: bool = False,
+                  looked_from: float | None = None) -> list[OutputEntry]:
         """The entries that follow what was read without a gap, and those past a gap this reader has
         seen for ``SETTLE_S`` (its own clock: the VM's may differ) in a listing that was not cut short
         (the missing one is lost), or at once with ``flush``; the rest waits (in ``_pending``) for the
         next page or read. ``_seen`` moves only over what is returned, so a line that shows up late is
-        not skipped for good."""
+        not skipped for good. ``looked_from``: when a read of one attempt began, which listed it from
+        its gaps (a read goes on after the last seq returned); a gap seen before then, for ``SETTLE_S``,
+        ends the hold in a listing cut short too. Held there instead, an attempt with more than
+        ``READ_PAGES`` pages past a line missing for good was listed again from it at every read, and
+        nothing past it was ever returned (``zen logs -f`` and the console stopped at it)."""
         out, held, now = [], set(), time.monotonic()
         for entry in entries:
             stream = (entry.attempt, entry.vm)
@@ -242,7 +249,8 @@ class CloudReader:
                 continue
             if entry.seq != last + 1 and not flush:
                 since = self._gaps.setdefault((*stream, last + 1), now)
-                if cut or now - since < SETTLE_S:
+                looked = looked_from is not None and since < looked_from  # this whole read listed from it
+                if (cut and not looked) or now - since < SETTLE_S:
                     held.add(stream)
                     continue
             out.append(entry)
