@@ -23,6 +23,7 @@ from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
 from zen.core.prices import PriceTable, catalog_pairs
 from zen.core.text import escape_unstorable
 from zen.jobs.announce import RejectionEvent
+from zen.jobs import probes
 from zen.jobs.beside import SWEEP_BESIDE_S, sweeping_beside
 from zen.jobs.messaging import OutboxRelay, Publisher
 from zen.jobs.notifications import Notifier, NotifyOutcome
@@ -176,8 +177,7 @@ class Zen:
 
     def on_heartbeat(self, event_id: str, event_type: str | None, data) -> Outcome:
         with self.relay.request():
-            outcome = self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data,
-                                          self.jobs.heartbeat)
+            outcome = self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data, self._heartbeat)
             if outcome.cluster and self.scaler is not None and self.scaler.racing(outcome.cluster):
                 # A VM said its first word (its guest is up: it is RUNNING in its MIG) or became usable
                 # (booted, or idle after its job) while boots are in flight: a pass now deletes the boots
@@ -185,6 +185,14 @@ class Zen:
                 # its extra boots the moment one VM is usable). docs/explanations/scaling.md.
                 self.scaler.scale(outcome.cluster)
             return outcome
+
+    def _heartbeat(self, envelope: PubSubEnvelope) -> Outcome:
+        """``JobService.heartbeat``; once handled (not to be pushed again), its delivery lag noted if it came
+        through late (``zen.jobs.probes.heard_late``: the lost-job sweep holds silences by it)."""
+        got_at = self.clock()
+        outcome = self.jobs.heartbeat(envelope)
+        probes.heard_late(self.store, self.config, envelope.publish_time, got_at)
+        return outcome
 
     def on_stop_requested(self, event_id: str, event_type: str | None, data) -> Outcome:
         with self.relay.request():

@@ -33,6 +33,15 @@ the last probe that came through, then counted to now with an error each tick (e
 publish would hold a dead VM's job for ever; a stall of the path that long while the tick cannot publish is the
 limit: a job may then run beside its rerun until its STOP reaches it).
 Forged probes need the nonce, which only the tick and Pub/Sub see. Why: docs/reference/agent.md, "The fence".
+
+What a probe does not see: a path that lets some pushes through while others wait, each in its own backoff (the
+heartbeat function at its instance limit answering some with 429). A probe may come through at its first try while
+every report of one attempt is held back. So the heartbeat function also notes the delivery lag of the reports that
+do come through (``heard_late``: handled at, by the function's clock, minus the ``publish_time`` Pub/Sub stamped),
+when over ``LATE_DELIVERY_S``, in ``tick_clock``; for a heartbeat timeout after, the sweep counts silences only up
+to now minus that lag, and up to the latest probe heard (the stricter holds): a slow path delays the verdict by its
+lag. A path on which no report at all comes through late is the probe's alone to judge
+(``tests/test_heartbeat_lag_holds_silence.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from zen.core.lease import probe_late_s
@@ -53,6 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zen.jobs.service")
 UNPUBLISHED_HOLD = 10  # heartbeat timeouts a path unvouched for holds silences while the tick cannot publish probes
+LATE_DELIVERY_S = 15.0  # a report's delivery lag noted above this (heard_late): the healthy path writes nothing
 
 
 def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | None, datetime, str | None]:
@@ -76,6 +86,9 @@ def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | N
                   f"{(now - until).total_seconds():.0f}s: silences count to now, as if the path were prompt "
                   "(can the tick's account publish on zen-heartbeats?)")
         until = now
+    if look.lag_s is not None and look.lag_at is not None and timedelta(0) <= now - look.lag_at <= timedelta(
+            seconds=timeout_s):  # reports came through that late lately: others may still wait (heard_late)
+        until = min(until, now - timedelta(seconds=look.lag_s))
     return look.back_at, min(until, now), nonce if look.publish else None
 
 
@@ -113,3 +126,21 @@ def heard(store: JobStore, config: ZenConfig, nonce: str, now: datetime) -> str:
         log.warning("a probe of the heartbeat path came through late: silences count up to when it was sent",
                     extra={"lag_s": round(lag_s, 1)})
     return "duplicate" if lag_s is None else "applied"
+
+
+def heard_late(store: JobStore, config: ZenConfig, published: datetime | None, now: datetime) -> None:
+    """A report handled ``now`` (the heartbeat function's clock, when it got the push) that Pub/Sub accepted at
+    ``published``: its lag kept when over ``LATE_DELIVERY_S`` and above the lag kept (or that one is half a timeout
+    old), which ``looked_at`` holds silences by for a timeout. No statement for a report on time. Best effort: the
+    report is already handled, so an error is logged, not raised (Pub/Sub would push it again)."""
+    lag_s = (now - published).total_seconds() if published is not None else 0.0
+    if lag_s <= LATE_DELIVERY_S:
+        return
+    try:
+        with store.transaction() as tx:
+            tx.heard_late(lag_s, now, config.deadlines.heartbeat_timeout_s / 2)
+    except Exception as error:  # noqa: BLE001 (the lag is noted again by the next report that late)
+        log.warning("could not note a late report of the heartbeat path", extra={"lag_s": round(lag_s, 1),
+                                                                              "error": str(error)})
+        return
+    log.warning("a report came through late: silences count up to now less its lag", extra={"lag_s": round(lag_s, 1)})

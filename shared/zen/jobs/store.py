@@ -123,6 +123,8 @@ class ProbeLook(NamedTuple):
     seen: bool  # a probe has ever come through
     sent_at: datetime | None  # when the probe looked at was published
     vouched_at: datetime | None  # when the latest probe heard was sent (or one not published): silences count to then
+    lag_s: float | None = None  # the largest recent delivery lag of a report (probes.heard_late), seen at lag_at
+    lag_at: datetime | None = None
 
 
 class TickClock(Protocol):
@@ -141,6 +143,10 @@ class TickClock(Protocol):
     def probe_heard(self, nonce: str, now: datetime) -> float | None:
         """The probe ``nonce`` heard: its lag in seconds when it is the last one sent and not heard before, or the
         previous one replaced unheard (None: another); the path is vouched for up to when it was sent."""
+
+    def heard_late(self, lag_s: float, now: datetime, fresh_s: float) -> None:
+        """A report came through ``lag_s`` after Pub/Sub accepted it: kept when above the lag kept, or that one is
+        older than ``fresh_s`` (``ProbeLook.lag_s``)."""
 
 
 class OutboxRows(Protocol):

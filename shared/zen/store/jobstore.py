@@ -132,13 +132,17 @@ class PostgresJobTx:
 
     def look_at_probe(self, now: datetime, late_s: float, stale_s: float, nonce: str) -> ProbeLook:
         row = repository.look_at_probe(self.session, now, late_s, stale_s, nonce)
-        return ProbeLook(row["back_at"], row["publish"], row["late"], row["seen"], row["sent_at"], row["vouched_at"])
+        return ProbeLook(row["back_at"], row["publish"], row["late"], row["seen"], row["sent_at"], row["vouched_at"],
+                         row["lag_s"], row["lag_at"])
 
     def probe_unsent(self, nonce: str) -> None:
         self.session.run("probe_unsent", nonce=nonce)
 
     def probe_heard(self, nonce: str, now: datetime) -> float | None:
         return repository.probe_heard(self.session, nonce, now)
+
+    def heard_late(self, lag_s: float, now: datetime, fresh_s: float) -> None:
+        self.session.run("heard_late", lag_s=float(lag_s), now=now, fresh_s=float(fresh_s))
 
     # -- outbox -----------------------------------------------------------------------------
     @hooked("add_outbox")

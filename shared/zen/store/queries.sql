@@ -218,7 +218,8 @@ UPDATE tick_clock SET
     probe_heard_at = CASE WHEN old.due THEN NULL ELSE tick_clock.probe_heard_at END
 FROM old
 RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS seen, old.probe_sent_at AS sent_at,
-          tick_clock.probe_vouched_at AS vouched_at;
+          tick_clock.probe_vouched_at AS vouched_at, tick_clock.delivery_lag_s AS lag_s,
+          tick_clock.delivery_lag_at AS lag_at;
 
 -- name: probe_unsent
 -- The probe :nonce could not be published: it vouches for nothing (the path may have stalled since the last probe
@@ -255,6 +256,14 @@ UPDATE tick_clock SET probe_seen = true,
     probe_prev_nonce = NULL, probe_prev_sent_at = NULL
 FROM old
 RETURNING EXTRACT(EPOCH FROM (:now - old.sent_at)) AS lag_s;
+
+-- name: heard_late
+-- A report came through :lag_s after Pub/Sub accepted it (zen.jobs.probes.heard_late, only when over its threshold):
+-- kept when above the lag kept, or that one is older than :fresh_s (then replaced: the hold follows the path's lag as
+-- it falls), or was seen after :now (the clock stepped back). No row (no tick yet): nothing.
+UPDATE tick_clock SET delivery_lag_s = :lag_s, delivery_lag_at = :now
+WHERE delivery_lag_at IS NULL OR delivery_lag_s < :lag_s OR delivery_lag_at > :now
+   OR EXTRACT(EPOCH FROM (:now - delivery_lag_at)) > :fresh_s;
 
 -- name: queued_jobs_published_before
 -- QUEUED jobs whose start message went out before :cutoff and that nobody has claimed since.

@@ -284,7 +284,8 @@ class InMemoryJobTx:
             if sent is not None and heard is None:  # replaced unheard: kept, it still vouches if it comes
                 clock.update(probe_prev_nonce=clock.get("probe_nonce"), probe_prev_sent_at=sent)
             clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
-        return ProbeLook(clock["back_at"], due, late, seen, sent, clock.get("probe_vouched_at"))
+        return ProbeLook(clock["back_at"], due, late, seen, sent, clock.get("probe_vouched_at"),
+                         clock.get("delivery_lag_s"), clock.get("delivery_lag_at"))
 
     @hooked("probe_unsent")
     def probe_unsent(self, nonce: str) -> None:
@@ -308,6 +309,14 @@ class InMemoryJobTx:
         clock.update(probe_seen=True, probe_prev_nonce=None, probe_prev_sent_at=None,
                      **({"probe_heard_at": now} if current else {}))
         return (now - sent).total_seconds()
+
+    @hooked("heard_late")
+    def heard_late(self, lag_s: float, now: datetime, fresh_s: float) -> None:
+        clock = self._t.tick_clock
+        at, kept = (clock.get("delivery_lag_at"), clock.get("delivery_lag_s")) if clock is not None else (None, None)
+        if clock is not None and (at is None or kept is None or kept < lag_s or at > now
+                                  or (now - at).total_seconds() > fresh_s):
+            clock.update(delivery_lag_s=lag_s, delivery_lag_at=now)
 
     # -- outbox -----------------------------------------------------------------------------
     @hooked("add_outbox")
