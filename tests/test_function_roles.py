@@ -71,7 +71,7 @@ MATRIX: dict[str, dict[str, str]] = {
                                                          "probe_sent_at, probe_heard_at, probe_vouched_at, "
                                                          "probe_prev_nonce, probe_prev_sent_at)"),
                           ((BEAT,), "UPDATE (probe_heard_at, probe_seen, back_at, probe_vouched_at, probe_prev_nonce, "
-                                    "probe_prev_sent_at)")),
+                                    "probe_prev_sent_at, delivery_lag_s, delivery_lag_at)")),
     "vm_prices": _grants((SCALING, "SELECT"), ((TICK,), "INSERT, UPDATE (usd_per_hour, fetched_at)")),
     "vm_price_refresh": _grants(((TICK,), "SELECT, UPDATE (tried_at, refreshed_at, error)")),
     "notifications": {},  # the notifier's alone (terraform: db_grants_sql)

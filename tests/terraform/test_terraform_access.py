@@ -89,9 +89,14 @@ def test_every_function_can_reach_the_bucket_lookup():
     assert "from zen.core.routing import" in (shared / "jobs" / "decisions.py").read_text()
     assert "from zen.jobs.placement import" in (shared / "jobs" / "service.py").read_text()
     app = (shared / "app.py").read_text()
+
+    def body(method: str) -> str:
+        return app.split(f"def {method}(", 1)[1].split("\n    def ", 1)[0]
+
     for method in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "_tick_steps"):  # the tick's steps
-        body = app.split(f"def {method}(", 1)[1].split("\n    def ", 1)[0]
-        assert "self.jobs." in body, method
+        own = body(method)  # and the bodies of the Zen methods it hands its envelope to (on_heartbeat: _heartbeat)
+        reached = own + "".join(body(m) for m in set(re.findall(r"self\.(_[a-z_]+)\b", own)) if f"def {m}(" in app)
+        assert "self.jobs." in reached, method
     assert "self._tick_steps(" in app.split("def on_scale_tick(", 1)[1].split("\n    def ", 1)[0]
 
 
