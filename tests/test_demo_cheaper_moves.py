@@ -21,13 +21,15 @@ def test_a_cheaper_pool_counts_whether_or_not_its_reason_names_the_first_region(
     named = add("us-east4", "1 queued job(s) without a VM: $0.72/h (standard), before us-central1 $0.85/h (standard)")
     unnamed = add("us-east4", "2 queued job(s) without a VM: $0.72/h (standard), before europe-west4 $0.90/h (standard)")
     shared = add("us-east4", "2 VM(s) for queued jobs, several per VM: $0.72/h (standard)")  # max_jobs_per_vm > 1
+    gang = add("us-east4", "2 VM(s) for 1 queued gang(s): $0.72/h (standard), before europe-west4 $0.90/h (standard)")
     dearer = add("europe-west4", "1 queued job(s) without a VM: $0.90/h (standard)")
     first = add("us-central1", "1 queued job(s) without a VM: $0.85/h (standard)")
     hedge = add("us-east4", "1 hedge(s): the first choice's delivery is uncertain: $0.72/h (standard), at most 1.25x "
                             "the first choice's (hedge_price_ratio)")
     spare = add("us-east4", "1 spare boot(s): $0.72/h (standard): a job starts at the first of its two boots")
-    lines = cheaper_moves([named, unnamed, shared, dearer, first, hedge, spare], config)
-    assert [line.split(": ", 1)[1] for line in lines] == [named["reason"], unnamed["reason"], shared["reason"]]
+    lines = cheaper_moves([named, unnamed, shared, gang, dearer, first, hedge, spare], config)
+    assert [line.split(": ", 1)[1] for line in lines] == [named["reason"], unnamed["reason"], shared["reason"],
+                                                         gang["reason"]]
 
 
 def test_the_first_regions_price_is_the_one_the_planner_named_in_the_run_where_it_named_one():

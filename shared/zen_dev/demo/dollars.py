@@ -9,8 +9,11 @@ import re
 from zen.core.config import ZenConfig
 
 _PRICE = re.compile(r"\$([0-9.]+)/h")
-# A job's ask, in jobs or, where VMs take several jobs, in VMs (zen.scaling.gangs.wanted): its price follows.
-_JOBS_ASK = re.compile(r"(queued job\(s\) without a VM|VM\(s\) for queued jobs, several per VM): \$")
+# A job's ask, in jobs or, where VMs take several jobs, in VMs, or a gang's, in its nodes' VMs (zen.scaling.gangs.wanted):
+# its price follows. (A gang placed in the cheaper region is a job moved there: where it takes that region's places,
+# the single jobs queued beside it go elsewhere, and the demo found no move when only the gang's was one.)
+_JOBS_ASK = re.compile(r"(queued job\(s\) without a VM|VM\(s\) for queued jobs, several per VM"
+                       r"|VM\(s\) for [0-9]+ queued gang\(s\)): \$")
 SCENARIO = "region-out-priced"
 
 
