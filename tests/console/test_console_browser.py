@@ -197,3 +197,49 @@ def expect_status(page, base: str, job_id: str, statuses: tuple[str, ...], timeo
             return
         time.sleep(0.3)
     raise AssertionError(f"{job_id} never reached {statuses}")
+
+
+TICKS = "import time\nfor n in range(1, 13):\n    print(f'tick {n}', flush=True); time.sleep(0.7)"
+# The page's EventSources and fetches, counted; and a tab hidden or shown as the browser does it.
+WATCH = """
+window.sources = []; window.fetches = 0;
+const Source = window.EventSource, fetched = window.fetch.bind(window);
+window.EventSource = function (url) { const s = new Source(url); s.url0 = url; window.sources.push(s); return s; };
+window.fetch = function (...a) { window.fetches += 1; return fetched(...a); };
+window.setHidden = (hidden) => {
+  Object.defineProperty(document, 'hidden', {value: hidden, configurable: true});
+  Object.defineProperty(document, 'visibilityState', {value: hidden ? 'hidden' : 'visible', configurable: true});
+  document.dispatchEvent(new Event('visibilitychange'));
+};
+"""
+
+
+def test_a_hidden_tab_asks_nothing_and_shown_again_resumes_after_its_last_line(stack, browser):
+    """A tab left open in the background kept polling its page every refresh and reopening its job's output
+    stream every 5 minutes: the console's instance billed, and the database read, for as long as the tab
+    stayed open. Hidden, it now asks nothing; shown again, it asks at once and its output resumes after
+    the last line it got, each line once."""
+    stack, record = stack
+    base = record["console"].rstrip("/")
+    expect = sync_api.expect
+    expect.set_options(timeout=60_000)
+    context = browser.new_context(extra_http_headers={"X-Zen-As": "alice"})
+    context.add_init_script(WATCH)
+    page = context.new_page()
+    submit(stack, record, "ticks", "alice", "research", TICKS)
+    expect_status(page, base, "ticks", ("QUEUED", "ASSIGNED", "RUNNING"))  # its page exists
+    page.goto(f"{base}/jobs/ticks")
+    expect(page.locator("#output")).to_contain_text("tick 2")
+    page.evaluate("window.setHidden(true)")
+    assert page.evaluate("window.sources.map(s => s.readyState)") == [2]  # EventSource.CLOSED
+    fetches = page.evaluate("window.fetches")
+    time.sleep(2.0)  # four refresh periods (ZEN_CONSOLE_REFRESH_S 0.5): none may ask
+    assert page.evaluate("window.fetches") == fetches
+    assert page.evaluate("window.sources.length") == 1
+    page.evaluate("window.setHidden(false)")
+    expect(page.locator("#output-state")).to_contain_text("the job ended (SUCCEEDED)")
+    assert page.evaluate("window.fetches") > fetches
+    resumed = page.evaluate("window.sources[1].url0")
+    assert "?after=" in resumed, resumed
+    lines = [line for line in page.locator("#output").text_content().splitlines() if "tick" in line]
+    assert [line.rsplit(" ", 1)[-1] for line in lines] == [str(n) for n in range(1, 13)], lines
