@@ -174,6 +174,7 @@ class FakeMetadata:
     def __init__(self, values: dict[str, str]):
         self.values = values
         self.failures: dict[str, list[int]] = {}  # path -> the statuses its next reads get (500, 503...)
+        self.cut: dict[str, int] = {}  # path -> how many of its next reads get an answer cut off mid-body
         self.requests: list[str] = []
         fake = self
 
@@ -191,6 +192,15 @@ class FakeMetadata:
                     self.send_error(404)
                     return
                 body = fake.values[path].encode()
+                if fake.cut.get(path):  # a connection dropped mid-answer: fewer bytes than its Content-Length
+                    fake.cut[path] -= 1
+                    self.send_response(200)
+                    self.send_header("Metadata-Flavor", "Google")
+                    self.send_header("Content-Length", str(len(body) + 10))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    self.close_connection = True
+                    return
                 self.send_response(200)
                 self.send_header("Metadata-Flavor", "Google")
                 # as the real one: JSON for a recursive read (google-auth reads the type), text otherwise

@@ -116,6 +116,21 @@ def test_preemption_is_read_and_watched(metadata):
     stop.set()
 
 
+def test_an_answer_cut_off_mid_body_is_no_answer_and_the_watch_goes_on(metadata):
+    """A connection the metadata server drops mid-answer (http.client's IncompleteRead, no OSError) is a read it gave
+    no answer to: tried again, not an error that ends the watch (and with it the VM's preemption notice)."""
+    server = MetadataServer(metadata.host)
+    metadata.cut[PREEMPTED] = 1
+    with pytest.raises(IdentityError, match="no answer"):
+        server.get(PREEMPTED)
+    metadata.cut[PREEMPTED] = 2
+    metadata.values[PREEMPTED] = "TRUE"
+    noticed, stop = threading.Event(), threading.Event()
+    watch_notice(server, PREEMPTED, "TRUE", noticed.set, stop, wait_s=0, error_pause_s=0.05)
+    wait_for(noticed.is_set, 5, what="preemption noticed")
+    stop.set()
+
+
 # -- settings and sequence numbers -------------------------------------------------------------------
 def test_settings_defaults_and_overrides():
     assert AgentSettings.from_env({}) == AgentSettings()

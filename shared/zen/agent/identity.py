@@ -10,6 +10,7 @@ Fields and sources: docs/reference/agent.md#who-the-vm-is
 
 from __future__ import annotations
 
+import http.client
 import logging
 import threading
 import time
@@ -33,8 +34,9 @@ class IdentityError(ZenError):
 
 
 class MetadataUnavailable(IdentityError):
-    """The metadata server gave no answer to go by (any status but 200 and 404, a timeout, no connection): maybe
-    only for a moment (GCE asks its callers to retry; a VM's boot may meet it so)."""
+    """The metadata server gave no answer to go by (any status but 200 and 404, a timeout, no connection, an answer
+    cut off or malformed: http.client's own errors, no OSError): maybe only for a moment (GCE asks its callers to
+    retry; a VM's boot may meet it so)."""
 
 
 FIRST_PAUSE_S = 0.5  # between a retried read's tries (``MetadataServer.wait_s``), doubling
@@ -113,6 +115,8 @@ class MetadataServer:
             raise MetadataUnavailable(f"metadata server: {path}: HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise MetadataUnavailable(f"metadata server unreachable at {self.base_url} ({exc})") from None
+        except http.client.HTTPException as exc:  # no OSError: one ended the notice watch
+            raise MetadataUnavailable(f"metadata server: {path}: no answer ({exc!r})") from None
 
     def required(self, path: str) -> str:
         value = self.get(path)
