@@ -129,3 +129,42 @@ def test_a_dual_region_is_its_two_regions_and_a_multi_region_only_where_it_store
     assert order(["europe-west1", "europe-north1"], "eur4-data") == ["europe-north1", "europe-west1"]
     assert [distance(r, "asia1") for r in ("asia-northeast2", "asia-east1")] == [0, 2]  # 2: the same continent
     assert [distance(r, "asia") for r in ("asia-east1", "australia-southeast1")] == [1, 3]
+
+
+def test_every_predefined_dual_region_is_its_two_regions(config):
+    """EUR5 (Belgium, London), EUR7 (London, Frankfurt) and EUR8 (Frankfurt, Zurich), as NAM4, EUR4 and ASIA1: a name
+    Zen did not know was of no continent, every region 3 from it, so the job was not routed to its data and its reads
+    there were priced as across an ocean."""
+    from zen.core.locality import distance, egress_usd, nearest_regions
+    from zen.core.models import InputSpec
+
+    raw = json.loads(config.model_dump_json())
+    raw["data"] = {"bucket_locations": {"eur5-data": "EUR5", "eur7-data": "EUR7", "eur8-data": "EUR8"}}
+    located = ZenConfig.model_validate(raw)
+    assert [distance(r, "eur5") for r in ("europe-west1", "europe-west2", "europe-west4")] == [0, 0, 2]
+    assert [distance(r, "eur7") for r in ("europe-west2", "europe-west3", "us-east1")] == [0, 0, 3]
+    assert [distance(r, "eur8") for r in ("europe-west3", "europe-west6", "europe-west1")] == [0, 0, 2]
+    inputs = [InputSpec(uri="gs://eur8-data/shards/", size_gb=100)]
+    assert nearest_regions(located, ["europe-west1", "europe-west6"], inputs) == ["europe-west6"]
+    assert egress_usd(located, "europe-west4", inputs) == (100.0, 1.0, 0.0)  # the same continent's $0.01/GB
+
+
+@pytest.mark.parametrize("location", ["us-east1,us-west1", "us-east1 + us-west1", "us-central1-a", "eur9"])
+def test_a_configured_location_zen_cannot_place_by_is_refused_at_load(config, tmp_path, location):
+    """gcloud's --placement form, spaces, a zone, a dual-region Zen does not know: each was of no region or continent,
+    every region as far from it as the others, its jobs routed nowhere first and their reads priced as across an
+    ocean."""
+    import yaml
+
+    from zen.core.config import load_config
+    from zen.core.errors import ConfigError
+
+    raw = json.loads(config.model_dump_json())
+    raw["data"] = {"bucket_locations": {"pair-data": location, "eu-data": "EUROPE-WEST4", "pair2": "us-east1+us-west1"}}
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"pair-data: .* is no Cloud Storage location: give a region \(us-central1\)"):
+        load_config(path)
+    raw["data"]["bucket_locations"]["pair-data"] = "NAM4"
+    path.write_text(yaml.safe_dump(raw))
+    assert load_config(path).data.bucket_locations["eu-data"] == "EUROPE-WEST4"

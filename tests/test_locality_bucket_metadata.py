@@ -5,7 +5,9 @@ Cloud Storage client reads it from the storage stand-in:
   own two, so a job on us-east1+us-west1 data was ordered to us-central1 first (the cluster's order) and its reads
   there priced as the multi-region's;
 - a bucket whose metadata its reader may not get (403: a grant on the objects alone) is of unknown location: the job
-  is placed as one without located inputs, not refused."""
+  is placed as one without located inputs, not refused;
+- an answer is asked again after ``KEEP_ANSWER_S``: a bucket relocated, or not found and created since, was placed by
+  the first answer for as long as the process lived."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ def standin(monkeypatch):
 
     monkeypatch.setattr(locality, "_looked_up", {})
     monkeypatch.setattr(locality, "_failed_at", {})
+    monkeypatch.setattr(locality, "_answered_at", {})
     with StorageStandIn() as running:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", running.address)
         yield running
@@ -51,3 +54,22 @@ def test_a_bucket_whose_metadata_is_refused_leaves_the_job_placed_without_its_lo
     resolved = resolve_request(config, request)
     assert resolved.regions == list(config.cluster(request.cluster).regions)  # the cluster's order: no preference
     assert egress_usd(config, resolved.regions[0], request.inputs) == (0.0, 0.0, 50.0)  # named apart, not priced
+
+
+def test_an_answer_is_asked_again_after_a_while_and_kept_while_cloud_storage_fails(config, standin, monkeypatch):
+    from zen.core import locality
+    from zen.core.locality import bucket_location, order_by_data
+
+    standin.state.create_bucket("moving-data", location="EUROPE-WEST4")
+    assert bucket_location(config, "moving-data") == "europe-west4"
+    assert bucket_location(config, "later-data") is None  # no such bucket yet
+    standin.state.locations["moving-data"] = "US-WEST1"  # relocated (Cloud Storage's bucket relocation)
+    standin.state.create_bucket("later-data", location="US-WEST1")
+    assert bucket_location(config, "moving-data") == "europe-west4"  # within KEEP_ANSWER_S: not asked again
+    monkeypatch.setattr(locality, "KEEP_ANSWER_S", 0.0)
+    assert bucket_location(config, "moving-data") == "us-west1"
+    assert bucket_location(config, "later-data") == "us-west1"
+    inputs = [InputSpec(uri="gs://moving-data/shards/", size_gb=100)]
+    assert order_by_data(config, ["europe-west4", "us-west1"], inputs) == ["us-west1", "europe-west4"]
+    standin.state.deny("bucket:moving-data", 503, "Service Unavailable")
+    assert bucket_location(config, "moving-data") == "us-west1"  # a failed lookup keeps the last answer

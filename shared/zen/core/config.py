@@ -27,6 +27,7 @@ from zen.core.cluster_config import Number, Strict as _Strict, describe_pull_lim
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
 from zen.core.prices import pricing_problem
 from zen.core.shapes import machine_problem
+from zen.core.storage_locations import location_problem
 from zen.core.principals import matches, pattern_error
 from zen.core.notify import NotificationsConfig, NotifyTargets, foreign_secret, refused_target
 from zen.core.secrets import SecretPattern
@@ -152,6 +153,14 @@ class DataConfig(_Strict):
     egress_usd_per_gb: EgressRates = EgressRates()
     route_min_gb: float = Field(default=10, ge=0, description=(
         "Located inputs weighing at least this (size_gb, 1 when not given) route a start to their regions first"))
+
+    @field_validator("bucket_locations")
+    @classmethod
+    def _locations(cls, value: dict[str, str]) -> dict[str, str]:
+        for bucket, location in value.items():
+            if problem := location_problem(location):
+                raise ValueError(f"{bucket}: {problem}")
+        return value
 
 
 def cohort_of(queues: list[QueueConfig], queue: QueueConfig, cluster: str | None = None) -> list[QueueConfig]:

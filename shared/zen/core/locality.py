@@ -1,9 +1,11 @@
 """Data locality: order a job's allowed regions by where its ``inputs`` live, and price the egress.
 
 A bucket's location is the configuration's ``data.bucket_locations``, else looked up with the official
-Cloud Storage client (cached; bounded by ``LOOKUP_TIMEOUT_S``, a failure retried after ``RETRY_UNKNOWN_S``).
+Cloud Storage client (cached for ``KEEP_ANSWER_S``; bounded by ``LOOKUP_TIMEOUT_S``, a failure retried after
+``RETRY_UNKNOWN_S``).
 ``egress_usd`` prices reading the inputs from a region (``zen explain``; the planner's ranking: ``zen.scaling.egress``);
-``nearest_regions`` are where a data job's start goes first (``zen.core.routing``). The distances and the order:
+``nearest_regions`` are where a data job's start goes first (``zen.core.routing``); the locations' names:
+``zen.core.storage_locations``. The distances and the order:
 docs/how-to/data-placement.md.
 """
 
@@ -18,30 +20,18 @@ from typing import Any
 from zen.core.config import ZenConfig
 from zen.core.gcs import split_uri
 from zen.core.models import InputSpec
+from zen.core.storage_locations import DUAL_REGIONS, MULTI_REGIONS, continent as continent
 
 log = logging.getLogger("zen.core.locality")
-# The regions inside each multi- and dual-region: a multi-region's by prefix, less those it stores nothing in (the US
-# one is the United States': no Canadian region; EU's is not in europe-west2 or europe-west6); a predefined dual-region
-# is its two regions exactly (each was any region of its continent: a job's start went first to a region 1 of 2 from its
-# data, and `zen explain` priced its reads at the same multi-region's rate). A dual-region stores its data in each of
-# its two: read there, it crosses no region, and Cloud Storage charges no transfer (distance 0, as its own region's).
-_MULTI: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "us": (("us-",), frozenset()), "eu": (("europe-",), frozenset({"europe-west2", "europe-west6"})),
-    "asia": (("asia-",), frozenset()),
-}
-_DUAL = {"nam4": frozenset({"us-central1", "us-east1"}), "eur4": frozenset({"europe-north1", "europe-west4"}),
-         "asia1": frozenset({"asia-northeast1", "asia-northeast2"})}
-# The continent of a region by its name's prefix, and of a multi- or predefined dual-region by its name: Cloud Storage
-# bills a read from another region of the same continent below one across continents (``data.egress_usd_per_gb``).
-_CONTINENT_PREFIXES = (("us-", "northern-america"), ("northamerica-", "northern-america"),
-                       ("southamerica-", "south-america"), ("europe-", "europe"), ("asia-", "asia"),
-                       ("australia-", "oceania"), ("me-", "middle-east"), ("africa-", "africa"))
-_CONTINENT_OF = {"us": "northern-america", "nam4": "northern-america", "eu": "europe", "eur4": "europe",
-                 "asia": "asia", "asia1": "asia"}
 _looked_up: dict[str, str | None] = {}
+_answered_at: dict[str, float] = {}  # bucket -> when Cloud Storage last answered (time.monotonic; none: kept as is)
 _failed_at: dict[str, float] = {}  # bucket -> when its lookup last failed (time.monotonic)
 _lock = threading.Lock()
 RETRY_UNKNOWN_S = 300.0
+# An answer is asked again after this: a bucket may be relocated, or deleted and created again (its name is free
+# then) in another location, and one not found may be created since; kept for good, it placed jobs by the old one
+# for as long as the process lived.
+KEEP_ANSWER_S = 3600.0
 LOOKUP_TIMEOUT_S = 5.0
 
 
@@ -50,11 +40,12 @@ def bucket_location(config: ZenConfig, bucket: str) -> str | None:
     if configured:
         return configured.lower()
     with _lock:
-        if bucket in _looked_up:
+        now = time.monotonic()
+        if bucket in _looked_up and now - _answered_at.get(bucket, now) < KEEP_ANSWER_S:
             return _looked_up[bucket]
         failed = _failed_at.get(bucket)
-        if failed is not None and time.monotonic() - failed < RETRY_UNKNOWN_S:
-            return None
+        if failed is not None and now - failed < RETRY_UNKNOWN_S:
+            return _looked_up.get(bucket)
     try:
         import google.cloud.storage as storage
 
@@ -63,10 +54,11 @@ def bucket_location(config: ZenConfig, bucket: str) -> str | None:
         log.info("bucket location unknown for now", extra={"bucket": bucket, "error": str(exc)})
         with _lock:
             _failed_at[bucket] = time.monotonic()
-        return None
+            return _looked_up.get(bucket)  # the last answer, if any, until the next one
     location = location_of(found)
     with _lock:
         _looked_up[bucket] = location
+        _answered_at[bucket] = time.monotonic()
         _failed_at.pop(bucket, None)
     return location
 
@@ -83,25 +75,15 @@ def location_of(bucket: Any) -> str | None:
     return "+".join(sorted(r.lower() for r in regions)) if regions else bucket.location.lower()
 
 
-def continent(location: str) -> str | None:
-    """The continent of a region (``us-east1``), a multi-region (``us``), a predefined dual-region (``nam4``) or a
-    configurable one (``us-east1+us-west1``: its regions'); None for a name Zen does not know."""
-    if location in _CONTINENT_OF:
-        return _CONTINENT_OF[location]
-    found = {next((c for prefix, c in _CONTINENT_PREFIXES if region.startswith(prefix)), None)
-             for region in location.split("+")}
-    return found.pop() if len(found) == 1 else None
-
-
 def distance(region: str, location: str | None) -> int | None:
     """0 same region (or one of a dual-region's two: ``nam4``, or ``us-east1+us-west1``), 1 same multi-region,
     2 same continent (``us-central1`` from ``us-east1``, ``northamerica-northeast1`` from ``us``), 3 elsewhere;
     None when the location is unknown."""
     if location is None:
         return None
-    if location == region or region in _DUAL.get(location, ()) or region in location.split("+"):
+    if location == region or region in DUAL_REGIONS.get(location, ()) or region in location.split("+"):
         return 0
-    prefixes, outside = _MULTI.get(location, ((), frozenset()))
+    prefixes, outside = MULTI_REGIONS.get(location, ((), frozenset()))
     if region.startswith(prefixes) and region not in outside:
         return 1
     near = continent(region)

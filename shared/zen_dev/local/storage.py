@@ -167,7 +167,7 @@ class StorageState:
         """A bucket's metadata as Cloud Storage answers it: its location and location type (a configurable
         dual-region's location is the multi-region it lies in, its regions in ``customPlacementConfig``)."""
         location, regions = self.locations[name], self.placements.get(name)
-        kind = "dual-region" if regions or location in ("NAM4", "EUR4", "ASIA1") else (
+        kind = "dual-region" if regions or location in ("NAM4", "EUR4", "EUR5", "EUR7", "EUR8", "ASIA1") else (
             "multi-region" if location in ("US", "EU", "ASIA") else "region")
         return {"kind": "storage#bucket", "name": name, "id": name, "location": location, "locationType": kind,
                 "storageClass": "STANDARD", **({"customPlacementConfig": {"dataLocations": regions}} if regions else {})}
