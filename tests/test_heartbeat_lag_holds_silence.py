@@ -17,6 +17,7 @@ from tests.messages import heartbeat, job_request
 from zen.agent.fence import fence_left
 from zen.agent.reports import AttemptReport
 from zen.agent.settings import AgentSettings, with_deadlines
+from zen.jobs import probes
 from zen.store import repository
 
 LAG = timedelta(seconds=150)  # vm-b's reports: refused, then delivered by Pub/Sub's backoff
@@ -99,3 +100,17 @@ def test_without_a_late_report_the_probe_alone_decides(functions, zen, publisher
     _run(functions, zen, publisher, clock, late_vm_b=False)
     assert _lag_kept(zen) == (None, None)
     assert _job(zen) == ("QUEUED", 2)
+
+
+def test_a_lag_noted_after_the_tick_read_its_clock_holds_that_tick(zen, clock):
+    """The sweep reads its clock, then begins its transaction; a late report handled in between is kept with a
+    time after the sweep's now, and still holds that sweep's silences (else a tick amid a backlog counted to now)."""
+    now = clock()
+    with zen.store.transaction() as tx:
+        tx.record_tick(now, zen.config.deadlines.heartbeat_timeout_s / 2)
+    got_at = now + timedelta(seconds=1)
+    probes.heard_late(zen.store, zen.config, got_at - LAG, got_at)
+    assert _lag_kept(zen) == (LAG.total_seconds(), got_at)
+    with zen.store.transaction() as tx:
+        until = probes.looked_at(tx, zen.config, now)[1]
+    assert until <= now - LAG

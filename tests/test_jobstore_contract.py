@@ -463,7 +463,8 @@ def test_a_probe_heard_after_the_path_stalled_restarts_silences(store):
 
 def test_the_tick_clock_keeps_the_largest_recent_delivery_lag(store):
     """A report through late (zen.jobs.probes.heard_late): its lag kept when above the one kept, or that one is
-    older than fresh_s (replaced, so the hold follows a falling lag), or was seen later (the clock stepped back)."""
+    older than fresh_s (replaced, so the hold follows a falling lag), or was seen more than fresh_s later (the clock
+    stepped back). Seen less later, it is another request's, begun after this one and written first: kept."""
     at = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
     with store.transaction() as tx:
         tx.heard_late(40.0, at(0), 60.0)  # no tick yet: no row, nothing
@@ -475,8 +476,10 @@ def test_the_tick_clock_keeps_the_largest_recent_delivery_lag(store):
         tx.heard_late(50.0, at(40), 60.0)
         tx.heard_late(20.0, at(101), 60.0)  # the one kept is older than fresh_s: replaced
         assert tx.look_at_probe(at(110), 15.0, 120.0, "c" * 32)[6:] == (20.0, at(101))
-        tx.heard_late(16.0, at(90), 60.0)  # seen before the one kept: the clock stepped back
-        assert tx.look_at_probe(at(110), 15.0, 120.0, "d" * 32)[6:] == (16.0, at(90))
+        tx.heard_late(16.0, at(90), 60.0)  # a push got before the kept one's, handled after it: not written
+        assert tx.look_at_probe(at(110), 15.0, 120.0, "d" * 32)[6:] == (20.0, at(101))
+        tx.heard_late(16.0, at(30), 60.0)  # seen fresh_s and more before the one kept: the clock stepped back
+        assert tx.look_at_probe(at(110), 15.0, 120.0, "e" * 32)[6:] == (16.0, at(30))
 
 
 def test_an_outage_teaches_the_tick_clock_no_schedule_that_hides_the_next(store):

@@ -86,8 +86,9 @@ def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | N
                   f"{(now - until).total_seconds():.0f}s: silences count to now, as if the path were prompt "
                   "(can the tick's account publish on zen-heartbeats?)")
         until = now
-    if look.lag_s is not None and look.lag_at is not None and timedelta(0) <= now - look.lag_at <= timedelta(
-            seconds=timeout_s):  # reports came through that late lately: others may still wait (heard_late)
+    # Reports came through that late lately: others may still wait (heard_late). Seen after ``now`` too: a push
+    # handled since this tick read its clock (before its transaction began), the hold as much its.
+    if look.lag_s is not None and look.lag_at is not None and abs(now - look.lag_at) <= timedelta(seconds=timeout_s):
         until = min(until, now - timedelta(seconds=look.lag_s))
     return look.back_at, min(until, now), nonce if look.publish else None
 

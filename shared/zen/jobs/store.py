@@ -146,7 +146,7 @@ class TickClock(Protocol):
 
     def heard_late(self, lag_s: float, now: datetime, fresh_s: float) -> None:
         """A report came through ``lag_s`` after Pub/Sub accepted it: kept when above the lag kept, or that one is
-        older than ``fresh_s`` (``ProbeLook.lag_s``)."""
+        more than ``fresh_s`` older or later (a clock stepped back) than ``now`` (``ProbeLook.lag_s``)."""
 
 
 class OutboxRows(Protocol):

@@ -260,10 +260,12 @@ RETURNING EXTRACT(EPOCH FROM (:now - old.sent_at)) AS lag_s;
 -- name: heard_late
 -- A report came through :lag_s after Pub/Sub accepted it (zen.jobs.probes.heard_late, only when over its threshold):
 -- kept when above the lag kept, or that one is older than :fresh_s (then replaced: the hold follows the path's lag as
--- it falls), or was seen after :now (the clock stepped back). No row (no tick yet): nothing.
+-- it falls), or was seen more than :fresh_s after :now (the clock stepped back). One seen less than that after :now is another
+-- request's, begun later and written first (:now is when the push came): a smaller lag does not replace it.
+-- No row (no tick yet): nothing.
 UPDATE tick_clock SET delivery_lag_s = :lag_s, delivery_lag_at = :now
-WHERE delivery_lag_at IS NULL OR delivery_lag_s < :lag_s OR delivery_lag_at > :now
-   OR EXTRACT(EPOCH FROM (:now - delivery_lag_at)) > :fresh_s;
+WHERE delivery_lag_at IS NULL OR delivery_lag_s < :lag_s
+   OR ABS(EXTRACT(EPOCH FROM (:now - delivery_lag_at))) > :fresh_s;
 
 -- name: queued_jobs_published_before
 -- QUEUED jobs whose start message went out before :cutoff and that nobody has claimed since.

@@ -314,8 +314,8 @@ class InMemoryJobTx:
     def heard_late(self, lag_s: float, now: datetime, fresh_s: float) -> None:
         clock = self._t.tick_clock
         at, kept = (clock.get("delivery_lag_at"), clock.get("delivery_lag_s")) if clock is not None else (None, None)
-        if clock is not None and (at is None or kept is None or kept < lag_s or at > now
-                                  or (now - at).total_seconds() > fresh_s):
+        if clock is not None and (at is None or kept is None or kept < lag_s
+                                  or abs((now - at).total_seconds()) > fresh_s):
             clock.update(delivery_lag_s=lag_s, delivery_lag_at=now)
 
     # -- outbox -----------------------------------------------------------------------------
