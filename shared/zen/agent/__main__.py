@@ -213,7 +213,7 @@ def _start(args: argparse.Namespace, env, left: ContainersLeft | None, off: Powe
     notices = env.get("ZEN_PREEMPTION_METADATA_HOST")
     if notices or not identity.from_environment:
         server = MetadataServer(notices) if notices else metadata
-        watch_notice(server, PREEMPTED, "TRUE", lambda: agent.request_shutdown("preempted"), done)
+        watch_notice(server, PREEMPTED, "TRUE", agent.shutdown.preempted, done)
         watch_notice(server, MAINTENANCE_EVENT, TERMINATE_ON_HOST_MAINTENANCE, lambda: _maintenance(agent), done)
     try:
         return agent.run()

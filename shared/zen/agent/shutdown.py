@@ -22,6 +22,11 @@ SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted 
 SHUTDOWN_S = 10.0
 VM_STOPPING_S = 2.0
 POWER_OFF_S = 5.0  # a power-off the agent asks for comes this soon at most, the VM's other attempts reported first
+# A spot VM's preemption: GCE stops it about 30 s after its notice, whatever the agent does. The jobs' grace is cut to
+# this, so that it, the final reports (SHUTDOWN_S) and the VM's STOPPING (VM_STOPPING_S) end by 27 s (as GKE gives a
+# spot node's pods 15 s of its 30): a longer ``stop_grace_s`` let GCE stop the VM mid-grace, the checkpoint's last save
+# and every PREEMPTED report lost, the job found silent after its heartbeat timeout.
+PREEMPTED_GRACE_S = 15.0
 # Why a VM takes no more jobs once the metadata server gave it a host maintenance's notice
 # (zen.agent.identity.watch_notice): a GPU VM cannot live-migrate, and GCE stops it within the hour (a standard one
 # restarts). Its jobs run on meanwhile (those that end in time lose nothing); the shutdown that ends the others then
@@ -52,6 +57,13 @@ class Shutdown:
         if self.reason is None:
             self._at = self._clock()
             self.reason = reason
+
+    def preempted(self) -> None:
+        """GCE preempts this spot VM (``instance/preempted``): a shutdown whose jobs' grace is at most
+        ``PREEMPTED_GRACE_S``, counted from the shutdown's request (a SIGTERM that came first included). Safe from
+        another thread."""
+        self._stop_grace_s = min(self._stop_grace_s, PREEMPTED_GRACE_S)
+        self.request("preempted")
 
     def notice(self) -> None:
         """A host maintenance's notice came now (``zen.agent.__main__._maintenance``): GCE stops the VM within
