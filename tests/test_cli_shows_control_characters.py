@@ -47,3 +47,13 @@ def test_a_jobs_words_reach_the_terminal_escaped(functions, db_url, monkeypatch,
 
     assert main(["jobs", "history", "job-esc", "--json"]) == 0  # scripts get the text as it is
     assert ESCAPES in json.loads(capsys.readouterr().out)[-2]["reason"]
+
+
+def test_every_mark_that_reorders_text_is_escaped():
+    """Unicode's bidirectional controls (``Bidi_Control``): the left-to-right, right-to-left and Arabic letter marks,
+    the embeddings and overrides, the isolates. The Arabic letter mark (U+061C) was shown as it was, the other two
+    marks escaped."""
+    from zen.cli.kit import shown
+
+    marks = "\u061c\u200e\u200f" + "".join(map(chr, range(0x202a, 0x202f))) + "".join(map(chr, range(0x2066, 0x206a)))
+    assert [shown(f"a{mark}b") for mark in marks] == [f"a\\u{ord(mark):04x}b" for mark in marks]

@@ -118,6 +118,8 @@ if args[0] == "run":
     if end and end.get("only") in (None, name):
         (root / ("oom-" + name)).write_text("true" if end["oom_killed"] else "false")
         (root / ("exit-" + name)).write_text(str(end["code"]))
+        if not end["started"]:  # docker failed its start: ``created``, as ``created(name)`` says
+            (root / ("created-" + name)).touch()
         outputs = next((a.split("=", 1)[1] for a in args if a.startswith("ZEN_OUTPUT_DIR=")), None)
         for file, text in end.get("writes", {{}}).items() if outputs else ():
             (pathlib.Path(outputs) / file).write_text(text)
@@ -268,13 +270,15 @@ class FakeDocker:
         (self.root / "leaves").touch()
 
     def ends(self, code: int, stderr: str = "", oom_killed: bool = False, writes: dict[str, str] | None = None,
-             only: str | None = None, caches: dict[str, str] | None = None) -> None:
+             only: str | None = None, caches: dict[str, str] | None = None, started: bool = True) -> None:
         """Every container run from now on ends at once: the CLI writes ``stderr`` and exits ``code``; ``oom_killed``:
         the kernel killed it for want of memory (docker's ``State.OOMKilled``); ``writes``: the files (name: text) it
         wrote in its ``ZEN_OUTPUT_DIR`` first, ``caches``: in its ``HOME``; ``only``: the container of that name alone
-        (the others run on)."""
+        (the others run on); not ``started``: docker failed the container's start, or lost it (its CLI's ``stderr`` is
+        docker's: ``inspect`` says ``created``), else its process ran and exited ``code``."""
         (self.root / "ends").write_text(json.dumps({"code": code, "stderr": stderr, "oom_killed": oom_killed,
-                                                    "writes": writes or {}, "only": only, "caches": caches or {}}))
+                                                    "writes": writes or {}, "only": only, "caches": caches or {},
+                                                    "started": started}))
 
     def home(self, name: str) -> dict | None:
         """The ``HOME`` container ``name`` was given (``-e HOME=...``) as it started: its path, and its mode then

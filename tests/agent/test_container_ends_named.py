@@ -22,9 +22,10 @@ IMAGE = "us-docker.pkg.dev/p/r/train:1"
 HELP = "See 'docker run --help'.\n"
 
 
-def run_on_a_vm(scheduler, agents, tmp_path, code: int, stderr: str = "", oom_killed: bool = False):
+def run_on_a_vm(scheduler, agents, tmp_path, code: int, stderr: str = "", oom_killed: bool = False,
+                started: bool = True):
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(code, stderr, oom_killed)
+    docker.ends(code, stderr, oom_killed, started=started)
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
     return docker
@@ -74,7 +75,7 @@ def test_a_job_killed_by_sigkill_with_memory_to_spare_is_told_its_exit_code_alon
      "the job's command was not found in its image"),
 ])
 def test_a_command_docker_could_not_run_fails_the_job_with_dockers_line(scheduler, agents, tmp_path, code, line, told):
-    run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}")
+    run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}", started=False)  # docker's words
     job = scheduler.wait_status("train-1", "FAILED", timeout_s=60)
     assert job.exit_code == code
     assert (job.message or "").startswith(f"zen: {told} (exit code {code}, docker's: the job's command never ran): "
@@ -107,7 +108,7 @@ def test_a_command_docker_could_not_run_fails_the_job_with_dockers_line(schedule
           'waiting for connection (Client.Timeout exceeded while awaiting headers).'),
 ])
 def test_a_docker_run_the_vm_failed_requeues_the_attempt_and_retires_the_vm(scheduler, agents, tmp_path, code, line):
-    run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}")
+    run_on_a_vm(scheduler, agents, tmp_path, code, f"{line}\n{HELP}", started=False)  # docker's words
     wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 60, what="vm-a retired")
     job = wait_for(lambda: (job := scheduler.job("train-1")).attempt == 2 and job, 30, what="train-1 requeued")
     assert job.status.value == "QUEUED" and job.exit_code is None, (job.status, scheduler.history("train-1"))

@@ -35,7 +35,7 @@ def test_a_lost_container_left_past_its_wait_powers_the_vm_off_after_its_report(
     monkeypatch.setattr(leftover, "RETRY_S", 0.3)
     monkeypatch.setattr(leftover, "ROUND_S", 0.1)
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125 if lost else 0, "epoch 3/10: loss 0.41\n" + (LOST if lost else ""))
+    docker.ends(125 if lost else 0, "epoch 3/10: loss 0.41\n" + (LOST if lost else ""), started=not lost)
     for command in ("rm", "ps", "inspect", "kill"):  # the daemon stays down: docker can say and do nothing
         docker.fail(command)
     fence = tmp_path / "fence"
@@ -78,7 +78,7 @@ def test_a_lost_container_on_a_vm_of_several_jobs_reports_the_others_before_the_
     monkeypatch.setattr(leftover, "RETRY_S", 0.3)
     monkeypatch.setattr(leftover, "ROUND_S", 0.1)
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125, LOST, only=container_name("train", 1))  # its daemon crashes under it, and stays down
+    docker.ends(125, LOST, only=container_name("train", 1), started=False)  # its daemon crashes under it, and stays down
     fence = tmp_path / "fence"
     transport = FakeTransport(VM, virtual_time=False)
     transport.add_start(start_message("other", image="img:1", command=["python", "serve.py"], gpus=4))

@@ -24,7 +24,7 @@ ANSWERED = 'time="2026-12-06T17:50:01Z" level=error msg="Error waiting for conta
 @pytest.mark.parametrize("lost", [LOST, ANSWERED])
 def test_a_job_whose_docker_daemon_died_under_it_is_requeued_not_failed(scheduler, agents, tmp_path, lost):
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125, "epoch 3/10: loss 0.41\n" + lost)  # the job's last line, then the CLI's
+    docker.ends(125, "epoch 3/10: loss 0.41\n" + lost, started=False)  # the job's last line, then the CLI's
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
 

@@ -47,7 +47,7 @@ def test_a_flag_docker_28_refuses_is_told_with_dockers_line():
 
 def test_a_vm_without_its_gpu_libraries_under_docker_28_requeues_the_attempt_and_retires(scheduler, agents, tmp_path):
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(127, NO_GPU_LIBRARY)
+    docker.ends(127, NO_GPU_LIBRARY, started=False)
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
     job = wait_for(lambda: (job := scheduler.job("train-1")) and (job.attempt == 2 or job.status.value == "FAILED")
@@ -78,7 +78,7 @@ def test_an_image_needing_a_newer_driver_than_the_vms_is_the_jobs():
 
 def test_an_image_needing_a_newer_driver_fails_at_once_and_retires_no_vm(scheduler, agents, tmp_path):
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125, REQUIRES_OLD)
+    docker.ends(125, REQUIRES_OLD, started=False)
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
     job = scheduler.wait_status("train-1", "FAILED", timeout_s=60)

@@ -45,7 +45,7 @@ def test_an_image_needing_a_newer_driver_is_the_jobs_with_the_version_it_needs()
 
 def test_an_image_needing_a_newer_driver_fails_at_once_under_an_older_cli(scheduler, agents, tmp_path):
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125, REQUIRES + WAIT_CUT)
+    docker.ends(125, REQUIRES + WAIT_CUT, started=False)
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE)
     job = wait_for(lambda: (job := scheduler.job("train-1")) and (job.attempt == 2 or job.status.value == "FAILED")

@@ -21,7 +21,7 @@ NO_TOKEN = ("Unable to find image 'us-docker.pkg.dev/p/r/train:1' locally\n"
 
 def test_a_credential_helper_that_failed_does_not_fail_a_job_of_one_attempt(scheduler, agents, tmp_path):
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125, NO_TOKEN)
+    docker.ends(125, NO_TOKEN, started=False)
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE, max_attempts=1)
 

@@ -55,7 +55,7 @@ def test_a_registry_that_refuses_the_image_is_the_jobs(line):
 def test_a_registrys_5xx_in_containerds_words_requeues_a_job_of_one_attempt(scheduler, agents, tmp_path):
     line = PASSING[0]
     docker = FakeDocker(tmp_path / "docker")
-    docker.ends(125, f"Unable to find image '{IMAGE}' locally\n{line}\n{HELP}")
+    docker.ends(125, f"Unable to find image '{IMAGE}' locally\n{line}\n{HELP}", started=False)
     agents.start("vm-a", ZEN_AGENT_LOCAL="0", ZEN_AGENT_DOCKER=docker.path)
     scheduler.submit("train-1", ["python", "train.py"], image=IMAGE, max_attempts=1)
 

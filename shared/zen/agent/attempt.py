@@ -144,8 +144,8 @@ class AttemptRunner:
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == ready.over  # at max_runtime_s
         stopped = final is AgentStatus.STOPPED  # at Zen's word (an end the VM's fault made PREEMPTED: still stopped)
-        if final is None and (why := vm_fault(job.launch.container, outcome.exit_code, outcome.tail, self._gpus,
-                                                self.work_disk)):
+        container = None if outcome.ran else job.launch.container  # (its own 125: docker's words in it are the job's)
+        if final is None and (why := vm_fault(container, outcome.exit_code, outcome.tail, self._gpus, self.work_disk)):
             self._pulls.retire(why)  # the VM's: docker's, its disk's, its GPUs' (zen.agent.gpucheck); it retires
             final, note = AgentStatus.PREEMPTED, f"zen: {why} (requeued; VM {self._identity.vm} takes no more jobs)"
         elif stopped and attempt.gang is not None and (why := stopped_fault(self._gpus, self.work_disk)):
@@ -183,7 +183,7 @@ class AttemptRunner:
                   exited=exited, over_limit="disk" if spent else "max_runtime_s" if timed_out else None)  # not retried
         leftover.after_report(job, key, retire, lambda: self._shutdown.stopping, reported=report, lost=fenced,
                               unknown=final is AgentStatus.PREEMPTED and lost_while_running(
-                                  job.launch.container, outcome.exit_code, outcome.tail))
+                                  container, outcome.exit_code, outcome.tail))
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",

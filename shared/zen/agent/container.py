@@ -288,8 +288,8 @@ def docker_lines(exit_code: int, tail: str) -> list[str]:
     """The lines of a ``docker run``'s output that are docker's own, where it may have chosen the exit code (125, 126,
     127): those saying ``docker: ...`` and the lines its error goes on with, and the one its CLI printed before its help
     line (``HELP_LINES``, its usage line between them skipped): the last line of an error of several is where the GPUs'
-    runtime names its cause. None for another exit code, nor for a job that exited 125 itself (its output is not
-    docker's, whatever it says)."""
+    runtime names its cause. None for another exit code. A job that exited 125 itself may print the same lines: the
+    output cannot tell them apart, docker's state can (``zen.agent.container_end``), and such an end is not asked."""
     if exit_code not in DOCKER_EXITS:
         return []
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
@@ -350,26 +350,14 @@ def fault_reason(fault: str) -> str:
     return f"docker could not start a job's container: {fault}"
 
 
-def oom_killed(container: str, docker: str = "docker", timeout_s: float = 10.0) -> bool:
-    """Whether docker says the kernel killed a process of ``container`` for want of memory (``State.OOMKilled``:
-    the container's memory limit, or the VM's memory, ran out). False when docker cannot say (the container is gone:
-    hence no ``docker run --rm``, ``zen.agent.runner.docker_argv``). Never raises."""
-    try:
-        done = subprocess.run([docker, "inspect", "--format", "{{.State.OOMKilled}}", container],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("docker inspect failed", extra={"container": container, "error": str(exc)})
-        return False
-    return done.returncode == 0 and done.stdout.strip() == "true"
-
-
 # What a program prints when it wrote where its container may not: strerror(EROFS), in Python's words too.
 READ_ONLY = "Read-only file system"
 
 
 def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None,
-              read_only_root: bool = False) -> str | None:
-    """What a container job's end means when the kernel (``oom``: ``oom_killed``) or docker (``docker_lines``), not
+              read_only_root: bool = False, ran: bool = False) -> str | None:
+    """What a container job's end means when the kernel (``oom``: ``zen.agent.container_end``) or docker (``docker_lines``;
+    not when ``ran``: docker says the job's own process exited so, whatever its output says), not
     the job's program, chose its exit code, or when the job failed writing where its container is read-only
     (``READ_ONLY`` in its output, its root read-only: ``read_only_root``): the note before its output in its final
     report, ``memory_bytes`` its container's memory limit (None: none). None: the job's own exit code says it. The
@@ -383,7 +371,7 @@ def exit_note(exit_code: int, tail: str, oom: bool, memory_bytes: int | None,
         return (f"zen: {how}: {where}; make the job use less (a smaller batch, fewer data loader workers), or give it "
                 "more: more GPUs (a job has the share of its VM's memory its GPUs are of the VM's), or a cluster whose "
                 "VMs have more memory")
-    said = docker_lines(exit_code, tail)
+    said = [] if ran else docker_lines(exit_code, tail)
     if not said:
         # The image's WORKDIR is on the read-only root, not writable: a script saving ./checkpoints, or Lightning's
         # ./lightning_logs, failed with "OSError: [Errno 30] Read-only file system" alone, Zen's choice unsaid.

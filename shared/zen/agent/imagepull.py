@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from zen.agent.runner import JobSpec, remove_image, start_pull
+from zen.agent.runner import JobSpec, remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.transfer import Listen
 from zen.core.models import AgentStatus, ControlAction, OverLimit, StartMessage
@@ -256,3 +256,15 @@ def pull_ahead(start: StartMessage, docker: str, local: bool, holds_image: Calla
             log.exception("the image pulled ahead was not settled", extra={"image": image})
 
     return over
+
+
+def start_pull(image: str, docker: str = "docker") -> subprocess.Popen[bytes] | None:
+    """``docker pull -- IMAGE`` started in the background, its output dropped (the image after ``--``, as
+    ``docker run`` gets it: never read as an option). Best effort: None when docker could not be started
+    (logged); the job's ``docker run`` pulls the image anyway, and says why if it cannot."""
+    try:
+        return subprocess.Popen([docker, "pull", "--", image], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        log.warning("could not pull an image ahead", extra={"image": image, "error": str(exc)})
+        return None

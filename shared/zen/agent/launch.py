@@ -173,7 +173,7 @@ RUNS = ("running", "paused", "restarting")
 ENDED = ("exited", "dead")
 
 
-def _state(docker: str, container: str) -> tuple[bool, int] | None:
+def container_state(docker: str, container: str) -> tuple[bool, int] | None:
     """Whether docker says ``container`` runs, and its exit code (bounded); None: docker cannot say (an error, no
     answer within ``INSPECT_S``, no such container, one it has not started: the CLI ended between its create and its
     start, or during a start that may yet run it)."""
@@ -198,7 +198,7 @@ def _cli_ended(docker: str, container: str, wait_status: int, follows: int) -> i
     after a ``docker run`` that exited, its exit code (docker's answer to its wait)."""
     signaled, code = os.WIFSIGNALED(wait_status), _status(wait_status)
     how = f"killed by signal {os.WTERMSIG(wait_status)}" if signaled else f"exit code {code}"
-    state = _state(docker, container)
+    state = container_state(docker, container)
     if state is not None and not state[0]:  # (a ``docker run``'s own exit kept: 125 when docker failed its start)
         return state[1] if signaled or follows else code
     if state is None and not signaled and not follows:

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Mapping
 
 from zen.agent.argsize import too_large
-from zen.agent.container import Sandbox, container_options, exit_note, host_network_problem, oom_killed, slot_limits
+from zen.agent.container import Sandbox, container_options, exit_note, host_network_problem, slot_limits
+from zen.agent.container_end import container_end
 from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 from zen.agent.removal import remove_container
 from zen.core.secrets import reserved_secret
@@ -172,6 +173,7 @@ class Outcome:
     exit_code: int
     tail: str
     note: str | None = None  # what the kernel or docker made of a container's end (container.exit_note)
+    ran: bool = False  # docker says the container's own process chose its exit code (container_end): its lines are its own
 
 
 class RunningJob:
@@ -328,9 +330,7 @@ class RunningJob:
             except subprocess.TimeoutExpired:  # the docker CLI, stuck on a hung daemon: taken for killed
                 code = normalized_exit_code(-9)
             self._signal_group(signal.SIGKILL)  # background children the job left behind
-            # A container that failed on its own (not stopped, nor failed by docker: 125): did it run out of memory?
-            asked = self.launch.container if code not in (0, 125) and not self._stopped else None
-            oom = asked is not None and oom_killed(asked, self._docker)  # (before its removal: docker forgets it)
+            oom, ran = container_end(self.launch.container, code, self._stopped, self._docker)  # (before its removal)
             self.remove_container(self._stop_deadline - time.monotonic())
             for capture in self._captures:
                 capture.finish()
@@ -340,7 +340,8 @@ class RunningJob:
                 self._lease = None
             tail, box = self.output.recent_text(), self.spec.sandbox or Sandbox()  # (None: the defaults, read-only)
             memory = slot_limits(box.shape, self.spec.gpu_ids).memory_bytes if box.shape else None
-            self._outcome = Outcome(code, tail, exit_note(code, tail, oom, memory, box.read_only_root) if self.launch.container else None)
+            note = exit_note(code, tail, oom, memory, box.read_only_root, ran) if self.launch.container else None
+            self._outcome = Outcome(code, tail, note, ran)
         return self._outcome
 
     def _kill_all(self, wait_s: float = 3.0) -> None:
@@ -372,18 +373,6 @@ class RunningJob:
         if self.launch.container is None or self.container_gone or budget_s <= 0:
             return
         self.container_gone = remove_container(self.launch.container, self._docker, budget_s=budget_s)
-
-
-def start_pull(image: str, docker: str = "docker") -> subprocess.Popen[bytes] | None:
-    """``docker pull -- IMAGE`` started in the background, its output dropped (the image after ``--``, as
-    ``docker run`` gets it: never read as an option). Best effort: None when docker could not be started
-    (logged); the job's ``docker run`` pulls the image anyway, and says why if it cannot."""
-    try:
-        return subprocess.Popen([docker, "pull", "--", image], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-    except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        log.warning("could not pull an image ahead", extra={"image": image, "error": str(exc)})
-        return None
 
 
 def remove_image(image: str, docker: str = "docker") -> bool:

@@ -71,8 +71,8 @@ class Parser(argparse.ArgumentParser):
 
 # What a terminal acts on rather than shows: C0 and C1 controls and DEL (ESC starts the sequences that move the
 # cursor, clear the screen or set the window's title; CSI is ESC [ in one character), and the marks that reorder
-# what follows them on screen (bidirectional embeddings, overrides and isolates).
-_UNSHOWN = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# what follows them on screen (bidirectional embeddings, overrides and isolates, and the three marks: LRM, RLM, ALM).
+_UNSHOWN = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def shown(text: object, keep: str = "") -> str:
