@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Collection, Mapping, NamedTuple
 
+from zen.agent.diskinodes import short_of_inodes
 from zen.core.text import human_bytes
 
 log = logging.getLogger("zen.agent.diskquota")
@@ -232,13 +233,15 @@ class DiskWatch:
                  max_entries: int = MAX_ENTRIES,
                  disk_usage: Callable[[str], tuple[int, int, int]] = shutil.disk_usage,
                  log: logging.Logger | logging.LoggerAdapter[logging.Logger] = log, threaded: bool = True,
-                 make_room: Callable[[int], int] | None = None) -> None:
+                 make_room: Callable[[int], int] | None = None,
+                 inodes: Callable[[str], str | None] = short_of_inodes) -> None:
         self.work_dir = os.fspath(work_dir)
         self._make_room = make_room  # frees at least N bytes if it can, returns those freed: the warm cache's
         self.share = share
         self._look_s = look_s
         self._max_entries = max_entries
         self._disk_usage = disk_usage  # (total, used, free) of the work disk; tests give another disk
+        self._inodes = inodes  # how short of inodes the work disk is (a full disk with bytes free), or None
         self._log = log
         self._roots: dict[Key, str] = {}
         self._ending: dict[Key, str] = {}  # ended, outputs uploading: unmeasured, space back at ``remove``
@@ -266,7 +269,7 @@ class DiskWatch:
         and whether another attempt runs beside it from now (``failed_full``), kept until ``remove``."""
         try:
             total, _, free = self._disk_usage(self.work_dir)
-            full = nearly_full(free, total)
+            full = nearly_full(free, total) or self._inodes(self.work_dir) is not None
         except OSError:
             full = False
         with self._lock:
@@ -355,8 +358,10 @@ class DiskWatch:
                 total, _, free = self._disk_usage(self.work_dir)
         except OSError:
             return None
-        if not nearly_full(free, total):
+        short = self._inodes(self.work_dir)  # ENOSPC with bytes free: no new file can be made
+        if not nearly_full(free, total) and short is None:
             return None
+        full = short or f"nearly full ({human_bytes(free)} free of {human_bytes(total)})"
         with self._lock:
             roots = {**self._ending, **self._roots}
         held = {k: measure(root, self._max_entries).bytes for k, root in roots.items()}
@@ -365,15 +370,15 @@ class DiskWatch:
         least = CULPRIT_SHARE * self.share.quota_bytes
         if held.get(key, 0) >= least:  # it may have filled the disk itself: its own failure
             return None
-        said = (f"this VM's disk was nearly full ({human_bytes(free)} free of {human_bytes(total)}) when the job "
-                f"failed, its work directory holding {human_bytes(held.get(key, 0))}")
+        said = (f"this VM's disk was {full} when the job failed, its work directory holding "
+                f"{human_bytes(held.get(key, 0))}")
         if any(used >= least for k, used in held.items() if k != key):
             return f"{said}: a job beside it filled it"  # the one the watch stops (``decide``), or whose upload ends
         with self._lock:
             before, beside = key in self._full_before, self._beside.get(key, False)
         if not before and not beside:  # it filled as the job ran alone, with what no job's directory holds: its own
             return None  # image, its container's layer or volumes as like as not (maybe not freed yet): its own
-        why = f"its disk is nearly full ({human_bytes(free)} free of {human_bytes(total)}) with what no job on it holds"
+        why = f"its disk is {full} with what no job on it holds"
         self._log.error("a job failed on a nearly full disk no job filled", extra={
             "job_id": key[0], "attempt": key[1], "free_bytes": free, "reason": why})
         retire(why)

@@ -91,7 +91,8 @@ class Journal:
     def _write(self, path: Path, record: dict) -> int:
         """``record`` written whole at ``path`` (a temp file renamed, both on the disk), its modification time this
         journal's wall clock (a mark's last renewal: ``renewed``); returns its descriptor, locked across the rename
-        until the file is removed (a replay, another agent's, leaves it). Raises OSError."""
+        until the file is removed (a replay, another agent's, leaves it). Raises OSError, its temp file removed (left,
+        a full disk kept one at each failed write, a mark's at every report of an upload, until the next start)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
         try:
@@ -105,7 +106,7 @@ class Journal:
             os.rename(temp, path)
             _fsync_dir(self.dir)
         except OSError:
-            os.close(fd)
+            _remove(Path(temp), fd)
             raise
         return fd
 
