@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 from tests.agent.fakes import FakeTransport, confirm_claims, run_to_final
 from zen.agent.agent import Agent
@@ -36,8 +37,9 @@ def start(job_id: str, command: list[str]) -> StartMessage:
                         gpus=8, command=command)
 
 
-def run_writer(tmp_path, free_bytes: int) -> tuple[Heartbeat, Agent]:
-    """The writer's final report, run by an agent whose work disk has ``free_bytes`` free of ``TOTAL``."""
+def run_writer(tmp_path, free_bytes: int, inodes: Callable[[str], str | None] | None = None) -> tuple[Heartbeat, Agent]:
+    """The writer's final report, run by an agent whose work disk has ``free_bytes`` free of ``TOTAL`` (and, given
+    ``inodes``, is that short of inodes: ``DiskWatch``'s reading)."""
     settings = AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, claim_tries=3,
                              lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work"),
                              disk_per_job_bytes=10_000_000, disk_look_s=0.05)
@@ -46,6 +48,8 @@ def run_writer(tmp_path, free_bytes: int) -> tuple[Heartbeat, Agent]:
     transport.answer = confirm_claims(VM)
     agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=1)))
     agent.disk._disk_usage = lambda path: (TOTAL, TOTAL - free_bytes, free_bytes)
+    if inodes is not None:
+        agent.disk._inodes = inodes
 
     report = run_to_final(agent, transport, "writer")
     return report, agent

@@ -10,14 +10,9 @@ given here as a disk with room but no inodes' (a real ``os.statvfs_result``)."""
 from __future__ import annotations
 
 import os
-import sys
 
-from tests.agent.fakes import FakeTransport, confirm_claims, run_to_final
-from tests.agent.test_job_failed_on_a_full_disk import IDENTITY, TOTAL, VM, WRITER, start
-from zen.agent.agent import Agent
+from tests.agent.test_job_failed_on_a_full_disk import TOTAL, run_writer
 from zen.agent.diskinodes import short_of_inodes
-from zen.agent.settings import AgentSettings
-from zen.agent.slots import Capacity, Slots
 from zen.core.models import AgentStatus
 
 INODES = 6_553_600  # a 100 GiB ext4 disk's, one per 16 KiB
@@ -38,17 +33,7 @@ def test_a_disk_is_short_of_inodes_only_below_a_hundredth_of_them_free(tmp_path)
 
 
 def test_a_job_failing_on_a_disk_out_of_inodes_is_requeued_and_the_vm_retires(tmp_path):
-    settings = AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, claim_tries=3,
-                             lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work"),
-                             disk_per_job_bytes=10_000_000, disk_look_s=0.05)
-    transport = FakeTransport(VM, virtual_time=False)
-    transport.add_start(start("writer", [sys.executable, "-c", WRITER]))
-    transport.answer = confirm_claims(VM)
-    agent = Agent(IDENTITY, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=1)))
-    agent.disk._disk_usage = lambda path: (TOTAL, TOTAL // 2, TOTAL // 2)  # half its bytes free
-    agent.disk._inodes = lambda path: short_of_inodes(path, statvfs=lambda where: statvfs(0))
-
-    report = run_to_final(agent, transport, "writer")
+    report, agent = run_writer(tmp_path, TOTAL // 2, lambda path: short_of_inodes(path, statvfs=lambda where: statvfs(0)))
 
     assert "No space left on device" in (report.message or "")  # its own write failed for the disk
     assert report.status is AgentStatus.PREEMPTED, report.message  # the VM's: requeued free, not FAILED
