@@ -7,6 +7,9 @@
 
 # Database connections: every instance of every function at its bound must fit in max_connections,
 # or requests past the limit fail (Pub/Sub redelivers, everything slows down, operators are locked out).
+# Cloud Run may pass max_instances for a moment (a spike, a deploy's old instances finishing their requests): the
+# connections kept for people take a small overshoot first; past them Postgres refuses the connect (SQLSTATE 53300),
+# a transient error (zen.store.db: 500, redelivered).
 locals {
   # What one request holds at once (tests/terraform/test_terraform_db_connections.py measures it): a
   # submission that scales, or a heartbeat whose VM became usable (it runs a pass), holds its cluster's

@@ -6,13 +6,15 @@ Counted by the server itself (pg_stat_activity)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+import uuid
 
 import pytest
 
 from zen.core.errors import ConfigError, TransientError
-from zen.store.db import Database
+from zen.store.db import Database, sqlstate
 
 
 def connections_to(admin: Database, database: str) -> int:
@@ -153,8 +155,8 @@ def test_without_a_database_variable_from_env_names_both_and_starts_nothing(no_d
 
 def test_a_pooled_connection_postgres_ended_meanwhile_is_replaced_at_its_begin(db_target, admin):
     """Postgres restarted (or failed over, or the link dropped) while a connection stood idle in the pool: the next
-    transaction's BEGIN on it fails, and the transaction begins on a new connection instead, in the same slot (one
-    open at most), rather than failing its request (``Database._begun``)."""
+    transaction begins on a new connection instead, in the same slot (one open at most), rather than failing its
+    request (``Database._acquire`` sees it ended; ``Database._begun`` when only its BEGIN fails)."""
     db = Database.from_target(db_target, max_open=1)
     try:
         with db.transaction() as session:
@@ -169,3 +171,34 @@ def test_a_pooled_connection_postgres_ended_meanwhile_is_replaced_at_its_begin(d
             session.sql("SELECT 1")
     finally:
         db.close()
+
+
+def test_a_connect_postgres_refuses_for_too_many_connections_is_a_transient_error(db_target, admin):
+    """Past max_connections (a burst over max_instances, a deploy's old instances finishing their requests) Postgres
+    refuses the connect with SQLSTATE 53300 ("too many connections", "remaining connection slots are reserved"): the
+    request fails with TransientError (500: Pub/Sub redelivers), its slot given back; no job fails for it. Here a
+    role's connection limit, which Postgres refuses with the same SQLSTATE."""
+    role = f"zen_limited_{uuid.uuid4().hex[:8]}"
+    with admin.session() as session:
+        session.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
+    db = Database.from_target(dataclasses.replace(db_target, user=role, password=None), max_open=2)
+    db.open_wait_s = 0.5
+    try:
+        with db.transaction():
+            with pytest.raises(TransientError) as refused:
+                with db.transaction():
+                    pass
+            # The server's refusal read, or (on a loaded machine) the connection it closed seen first: a network error.
+            assert sqlstate(refused.value) in ("53300", None)
+            with admin.session() as session:
+                session.execute(f"ALTER ROLE {role} CONNECTION LIMIT 2")
+            with db.transaction() as session:  # the refused connect's slot was given back: the second opens
+                session.sql("SELECT 1")
+    finally:
+        db.close()
+        with admin.session() as session:
+            deadline = time.monotonic() + 10
+            while session.sql("SELECT 1 AS x FROM pg_stat_activity WHERE usename = :r", r=role):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            session.execute(f"DROP ROLE {role}")

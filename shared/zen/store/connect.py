@@ -6,6 +6,7 @@ by ``CONNECT_TIMEOUT_S``, an answer by ``ZEN_DB_QUERY_TIMEOUT_S`` where set. The
 from __future__ import annotations
 
 import os
+import select
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -148,6 +149,23 @@ def opened_within(connect: Callable[[], Any], limit_s: float) -> Any:
             raise failed[0]
         abandoned = True
     raise TimeoutError(f"no database connection after {limit_s:g} s")
+
+
+def still_open(conn: Any) -> bool:
+    """Whether a connection that stood idle in the pool has heard nothing since its last answer, asked of its socket
+    without a round trip. Postgres writes to an idle connection only as it ends it (``pg_terminate_backend``,
+    ``idle_session_timeout``, the shutdown of a Cloud SQL maintenance or failover: a FATAL error, then the close): one
+    with anything to read is ended, and its first statement would fail its request (``zen.store.db.Database._acquire``).
+    A link dropped with nothing sent is not seen here: its first statement fails."""
+    sock = getattr(getattr(conn, "_conn", conn), "_usock", None)
+    if sock is None:
+        return True
+    try:
+        poller = select.poll()  # (no file descriptor of its own, as an epoll selector has: one syscall a checkout)
+        poller.register(sock, select.POLLIN)
+        return not poller.poll(0)
+    except (OSError, ValueError):  # closed already (no file descriptor)
+        return False
 
 
 def positive_from_env(name: str) -> int | None:

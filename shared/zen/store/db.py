@@ -23,7 +23,8 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 from zen.core.errors import ConfigError, DataRejected, TransientError
 from zen.store.connect import ConnectionTarget as ConnectionTarget, bounded, cloudsql_connect_factory
 from zen.store.lease import Lease
-from zen.store.connect import OPEN_LIMIT_S, opened_within, positive_from_env, parse_database_url as parse_database_url
+from zen.store.connect import OPEN_LIMIT_S, opened_within, positive_from_env, still_open
+from zen.store.connect import parse_database_url as parse_database_url
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes a retry can fix: connection, resources, operator intervention (a shutdown), serialization, deadlocks,
@@ -247,13 +248,19 @@ class Database:
             raise TransientError(f"all {self.max_open} database connections of this process (ZEN_DB_MAX_OPEN) "
                                  f"stayed in use for {self.open_wait_s:g} s")
         try:
-            with self._lock:
-                if self._idle:
-                    return self._idle.pop(), True
+            while (conn := self._pooled()) is not None:
+                if still_open(conn):
+                    return conn, True
+                with contextlib.suppress(Exception):  # Postgres ended it while it stood idle: another instead
+                    conn.close()
             return self._open(), False
         except BaseException:
             self._give_back_slot()
             raise
+
+    def _pooled(self) -> pg8000.native.Connection | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
 
     def _open(self) -> pg8000.native.Connection:
         try:
@@ -302,10 +309,10 @@ class Database:
             self._release(conn, broken=not clean)
 
     def _begun(self) -> tuple[pg8000.native.Connection, Session]:
-        """A connection with its transaction begun. One that stood idle in the pool and fails its BEGIN (Postgres
-        restarted or failed over, or the link to it dropped, since it was last used: nothing of the transaction was
-        sent) is closed and a new one opened in its place, once: the caller's work failed for it, and a notifier
-        that had POSTed a notice then failed to record its answer, and the event's redelivery POSTed it again."""
+        """A connection with its transaction begun. One that stood idle in the pool and fails its BEGIN (the link to
+        Postgres dropped with nothing sent, which ``still_open`` cannot see: nothing of the transaction was sent) is
+        closed and a new one opened in its place, once: the caller's work failed for it, and a notifier that had
+        POSTed a notice then failed to record its answer, and the event's redelivery POSTed it again."""
         conn, pooled = self._acquire()
         while True:
             session = Session(conn, self.queries)
