@@ -222,3 +222,21 @@ def test_a_scaling_pass_that_stood_still_past_its_lock_applies_nothing(timed, fu
         cut.join(30)
     assert sum(m.target for m in migs.values()) == asked  # the cut pass asked for none again
     assert outcome["report"].skipped and not outcome["report"].added
+
+
+def test_a_lock_is_held_by_its_own_backend_not_by_one_given_its_pid_since(timed):
+    """A lease asks whether its connection's backend still holds the lock by its pid and its start: a pid alone is
+    reused by a later backend (a failed-over server numbers its new ones afresh), and a pass whose lock went with its
+    connection read a later backend's lock, the same pid's, as its own and applied."""
+    from datetime import timedelta
+
+    from zen.store.lease import backend_holds
+
+    with tick_lock(timed.db) as lease:
+        assert lease and not lease.lost()
+        with timed.db.session() as session:  # the lock's backend, as pg_stat_activity lists it
+            held = session.sql("SELECT l.pid, a.backend_start FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                               " WHERE l.locktype = 'advisory' AND l.granted")
+        (pid, started) = (held[0]["pid"], held[0]["backend_start"])
+        assert backend_holds(timed.db.session, pid, started)
+        assert not backend_holds(timed.db.session, pid, started + timedelta(seconds=1))  # another backend, same pid

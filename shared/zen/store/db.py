@@ -22,7 +22,7 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 
 from zen.core.errors import ConfigError, DataRejected, TransientError
 from zen.store.connect import ConnectionTarget as ConnectionTarget, bounded, cloudsql_connect_factory
-from zen.store.lease import Lease
+from zen.store.lease import Lease, backend_holds
 from zen.store.connect import OPEN_LIMIT_S, opened_within, positive_from_env, still_open
 from zen.store.connect import parse_database_url as parse_database_url
 
@@ -366,11 +366,14 @@ class Database:
                 return
             limited = self.lock_hold_s is not None
             try:
-                pid = None
+                holds = None
                 if limited:
-                    pid = session.sql("SELECT set_config('idle_session_timeout', :ms, false), pg_backend_pid() AS pid",
-                                      ms=str(max(1, int(float(self.lock_hold_s or 0) * 1000))))[0]["pid"]
-                yield Lease(True, pid, self._holds_advisory_lock)
+                    backend = session.sql(
+                        "SELECT set_config('idle_session_timeout', :ms, false), pg_backend_pid() AS pid, backend_start"
+                        " FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+                        ms=str(max(1, int(float(self.lock_hold_s or 0) * 1000))))[0]
+                    holds = functools.partial(backend_holds, self.session, backend["pid"], backend["backend_start"])
+                yield Lease(True, holds)
             finally:
                 try:
                     give_back(session)
@@ -379,12 +382,6 @@ class Database:
                 except TransientError:
                     if not session.poisoned:  # a connection lost is closed, and its locks go with it
                         raise
-
-    def _holds_advisory_lock(self, pid: int) -> bool:
-        """Whether backend ``pid`` (a ``session_lock``'s connection) still holds an advisory lock: asked on another."""
-        with self.session() as session:
-            return bool(session.sql("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                                    " AND pid = :pid) AS held", pid=pid)[0]["held"])
 
     def close(self) -> None:
         with self._lock:
