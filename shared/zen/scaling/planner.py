@@ -203,8 +203,9 @@ class _Planning:
                 add[region], left = add.get(region, 0) + take, left - take
                 if self.ranking.races_spare(group.regions, region):
                     self.spares.want.extend([region] * take)
-                if self.uncertain(region):
-                    others = [r for r in ranked if r != region and self.hedge_priced(r, region)]
+                if self.uncertain(region):  # in no flex-start pool: cancel_losers ends a request no job needs
+                    others = [r for r in ranked if r != region and self.hedge_priced(r, region)
+                              and not self.ranking.flex(r)]
                     if others:
                         hedgeable.append((others, take))
                 if left == 0:
