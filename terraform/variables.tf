@@ -423,7 +423,8 @@ variable "notifier" {
     others wait), so its connections are max_instances x 2: with the defaults, 4, and the functions' 85 +
     10 reserved, 99 of 100. timeout_s bounds a request, which tries an event's targets one after another:
     each takes at most its secret's read (10 s) and one POST (the configuration's notifications.timeout_s,
-    10 s), and an event may have 8 (a job's 4 and its queue's 4), so 160 s; keep it above that.
+    10 s), and an event may have 8 (a job's 4 and its queue's 4), so 160 s; keep it above that. A target
+    whose claim (2 x notifications.timeout_s + 30 s) would outlast it is left to the event's redelivery.
   EOT
   type = object({
     max_instances = optional(number, 2)

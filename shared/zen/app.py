@@ -218,7 +218,8 @@ class Zen:
             from zen.store.notifications import PostgresNotifications
 
             self._notifier = Notifier(self.config, PostgresNotifications(self.db), notify_secret_reader(),
-                                      HttpPoster(), self.clock, email_poster=HttpPoster(public_only=False))
+                                      HttpPoster(), self.clock, email_poster=HttpPoster(public_only=False),
+                                      timeout_s=self.timeout_s)
         return self._notifier
 
     def _dropped(self, session: Any, cluster: str, pool: str, vms: list[str]) -> None:

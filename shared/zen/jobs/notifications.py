@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Literal, Protocol
@@ -89,9 +90,10 @@ class NotifyOutcome:
 
 class Notifier:
     def __init__(self, config: ZenConfig, ledger: Ledger, read_secret: Callable[[str], str], poster: Poster,
-                 clock: Clock, email_poster: Poster | None = None):
+                 clock: Clock, email_poster: Poster | None = None, timeout_s: float | None = None):
         """``poster`` posts to the URLs users keep in secrets; ``email_poster`` (default ``poster``) to the
-        operator's email API, which may be a relay inside the VPC."""
+        operator's email API, which may be a relay inside the VPC. ``timeout_s``: the request's time (the function's,
+        ``ZEN_FUNCTION_TIMEOUT_S``; None: no bound), which a target after the first is started only well inside."""
         self._config = config
         self._settings = config.notifications
         self._ledger = ledger
@@ -99,6 +101,7 @@ class Notifier:
         self._poster = poster
         self._email_poster = email_poster or poster
         self._clock = clock
+        self._timeout_s = timeout_s
 
     def handle(self, envelope: PubSubEnvelope) -> NotifyOutcome:
         try:
@@ -123,8 +126,19 @@ class Notifier:
             return outcome
         facts = {"status": job.status.value, "attempt": job.attempt, "queue": job.queue, "user_id": job.user_id,
                  "labels": job.request.get("labels", {})}
+        began, tried = time.monotonic(), False  # (a target told by an earlier delivery, skipped, is no try)
         for target in targets:
+            if tried and self._timeout_s is not None and time.monotonic() - began + self._hold_s > self._timeout_s:
+                # Its claim's hold would outlast the request: the function would be cut off while it sends, and
+                # Pub/Sub would take the event for failed all the same. Left to the event's redelivery, unclaimed.
+                outcome.failed.append(target.name)
+                log.warning("notification not tried: the request's time ran out; the event will be redelivered",
+                            extra={**_said(notice, event, target, delivery_key(event, notice, target)),
+                                   "detail": f"{time.monotonic() - began:.0f} s of {self._timeout_s:g} s used"})
+                continue
+            skipped = len(outcome.skipped)
             self._deliver(notice, event, facts, target, outcome, job)
+            tried = tried or len(outcome.skipped) == skipped
         self._ledger.prune(self._clock())
         if outcome.failed:
             raise TransientError(f"{len(outcome.failed)} of {len(targets)} notifications of job {job.job_id} "
