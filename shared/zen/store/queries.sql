@@ -121,7 +121,7 @@ LIMIT :limit;
 
 -- name: recent_jobs
 -- `zen jobs list` and the console's job list: newest first, every filter optional (labels: the request's
--- labels contain these). A page after the first starts below the last row shown (before_at, before_id: a
+-- labels contain these; a label few jobs carry is read through jobs_labels, migration 0071). A page after the first starts below the last row shown (before_at, before_id: a
 -- keyset, so the index is entered there, not scanned from the top). A viewer who may not see every job
 -- (zen.console.viewers) sees their own (owner: jobs_owner_recent) and those of the queues they belong to
 -- (queue: jobs_queue_recent), one read each, merged by the caller (repository.recent_jobs). Job ids in byte
