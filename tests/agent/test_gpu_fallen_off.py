@@ -42,8 +42,10 @@ def fake_nvidia_smi(tmp_path: Path, state: str) -> tuple[str, Path]:
 
 
 def test_a_job_failing_on_a_vm_whose_gpu_fell_off_is_requeued_unspent_and_the_vm_retires(scheduler, agents, tmp_path):
-    nvidia_smi, _ = fake_nvidia_smi(tmp_path, "3")  # one of the VM's 4 GPUs (cluster 4xa100-40gb) gone
+    nvidia_smi, state = fake_nvidia_smi(tmp_path, "4")
     agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
+    wait_for(lambda: scheduler.vm("vm-a"), 30, what="vm-a heard (its check at the start passed)")
+    state.write_text("3")  # one of the VM's 4 GPUs (cluster 4xa100-40gb) gone since
     scheduler.submit("train-1", CUDA_FAILED, max_attempts=1)
 
     job = wait_for(lambda: (job := scheduler.job("train-1")) and (
@@ -53,6 +55,22 @@ def test_a_job_failing_on_a_vm_whose_gpu_fell_off_is_requeued_unspent_and_the_vm
     assert "the VM's GPUs failed their check after the job exited with code 1" in (job.message or ""), job.message
     assert "lists 3 of the VM's 4 GPUs" in (job.message or ""), job.message
     wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 30, what="vm-a retired")
+
+
+def test_a_vm_missing_a_gpu_as_its_agent_starts_retires_before_it_takes_a_job(scheduler, agents, tmp_path):
+    """A GPU missing at the boot (an a2-highgpu-4g listing 3, an Xid failing ``nvidia-smi``): the VM retires at once,
+    its check's output the reason. Its first job was given it: requeued when it failed, but charged when it hung until
+    its ``max_runtime_s`` (a timeout is never checked), and its image pulled for nothing either way."""
+    scheduler.submit("train-1", [sys.executable, "-c", "pass"], max_attempts=1)
+    nvidia_smi, _ = fake_nvidia_smi(tmp_path, "3")
+    short = agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 30, what="vm-a retired")
+    assert short.said("the GPUs' check fails before any job ran: the VM takes no job")
+    (tmp_path / "sound").mkdir()
+    sound, _ = fake_nvidia_smi(tmp_path / "sound", "4")
+    agents.start("vm-b", ZEN_AGENT_NVIDIA_SMI=sound)
+    job = scheduler.wait_status("train-1", "FAILED", "SUCCEEDED")
+    assert (job.status.value, job.attempt, job.vm) == ("SUCCEEDED", 1, "vm-b"), (job.status, job.vm, job.message)
 
 
 def test_a_job_failing_on_a_sound_vm_stays_failed(scheduler, agents, tmp_path):
@@ -94,8 +112,11 @@ def test_a_check_listing_no_gpu_as_the_agent_starts_is_no_fault_and_one_listing_
     nvidia_smi, state = fake_nvidia_smi(tmp_path, "unreachable")
     check = GpuCheck(nvidia_smi, 4).at_start()
     assert check() is None and check() is None  # the driver out of the agent's reach: a job's failure is its own
+    assert check.failed_at_start is None
     state.write_text("3")
-    said = GpuCheck(nvidia_smi, 4).at_start()()  # a GPU gone already: the first failure retires
+    check = GpuCheck(nvidia_smi, 4).at_start()  # a GPU gone already: the VM retires before any job
+    assert check.failed_at_start is not None and "lists 3 of the VM's 4 GPUs" in check.failed_at_start
+    said = check()
     assert said is not None and "lists 3 of the VM's 4 GPUs" in said, said
 
 

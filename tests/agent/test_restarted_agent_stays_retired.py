@@ -12,14 +12,17 @@ from tests.waiting import wait_for
 
 
 def test_an_agent_restarted_on_a_vm_its_predecessor_retired_claims_no_job(scheduler, agents, tmp_path):
-    nvidia_smi, _ = fake_nvidia_smi(tmp_path, "3")  # one of the VM's 4 GPUs gone
+    nvidia_smi, state = fake_nvidia_smi(tmp_path, "4")
     first = agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
+    wait_for(lambda: scheduler.vm("vm-a"), 30, what="vm-a heard (its check at the start passed)")
+    state.write_text("3")  # one of the VM's 4 GPUs gone since
     scheduler.submit("train-1", CUDA_FAILED, max_attempts=1)
     wait_for(lambda: (job := scheduler.job("train-1")) and job.status.value == "QUEUED" and job.attempt == 2,
              60, what="train-1 requeued")
     wait_for(lambda: first.said("taking no more jobs"), 30, what="vm-a retired")
     first.kill()  # the OOM killer: systemd starts the agent again, on the same boot
     before = len(first.logs())  # (one log for the VM's agents)
+    state.write_text("unreachable")  # the driver answers no more: the check at the start lists none, no fault
 
     again = agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
     said = wait_for(lambda: [line["message"] for line in again.logs()[before:]

@@ -58,6 +58,8 @@ class AttemptRunner:
         self._base_env = base_env
         self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
         self._gpus = GpuCheck.of(settings.nvidia_smi, local, slots.capacity.gpus).at_start()  # after a job's failure
+        if self._gpus.failed_at_start is not None:  # a GPU missing already: no job is given to this VM
+            pulls.retire(f"the VM's GPUs failed their check as the agent started: {self._gpus.failed_at_start}")
         self.work_disk = WorkDiskCheck(settings.work_dir)  # after a job's failure too: read-only or failing
         self.jobs_run, self._lock = 0, threading.Lock()  # (the lock: jobs_run, from every attempt's thread)
         self._prestart = Prestart(identity, settings, controls, pulls, cache, sandbox, shutdown, clock, log,

@@ -32,6 +32,7 @@ class GpuCheck:
     def __init__(self, command: str | None, gpus: int, timeout_s: float = CHECK_TIMEOUT_S) -> None:
         self.command, self.gpus, self.timeout_s = command, gpus, timeout_s
         self.reached = True  # whether the check has reached the GPUs (``at_start``): else listing none is no fault
+        self.failed_at_start: str | None = None  # why it failed as the agent started, listing some GPUs (``at_start``)
 
     @classmethod
     def of(cls, command: str | None, local: bool, gpus: int) -> "GpuCheck":
@@ -68,12 +69,21 @@ class GpuCheck:
         does at the first job, and the agent may not: it runs unprivileged). Until the check lists a GPU, an answer
         listing none is no fault: else every job's own failure would be taken for its VM's, each requeued and its
         VM retired, job after job (logged). Once it lists one, it checks as any other: a GPU lost after the boot is
-        the VM's fault, which the check was blind to when it was given up at the start. One listing some GPUs, or
-        silent, is reached: a GPU already gone fails the first job, which retires the VM."""
-        if self.command is not None and self.gpus > 0 and (run := self._run())[0] is not None and run[1] == 0:
+        the VM's fault, which the check was blind to when it was given up at the start. One that fails listing some
+        GPUs (fewer than the VM's: one missing at the boot, one whose Xid fails ``nvidia-smi``) is the VM's fault at
+        once: ``failed_at_start`` says why, and the VM retires before it takes a job (``zen.agent.attempt``). Its
+        first job was given that GPU-short VM: requeued when it failed, but charged when it hung until its
+        ``max_runtime_s`` (no check after a timeout). One silent is reached, and checked after a job's failure."""
+        if self.command is None or self.gpus <= 0 or (run := self._run())[0] is None:
+            return self
+        if run[1] == 0:
             log.error("the GPUs' check lists none before any job ran: not taken for the VM's fault until it lists one",
                       extra={"command": self.command, "reason": run[0]})
             self.reached = False
+        elif run[1]:
+            log.error("the GPUs' check fails before any job ran: the VM takes no job",
+                      extra={"command": self.command, "reason": run[0]})
+            self.failed_at_start = run[0]
         return self
 
     def _run(self) -> tuple[str | None, int | None]:
