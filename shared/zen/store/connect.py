@@ -5,6 +5,7 @@ by ``CONNECT_TIMEOUT_S``, an answer by ``ZEN_DB_QUERY_TIMEOUT_S`` where set. The
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import threading
@@ -15,6 +16,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 import pg8000.native
 
 from zen.core.errors import ConfigError
+from zen.store.cloudsql_errors import connector_error
 
 # Every session's times in UTC, Cloud SQL's default (a Postgres set to another zone, as the embedded one may be).
 SESSION = {"TimeZone": "UTC"}
@@ -99,6 +101,9 @@ class _NativeOverDbApi:
 
 
 def cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
+    """Connections to Cloud SQL ``instance`` through the connector (IAM authentication, ``ZEN_CLOUDSQL_IP_TYPE``).
+    What the connector raises as it refreshes its token and the instance's data is read by
+    ``zen.store.cloudsql_errors``: an outage ``TransientError``, a setting to fix ``ConfigError``."""
     from google.cloud.sql.connector import Connector, IPTypes
 
     named, user = os.environ.get("ZEN_CLOUDSQL_IP_TYPE", "PRIVATE").upper(), os.environ.get("ZEN_DB_USER")
@@ -106,8 +111,18 @@ def cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
         raise ConfigError("ZEN_DB_USER is not set (ZEN_CLOUDSQL_INSTANCE needs it)" if not user else
                           f"ZEN_CLOUDSQL_IP_TYPE {named!r}: not one of {', '.join(IPTypes.__members__)}")
     connector, ip_type, database = Connector(refresh_strategy="lazy"), IPTypes[named], os.environ.get("ZEN_DB_NAME", "zen")
-    return lambda: _NativeOverDbApi(connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True,
-                                                      ip_type=ip_type, startup_params=SESSION))
+    return functools.partial(cloudsql_connect, connector, instance, user, database, ip_type)
+
+
+def cloudsql_connect(connector: Any, instance: str, user: str, database: str, ip_type: Any) -> _NativeOverDbApi:
+    """One connection to ``instance`` through ``connector``; its failures to refresh read by ``connector_error``."""
+    try:
+        return _NativeOverDbApi(connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True,
+                                                  ip_type=ip_type, startup_params=SESSION))
+    except Exception as exc:  # noqa: BLE001 - the connector's own failures, read once (zen.store.cloudsql_errors)
+        if (seen := connector_error(exc, instance)) is None:
+            raise
+        raise seen from exc
 
 
 def opened_within(connect: Callable[[], Any], limit_s: float) -> Any:
