@@ -143,3 +143,14 @@ def test_a_root_unit_powers_the_vm_off_when_the_agent_asks(metadata, tmp_path):
     fence = (systemd / "zen-fence.service").read_text()
     assert "User=" not in fence and "systemctl poweroff --force --force" in fence
     assert "would run: systemctl enable --now zen-fence.path" in run_script(metadata, tmp_path).stdout.splitlines()
+
+
+def test_the_per_user_limits_every_job_container_shares_are_raised_for_the_vm(metadata, tmp_path):
+    """Every job runs as one user (65534), and inotify's limits are per user across every container: one job's file
+    watchers (128 instances by default) left another job on the VM none ("Too many open files")."""
+    result = run_script(metadata, tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    limits = tmp_path / "etc/sysctl.d/60-zen-jobs.conf"
+    assert "fs.inotify.max_user_instances = 8192" in limits.read_text().splitlines()
+    assert f"would run: sysctl -q -p {limits}" in result.stdout.splitlines()

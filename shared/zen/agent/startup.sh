@@ -413,6 +413,16 @@ GUARD="$PREFIX/guard-metadata.sh"
 } > "$GUARD"
 chmod 0755 "$GUARD"
 
+# Every job's container runs as the same user (nobody, 65534), and Linux counts some limits per user across all of
+# them, whatever container: inotify's instances (128 by default) and watches, so one job's file watchers (TensorBoard,
+# a reloader) left another job on the VM none ("Too many open files"). Raised for the VM, each boot (a sysctl setting
+# does not survive one), as Kubernetes nodes do; each a few KB of kernel memory in use at most.
+SYSCTL="$ROOT/etc/sysctl.d/60-zen-jobs.conf"
+mkdir -p "$(dirname "$SYSCTL")"
+printf '%s\n' '# Written by the Zen startup script: per-user limits every job container shares (uid 65534).' \
+  'fs.inotify.max_user_instances = 8192' 'fs.inotify.max_user_watches = 1048576' > "$SYSCTL"
+run sysctl -q -p "$SYSCTL" || log "the jobs' inotify limits could not be raised (kept as they are)"
+
 if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then
   # The VM's power-off, which the agent (unprivileged) asks for by writing FENCE_FILE when a job whose lease ran
   # out keeps running in a container docker cannot kill (zen.agent.leftover.fence_vm): Zen runs that job again
