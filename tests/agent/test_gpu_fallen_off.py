@@ -73,6 +73,25 @@ def test_a_vm_missing_a_gpu_as_its_agent_starts_retires_before_it_takes_a_job(sc
     assert (job.status.value, job.attempt, job.vm) == ("SUCCEEDED", 1, "vm-b"), (job.status, job.vm, job.message)
 
 
+def test_a_job_hung_to_its_max_runtime_on_a_gpu_gone_is_requeued_unspent_and_the_vm_retires(scheduler, agents,
+                                                                                               tmp_path):
+    """A GPU that falls off the bus may leave the job's process hung on it, not failed: killed at its ``max_runtime_s``
+    it was FAILED, charged (with ``max_attempts`` 1, its end), and the VM took the next job. The check runs then
+    too."""
+    nvidia_smi, state = fake_nvidia_smi(tmp_path, "4")
+    agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)
+    wait_for(lambda: scheduler.vm("vm-a"), 30, what="vm-a heard (its check at the start passed)")
+    state.write_text("fails")  # an Xid since: nvidia-smi fails
+    scheduler.submit("train-1", [sys.executable, "-c", "import time; time.sleep(60)"], max_attempts=1,
+                     max_runtime_s=2)
+
+    job = wait_for(lambda: (job := scheduler.job("train-1")) and (
+        job.status.value in ("FAILED", "SUCCEEDED") or job.attempt == 2) and job, 60, what="train-1 ended or requeued")
+    assert job.status.value == "QUEUED" and job.attempt == 2, (job.status, job.exit_code, job.message)
+    assert "was at fault as the job ran out of time: its GPUs failed their check" in (job.message or ""), job.message
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("state") == "RETIRED", 30, what="vm-a retired")
+
+
 def test_a_job_failing_on_a_sound_vm_stays_failed(scheduler, agents, tmp_path):
     nvidia_smi, _ = fake_nvidia_smi(tmp_path, "4")
     agent = agents.start("vm-a", ZEN_AGENT_NVIDIA_SMI=nvidia_smi)

@@ -153,6 +153,10 @@ class AttemptRunner:
         elif stopped and attempt.gang is not None and (why := stopped_fault(self._gpus, self.work_disk)):
             self._pulls.retire(f"at fault as a gang's part was stopped: {why}")  # the peer's failure: likely its doing
             final, note = AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} was at fault as its part stopped: {why}"
+        elif timed_out and (why := stopped_fault(self._gpus, self.work_disk)):  # hung on a GPU gone, most likely
+            self._pulls.retire(f"at fault as a job ran out of its max_runtime_s: {why}")
+            final = AgentStatus.PREEMPTED
+            note = f"zen: VM {self._identity.vm} was at fault as the job ran out of time: {why}"
         elif job.launch.container and spec.image and outcome.exit_code != 125:  # (125: docker failed, maybe its pull)
             self._cache.ran_image(spec.image)  # the image is on this VM now (zen.agent.runner.plan_launch)
         if final is None and outcome.exit_code == 0:

@@ -128,12 +128,13 @@ def vm_fault(container: str | None, exit_code: int, tail: str, gpus: Callable[[]
 
 
 def stopped_fault(gpus: Callable[[], str | None], disk: Callable[[], str | None]) -> str | None:
-    """Why a gang's node's VM was at fault when Zen stopped its part (a peer's failure most often: its collectives broke
-    when this VM's GPU fell off the bus, and its own command, hung on that GPU, had not exited yet), or None. Its work
-    disk's check, then its GPUs', whatever its exit code (a part stopped may exit 0). Without it the peer's failure
-    ended the gang's attempt, spent (a retry of its ``max_retries`` too), and the VM, not retired, took the rerun's
-    part: the VM's fault is the attempt's loss (PREEMPTED: ``zen.core.gang_ends.settle``), as after a job's own exit
-    (``vm_fault``)."""
+    """Why a VM was at fault when its job's end was no exit of its own, or None: a gang's node's part Zen stopped (a
+    peer's failure most often: its collectives broke when this VM's GPU fell off the bus, and its own command, hung on
+    that GPU, had not exited yet), or a job killed at its ``max_runtime_s`` (hung on a GPU gone: it was FAILED, charged,
+    and the VM took the next job). Its work disk's check, then its GPUs', whatever its exit code (a part stopped may
+    exit 0). Without it the peer's failure ended the gang's attempt, spent (a retry of its ``max_retries`` too), and
+    the VM, not retired, took the rerun's part: the VM's fault is the attempt's loss (PREEMPTED:
+    ``zen.core.gang_ends.settle``), as after a job's own exit (``vm_fault``)."""
     if (found := _disk_then_gpus(gpus, disk, "a gang's part was stopped")) is None:
         return None
     kind, why = found
