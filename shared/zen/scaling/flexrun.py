@@ -196,36 +196,6 @@ def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], boot
     return take
 
 
-class Waiting:
-    """The one-VM jobs a match covered by a booting VM not yet given capacity (a queued flex-start request, a VM
-    waiting for its zone), by the pools that could take them: a flex-start request in another of their pools is their
-    hedge, kept racing (``keep_hedges``) until their boot gets capacity. A request no queued job needs is cancelled at
-    the next pass (``releasing.losers``: granted, its VMs would boot for nobody), and a hedge is one, so a hedge
-    request was inserted and cancelled a minute later, never granted, for every job whose first choice was uncertain
-    (a flex-start pool never is certain before its first grant). Once the boot it hedges got capacity, the hedge is a
-    request no queued job needs: cancelled (granted meanwhile, it lost a race: deleted)."""
-
-    def __init__(self, healthy: Mapping[str, list[Vm]], running: Mapping[str, int]):
-        # Per pool, its booting VMs with capacity not listed RUNNING: taken first by the match's pending covers.
-        self._started = {r: sum(vm.started and not vm.running for vm in vms) for r, vms in healthy.items() if vms}
-        self._jobs: list[tuple[Collection[str], str, int]] = []  # (the group's pools, the pool, jobs without capacity)
-
-    def covered(self, regions: Collection[str], region: str, take: int) -> None:
-        """``take`` jobs of a one-VM group allowing ``regions`` covered by ``region``'s booting VMs not RUNNING."""
-        started = min(take, self._started.get(region, 0))
-        if started:
-            self._started[region] -= started
-        if take > started:
-            self._jobs.append((regions, region, take - started))
-
-    def keep_hedges(self, booting_left: dict[str, int], flex: Callable[[str], bool]) -> None:
-        """One flex-start request a job, in another pool of its group, counted off ``booting_left`` (as needed)."""
-        for regions, region, jobs in self._jobs:
-            for pool in regions:
-                if pool != region and flex(pool) and jobs > 0 and (keep := min(jobs, booting_left.get(pool, 0))) > 0:
-                    booting_left[pool], jobs = booting_left[pool] - keep, jobs - keep
-
-
 def unneeded(running: dict[str, int], pending: dict[str, int], healthy: Mapping[str, list[Vm]],
              blocked: Callable[[str], bool], flex: Callable[[str], bool],
              uncovered: Iterable[tuple[DemandGroup, int]]) -> dict[str, int]:

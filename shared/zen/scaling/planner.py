@@ -131,7 +131,6 @@ class _Planning:
         running = {r: sum(vm.running for vm in h) if h else 0 for r, h in healthy.items()}
         pending = {r: len(h) - running[r] if h else 0 for r, h in healthy.items()}
         self.queued = flexrun.Queued({r: self.healthy[r] for r in self.regions if self.ranking.flex(r)})
-        self.waiting = flexrun.Waiting(self.healthy, running)  # jobs covered by a boot not yet given capacity
         uncovered = []
         for group in self.groups:
             with self._ending(idle, group):
@@ -139,7 +138,6 @@ class _Planning:
                     uncovered.append((group, left))
         self.booting_left = flexrun.unneeded(running, pending, self.healthy, self._blocked, self.ranking.flex,
                                              uncovered)
-        self.waiting.keep_hedges(self.booting_left, self.ranking.flex)
         self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
 
@@ -158,8 +156,6 @@ class _Planning:
                     pool[region], left = pool[region] - take, left - take
                     if needed is not None:
                         needed[region] += take
-                    if pool is pending:
-                        self.waiting.covered(group.regions, region, take)
         return left
 
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
@@ -207,8 +203,10 @@ class _Planning:
                 add[region], left = add.get(region, 0) + take, left - take
                 if self.ranking.races_spare(group.regions, region):
                     self.spares.want.extend([region] * take)
-                if self.uncertain(region):
-                    if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
+                if self.uncertain(region):  # in no flex-start pool: cancel_losers ends a request no job needs
+                    others = [r for r in ranked if r != region and self.hedge_priced(r, region)
+                              and not self.ranking.flex(r)]
+                    if others:
                         hedgeable.append((others, take))
                 if left == 0:
                     break
