@@ -217,10 +217,10 @@ class Agent:
     def _retire(self) -> None:
         """Past a pull limit, a container left (``_hold``), or told it is being scaled down (``_refused``):
         RETIRED, pulling nothing, until shut down."""
+        self.vm_beats.retire()  # before the ask: a VM heartbeat another thread sends from then on says RETIRED
         if not self.stopping:
             self.log.warning("taking no more jobs", extra={"reason": self.pulls.exhausted()})
             self.vm_beats.due()  # say RETIRED now
-        self.vm_beats.retire()
         while not self.stopping:
             self.vm_beats.beat(VmState.RETIRED)
             self._resend_kept()

@@ -33,14 +33,18 @@ class VmBeats:
         self._period_s = period_s
         self._log = log
         self._next = 0.0  # when the next is due (the clock's)
+        # Asked for now (``due``), unlocked: one asked for while another thread sends a heartbeat outlives its end.
+        self._due = False
         # RETIRED from now on: the loop takes no more jobs (Agent._retire); from the first word, never IDLE, when
         # retired before the loop began (by an earlier agent of the boot: zen.agent.retired; a container left).
         self.retired = pulls.exhausted() is not None
         self._lock = threading.Lock()  # from every attempt's thread
 
     def due(self) -> None:
-        """The next heartbeat goes at the loop's next look, not a period later."""
-        self._next = 0.0
+        """The next heartbeat goes at the loop's next look, not a period later (also when asked for while another
+        thread sends one: that one set its next a period later as it ended, over the ask, and a VM retiring said
+        BUSY for a period more)."""
+        self._due = True
 
     def retire(self) -> None:
         self.retired = True
@@ -51,7 +55,8 @@ class VmBeats:
         cache holds. Never IDLE while pulls have been failing too long (``zen.agent.outage``): nothing then."""
         with self._lock:
             now = self._clock()
-            if force or now >= self._next:
+            if force or self._due or now >= self._next:
+                self._due = False  # (before the state is read: an ask after it is this one's or the next's)
                 held = self._slots.held()
                 state = state or (VmState.RETIRED if self.retired else VmState.BUSY if held else VmState.IDLE)
                 if state is VmState.IDLE and (failing := self._outage.mutes_idle()) is not None:
