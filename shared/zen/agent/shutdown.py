@@ -10,6 +10,7 @@ Why these figures: docs/reference/agent.md (startup.sh's ``TimeoutStopSec``)
 from __future__ import annotations
 
 import math
+import threading
 from typing import Callable
 
 from zen.core import gave_back
@@ -51,6 +52,7 @@ class Shutdown:
         self.noticed_at: float | None = None  # when (the clock's) that notice came (``notice``)
         self._job_grace_s = stop_grace_s  # a job's, whatever a power-off cuts of the shutdown's
         self._at: float | None = None  # when asked for (the clock's): the deadline counts from it
+        self._cut = threading.Lock()  # the grace cut by a power-off (an attempt's thread) and a preemption (the watch's)
 
     def request(self, reason: str) -> None:
         """Safe from a signal handler or another thread: only sets fields the others poll."""
@@ -62,7 +64,8 @@ class Shutdown:
         """GCE preempts this spot VM (``instance/preempted``): a shutdown whose jobs' grace is at most
         ``PREEMPTED_GRACE_S``, counted from the shutdown's request (a SIGTERM that came first included). Safe from
         another thread."""
-        self._stop_grace_s = min(self._stop_grace_s, PREEMPTED_GRACE_S)
+        with self._cut:
+            self._stop_grace_s = min(self._stop_grace_s, PREEMPTED_GRACE_S)
         self.request("preempted")
 
     def notice(self) -> None:
@@ -98,8 +101,8 @@ class Shutdown:
         now = self._clock()
         if self._at is None:
             self._at, self.reason = now, reason
-        # the deadline (``left``) no later than POWER_OFF_S from now: the stop grace cut to what leaves that
-        self._stop_grace_s = min(self._stop_grace_s, now + POWER_OFF_S - SHUTDOWN_S - self._at)
+        with self._cut:  # the deadline (``left``) no later than POWER_OFF_S from now: the stop grace cut to that
+            self._stop_grace_s = min(self._stop_grace_s, now + POWER_OFF_S - SHUTDOWN_S - self._at)
         self.power_off_reason = why
 
     def said(self, vm: str, otherwise: str, cut: str | None = None) -> str:
