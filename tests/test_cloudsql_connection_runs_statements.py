@@ -7,20 +7,26 @@ Postgres, as the connector makes it (``pg8000.dbapi.connect``), behind the pool 
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pg8000.dbapi
 
 from zen.store.connect import SESSION, _NativeOverDbApi
 from zen.store.db import Database
 
 
-def test_statements_with_parameters_run_on_the_connectors_kind_of_connection(db_target):
+def connectors_kind(db_target) -> Callable[[], _NativeOverDbApi]:
+    """Connections to ``db_target`` as the Cloud SQL connector makes them: ``pg8000.dbapi`` under Zen's wrapper."""
     def connect() -> _NativeOverDbApi:
         return _NativeOverDbApi(pg8000.dbapi.connect(user=db_target.user, password=db_target.password,
                                                      database=db_target.database, unix_sock=db_target.unix_sock,
                                                      host=db_target.host, port=db_target.port,
                                                      startup_params=SESSION))
+    return connect
 
-    database = Database(connect, max_open=2, query_timeout_s=30, lock_hold_s=60)
+
+def test_statements_with_parameters_run_on_the_connectors_kind_of_connection(db_target):
+    database = Database(connectors_kind(db_target), max_open=2, query_timeout_s=30, lock_hold_s=60)
     try:
         with database.transaction() as session:
             session.sql("CREATE TEMP TABLE seen (n int, label text) ON COMMIT DROP")

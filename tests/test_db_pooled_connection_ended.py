@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import time
 
-import pg8000.dbapi
 import pytest
 
-from zen.core.errors import TransientError
-from zen.store.connect import SESSION, _NativeOverDbApi
+from tests.test_cloudsql_connection_runs_statements import connectors_kind
 from zen.store.db import Database
 
 
@@ -67,13 +65,7 @@ def test_a_connection_ended_by_idle_session_timeout_is_replaced(db_target, admin
 
 
 def test_the_connectors_kind_of_connection_ended_in_the_pool_is_replaced(db_target, admin):
-    def connect() -> _NativeOverDbApi:
-        return _NativeOverDbApi(pg8000.dbapi.connect(user=db_target.user, password=db_target.password,
-                                                     database=db_target.database, unix_sock=db_target.unix_sock,
-                                                     host=db_target.host, port=db_target.port,
-                                                     startup_params=SESSION))
-
-    db = Database(connect, max_open=1, query_timeout_s=30, lock_hold_s=60)
+    db = Database(connectors_kind(db_target), max_open=1, query_timeout_s=30, lock_hold_s=60)
     try:
         pid = backend(db)
         ended(admin, pid)

@@ -32,12 +32,18 @@ class HeldPublish(FakeTransport):
         super().publish(message, **options)
 
 
-def test_the_loop_retiring_while_an_attempt_sends_a_vm_heartbeat_says_retired_at_once(tmp_path):
+def busy_agent(tmp_path) -> tuple[HeldPublish, Agent]:
+    """An agent (VM heartbeats a period of 1000 s apart) running one attempt on a VM of two slots, and its transport."""
     transport = HeldPublish(VM)
-    agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(tmp_path)), transport, local=True,  # a period of 1000 s
+    agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(tmp_path)), transport, local=True,
                   slots=Slots(Capacity(gpus=8, max_jobs=2)))
     agent.slots.take(("running", 1), 4)
     agent.slots.running(("running", 1))
+    return transport, agent
+
+
+def test_the_loop_retiring_while_an_attempt_sends_a_vm_heartbeat_says_retired_at_once(tmp_path):
+    transport, agent = busy_agent(tmp_path)
     transport.hold = True
     beating = threading.Thread(target=agent.vm_beats.beat, kwargs={"force": True}, name="zen-attempt-running-1")
     beating.start()  # the attempt's VM heartbeat (BUSY), its publish under way
@@ -60,11 +66,7 @@ def test_the_loop_retiring_while_an_attempt_sends_a_vm_heartbeat_says_retired_at
 def test_an_attempts_vm_heartbeat_begun_as_the_loop_asks_for_one_says_retired(tmp_path):
     """The attempt's VM heartbeat begins just as the loop asks for one: it answers the ask, so it must say RETIRED (it
     said BUSY when the loop asked before it retired, and the loop's RETIRED waited a period)."""
-    transport = HeldPublish(VM)
-    agent = Agent(IDENTITY, replace(SETTINGS, work_dir=str(tmp_path)), transport, local=True,
-                  slots=Slots(Capacity(gpus=8, max_jobs=2)))
-    agent.slots.take(("running", 1), 4)
-    agent.slots.running(("running", 1))
+    transport, agent = busy_agent(tmp_path)
     beats = agent.vm_beats
     beats._lock.acquire()  # the attempt's VM heartbeat waits for the lock until the loop asks
     beating = threading.Thread(target=beats.beat, kwargs={"force": True}, name="zen-attempt-running-1")
