@@ -63,3 +63,9 @@ variable "alert_db_connections_ratio" {
     error_message = "alert_db_connections_ratio is a share: above 0, at most 1."
   }
 }
+
+variable "function_request_logs" {
+  type        = bool
+  default     = false
+  description = "Keep Cloud Run's request entries (log run.googleapis.com/requests) of every push a function answered: about 1 KB a heartbeat, some 120 GiB a month at 1,000 running jobs. False: they are excluded (terraform/logging.tf); those of failed pushes are kept either way."
+}

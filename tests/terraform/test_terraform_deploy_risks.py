@@ -11,7 +11,8 @@ from tests.terraform.hcl import TERRAFORM, Module, load
 
 # Which API each resource type needs (a resource of a type missing here fails the test: add it).
 API_OF_RESOURCE = {
-    "google_logging_metric": "logging", "google_monitoring_alert_policy": "monitoring",
+    "google_logging_metric": "logging", "google_logging_project_exclusion": "logging",
+    "google_monitoring_alert_policy": "monitoring",
     "google_monitoring_dashboard": "monitoring",
     "google_artifact_registry_repository": "artifactregistry", "google_artifact_registry_repository_iam_member":
     "artifactregistry", "google_cloud_run_service_iam_member": "run", "google_cloud_scheduler_job": "cloudscheduler",
