@@ -160,6 +160,7 @@ class CloudReader:
         then seq). ``most``: pages to read at most (None: to the end of the listing). ``flush``: at the end of the listing, entries past a gap are given too
         (``zen logs`` without ``-f``: what is there now) instead of waiting ``SETTLE_S`` for it."""
         from google.api_core import exceptions as gexc
+        from google.auth.exceptions import TransportError
         from google.cloud.logging import ASCENDING
 
         if attempt is not None and attempt in self._over:
@@ -197,6 +198,9 @@ class CloudReader:
                 backoff = min(backoff * 2, RETRY_MAX_S)
             except (gexc.GoogleAPIError, OSError) as exc:
                 raise SinkError(f"cannot read Cloud Logging: {exc}") from None
+            except TransportError as exc:  # an expired token not refreshed, Google out of reach (a laptop offline)
+                raise SinkError(f"cannot read Cloud Logging (could not reach Google to refresh the credentials): "
+                                f"{exc}") from None
         # A listing cut short (most pages read): a gap may be filled by the rest.
         yield self._release(cut=not ended, flush=flush, looked_from=began if attempt is not None else None)
         streams = {vm for (a, vm) in self._seen if a == attempt}

@@ -25,6 +25,7 @@ WAIT_NOTE_S = 3.0  # an id still unknown this long is said to be waited for (a m
 POLL_S = 0.5
 CLOUD_POLL_S = 5.0  # Cloud Logging allows a project about one read a second: one per attempt per 5 s
 PATIENCE_S = 120.0  # reads that keep failing this long end the follow (one failure only waits)
+READ_TIMEOUT_S = 30.0  # a status read unanswered this long is given up on (unless ZEN_DB_QUERY_TIMEOUT_S says)
 
 
 def format_entry(entry: OutputEntry, style: str) -> str:
@@ -49,6 +50,8 @@ class JobStatusSource:
             from zen.cli.kit import database
 
             db = database()
+            if db.query_timeout_s is None:  # a link gone silent (a Wi-Fi change, a sleep) held the follow for ever
+                db.query_timeout_s = READ_TIMEOUT_S
         self._db = db
 
     def job(self, job_id: str) -> Job | None:

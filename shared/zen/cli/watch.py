@@ -14,7 +14,9 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from zen.cli.follow import READ_TIMEOUT_S  # a refresh unanswered this long is given up on, as a follow's read
 from zen.cli.kit import Context, job_row, print_table
+from zen.core.errors import TransientError
 
 JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "wait", "duration", "exit")
 VM_STATES = ("BOOTING", "IDLE", "BUSY", "STOPPING", "RETIRED")
@@ -66,6 +68,8 @@ def frame(db, rows: int = 24, now: datetime | None = None) -> str:
 
 def cmd_watch(args, database: Callable[[], Any]) -> int:
     db = database()
+    if db.query_timeout_s is None:  # a link gone silent (a Wi-Fi change, a sleep) froze the screen for minutes
+        db.query_timeout_s = READ_TIMEOUT_S
     try:
         if args.once:
             sys.stdout.write(frame(db, shutil.get_terminal_size((100, 24)).lines))
@@ -74,10 +78,20 @@ def cmd_watch(args, database: Callable[[], Any]) -> int:
         # follow each other after a blank line, with no control codes.
         terminal = sys.stdout.isatty()
         before = "\x1b[H\x1b[2J" if terminal else ""
+        shown = False
         while True:
-            sys.stdout.write(before + frame(db, shutil.get_terminal_size((100, 24)).lines))
+            try:
+                screen = frame(db, shutil.get_terminal_size((100, 24)).lines)
+            except TransientError as exc:  # once a frame was shown, a blip (Cloud SQL's maintenance) ended the watch
+                if not shown:
+                    raise
+                print(f"zen: cannot read the database now ({exc}); trying again every {args.interval:g} s "
+                      "(Ctrl-C ends the watch)", file=sys.stderr, flush=True)
+                time.sleep(args.interval)
+                continue
+            sys.stdout.write(before + screen)
             sys.stdout.flush()
-            before = before if terminal else "\n"
+            before, shown = (before if terminal else "\n"), True
             time.sleep(args.interval)
     except KeyboardInterrupt:
         return 0
