@@ -559,9 +559,12 @@ def test_an_attempt_is_used_from_its_claim_counted_once_and_a_lost_one_can_be_to
         assert not tx.record_attempt(job, outcome="SUCCEEDED", machine_type=None, gpus=4, ran_from=None,
                                      now=NOW + timedelta(seconds=80))
         assert tx.lost_attempt("j1", 1) == {"vm": "vm-a", "started_at": claimed, "outcome": "LOST",
-                                            "by_sweep": False, "later_held": False}
+                                            "by_sweep": False, "later_held": False, "unspent": False}
         tx.add_job_events([event("j1", "LOST", NOW + timedelta(seconds=70), actor="sweep", frm="ASSIGNED")])
-        assert tx.lost_attempt("j1", 1)["by_sweep"]
+        assert tx.lost_attempt("j1", 1)["by_sweep"] and not tx.lost_attempt("j1", 1)["unspent"]
+        tx.add_job_events([{**event("j1", "LOST", NOW + timedelta(seconds=70), actor="sweep", frm="ASSIGNED"),
+                            "reason": "no heartbeat from vm-a for 120s, ... taken as preempted (no attempt spent)"}])
+        assert tx.lost_attempt("j1", 1)["unspent"]  # the cloud's, requeued unspent (zen.jobs.cloud_silence)
         assert tx.record_late_outcome("j1", 1, "SUCCEEDED")
         assert not tx.record_late_outcome("j1", 1, "SUCCEEDED")
         assert tx.lost_attempt("j1", 1) is None

@@ -55,6 +55,7 @@ def _control(job: Job, hb_or_vm: Heartbeat | str | None, action: ControlAction, 
 
 
 FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend no attempt (``_advance``)
+UNSPENT = "no attempt spent"  # said by a loss requeued unspent (``preempted_by_cloud``): zen.store.usage.lost_attempt
 
 
 def refusal(job: Job, hb: Heartbeat, reason: str) -> ControlMessage:
@@ -301,7 +302,7 @@ def preempted_by_cloud(job: Job, vm: str, now: datetime) -> Decision:
     the cloud's doing, so the attempt is requeued unspent (silence, maybe the job's, spends one unless a pass saw the
     cloud take its VM: ``zen.jobs.cloud_silence``), FREE_PREEMPTIONS times: a job shutting its VM down must not loop."""
     free = job.preemptions < FREE_PREEMPTIONS
-    spent = " (no attempt spent)" if free else f" ({FREE_PREEMPTIONS} preemptions were free)"
+    spent = f" ({UNSPENT})" if free else f" ({FREE_PREEMPTIONS} preemptions were free)"
     unspent = job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free})
     lost = lose_attempt(unspent, f"VM {vm} was preempted{spent}")
     lost.fields.update(max_attempts=job.max_attempts + free, preemptions=job.preemptions + 1)

@@ -56,7 +56,10 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime, created:
         # Its row says FAILED now, in this transaction, so that a redelivery of the report counts nothing more.
         rows.record_late_outcome(job.job_id, hb.attempt, AgentStatus.FAILED.value)
         said = {} if hb.message is None or job.vm is not None else {"message": hb.message}  # (as a retry's: until claimed)
-        return Decision(fields={"retries": retry.count, "max_attempts": job.max_attempts + 1, **said}, note=(  # as a retry
+        # As a retry, it spends no attempt: the loss that spent one is given it back; one the sweep took for the cloud's
+        # (requeued unspent, a preemption counted) was no preemption: the rerun it gave is the retry's, given once.
+        unspent = {"preemptions": job.preemptions - 1} if lost["unspent"] else {"max_attempts": job.max_attempts + 1}
+        return Decision(fields={"retries": retry.count, **unspent, **said}, note=(
             f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after it was taken for lost; "
             f"it earns retry {retry.count} of {job.request.get('max_retries')}: attempt {job.attempt}, queued "
             f"already, is that retry"))

@@ -208,7 +208,7 @@ class UsageRows(Protocol):
 
     def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
         """The attempt if recorded LOST or PREEMPTED: ``vm``, ``started_at``, ``outcome``, ``by_sweep``,
-        ``later_held``; else None."""
+        ``later_held``, ``unspent``; else None."""
 
     def record_late_outcome(self, job_id: str, attempt: int, outcome: str) -> bool:
         """A LOST or PREEMPTED attempt's row says ``outcome`` instead; False when it says neither."""

@@ -11,6 +11,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from zen.core.lifecycle import UNSPENT
 from zen.core.models import Job
 
 if TYPE_CHECKING:
@@ -89,12 +90,16 @@ QUERIES = {
     # An attempt recorded LOST, or PREEMPTED by its queue (``lost_attempt``): the VM that held it, when it
     # took it, its outcome, whether the sweep gave it up (its LOST history row is the sweep's: not a cloud
     # preemption its VM reported; or the sweep's PENDING: no answer to the preemption's stop in time), and
-    # whether a later attempt was held by a VM since (has a row). Read by primary key and (job_id, id) index.
+    # whether a later attempt was held by a VM since (has a row), and whether the sweep's loss spent no attempt (its
+    # LOST row says :unspent: the cloud took the VM, zen.jobs.cloud_silence). Read by primary key and (job_id, id)
+    # index.
     "lost_attempt": """
         SELECT u.vm, u.started_at, u.outcome,
                EXISTS (SELECT 1 FROM job_events e WHERE e.job_id = u.job_id AND e.attempt = u.attempt
                        AND e.to_status = CASE u.outcome WHEN 'LOST' THEN 'LOST' ELSE 'PENDING' END
                        AND e.actor = 'sweep') AS by_sweep,
+               EXISTS (SELECT 1 FROM job_events e WHERE e.job_id = u.job_id AND e.attempt = u.attempt
+                       AND e.to_status = 'LOST' AND e.actor = 'sweep' AND strpos(e.reason, :unspent) > 0) AS unspent,
                EXISTS (SELECT 1 FROM attempt_usage l WHERE l.job_id = u.job_id AND l.attempt > u.attempt)
                    AS later_held
         FROM attempt_usage u
@@ -137,9 +142,10 @@ def attempts_of_job(session: Session, job_id: str) -> list[dict[str, Any]]:
 
 def lost_attempt(session: Session, job_id: str, attempt: int) -> dict[str, Any] | None:
     """``attempt`` of ``job_id`` if its row says LOST or PREEMPTED: ``vm``, ``started_at``, ``outcome``,
-    ``by_sweep`` (the sweep gave it up: took it for lost, or its preemption's stop unanswered) and
-    ``later_held`` (a later attempt was held by a VM since); None otherwise."""
-    rows = run(session, "lost_attempt", job_id=job_id, attempt=attempt)
+    ``by_sweep`` (the sweep gave it up: took it for lost, or its preemption's stop unanswered),
+    ``later_held`` (a later attempt was held by a VM since) and ``unspent`` (the sweep requeued it without
+    spending an attempt: the cloud took its VM); None otherwise."""
+    rows = run(session, "lost_attempt", job_id=job_id, attempt=attempt, unspent=UNSPENT)
     return rows[0] if rows else None
 
 

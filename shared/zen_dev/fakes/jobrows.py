@@ -9,6 +9,7 @@ from typing import Any, Protocol, Sequence
 
 from zen.core import arrays, dependencies
 from zen.core.errors import DataRejected
+from zen.core.lifecycle import UNSPENT
 from zen.core.models import Job, JobStatus, VmState, illegal_step
 from zen.core.prices import AttemptPrice
 from zen.core.text import escape_unstorable
@@ -533,7 +534,10 @@ class InMemoryJobTx:
         return {"vm": row["vm"], "started_at": row["started_at"], "outcome": row["outcome"],
                 "by_sweep": any(e["job_id"] == job_id and e["attempt"] == attempt and e["actor"] == "sweep"
                                 and e["to_status"] == gave_up for e in self._t.events),
-                "later_held": any(j == job_id and a > attempt for j, a in self._t.attempt_usage)}
+                "later_held": any(j == job_id and a > attempt for j, a in self._t.attempt_usage),
+                "unspent": any(e["job_id"] == job_id and e["attempt"] == attempt and e["actor"] == "sweep"
+                               and e["to_status"] == JobStatus.LOST.value and UNSPENT in e["reason"]
+                               for e in self._t.events)}
 
     @hooked("record_late_outcome")
     def record_late_outcome(self, job_id: str, attempt: int, outcome: str) -> bool:
