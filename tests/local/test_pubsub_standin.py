@@ -420,6 +420,29 @@ def test_redelivery_after_ack_deadline(env: Env) -> None:
     assert env.pull(sub) == []
 
 
+def test_an_ack_after_the_deadline_does_not_stop_the_redelivery(env: Env) -> None:
+    # Pub/Sub: "Acknowledging a message whose ack deadline has expired may succeed, but such a message may
+    # be redelivered later." The stand-in takes the unkind side: a late ack is ignored.
+    topic = env.topic()
+    sub = env.subscription(topic)
+    env.publish(topic, b"job")
+    [first] = env.pull(sub)
+    env.advance(11)  # the 10 s deadline lapsed; nobody pulled since
+    env.ack(sub, [first])
+    [second] = env.pull(sub)
+    assert second.message.data == b"job"
+    env.ack(sub, [first])  # an earlier delivery's ack id does not end the current lease either
+    env.modack(sub, [second], 0)
+    [third] = env.pull(sub)
+    assert third.message.message_id == first.message.message_id
+    env.modack(sub, [third], 0)
+    env.ack(sub, [third])  # nor does an ack after a nack
+    [fourth] = env.pull(sub)
+    env.ack(sub, [fourth])
+    env.advance(120)
+    assert env.pull(sub) == []
+
+
 def test_redelivery_with_real_clock_and_short_deadline(monkeypatch) -> None:
     with PubSubStandIn() as standin:
         monkeypatch.setenv("PUBSUB_EMULATOR_HOST", standin.address)

@@ -190,9 +190,10 @@ class SubscriptionQueue:
         return picked
 
     def ack(self, seq: int, lease_no: int) -> bool:
-        """Acknowledge; an ack id of any earlier delivery of a pending message still counts."""
+        """Acknowledge the current lease. An ack after its deadline (or after a nack) is ignored and the
+        message comes back: Pub/Sub only says such an ack "may succeed", and a subscriber must not count on it."""
         entry = self.entries.get(seq)
-        if entry is None or not 0 < lease_no <= entry.lease_no:
+        if entry is None or entry.deadline is None or entry.lease_no != lease_no:
             return False
         self._remove(entry)
         return True
