@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 from tests.logging_standin import LoggingStandIn
 from tests.messages import agent_run, job_request
+from tests.test_logs_follow_unknown_id import Ticking
 from zen.adapters import cloud_logging as joblogs_cloud
 from zen.adapters.joblogs import OutputEntry
 from zen.cli.follow import JobStatusSource, follow
@@ -34,15 +35,6 @@ def lines(attempt: int, first: int, last: int, *, final: bool = False) -> list[O
         made.append(OutputEntry("j", attempt, "zen", "vm-a", last + 1, (start + timedelta(seconds=1)).isoformat(),
                                 "[zen] end", final=True))
     return made
-
-
-class Ticking:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 0.5
-        return self.now
 
 
 class TokenEndpoint:

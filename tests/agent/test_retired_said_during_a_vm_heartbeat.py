@@ -42,6 +42,18 @@ def busy_agent(tmp_path) -> tuple[HeldPublish, Agent]:
     return transport, agent
 
 
+def retired_said(transport: HeldPublish, agent: Agent, beating: threading.Thread, loop: threading.Thread) -> None:
+    """The held VM heartbeat let go: RETIRED is said within 5 s (a period is 1000 s), and the loop ends."""
+    try:
+        transport.go.set()
+        beating.join(10)
+        wait_for(lambda: "RETIRED" in transport.vm_states(), 5, what="RETIRED said")
+    finally:
+        transport.go.set()
+        agent.request_shutdown("test over")
+        loop.join(10)
+
+
 def test_the_loop_retiring_while_an_attempt_sends_a_vm_heartbeat_says_retired_at_once(tmp_path):
     transport, agent = busy_agent(tmp_path)
     transport.hold = True
@@ -50,16 +62,8 @@ def test_the_loop_retiring_while_an_attempt_sends_a_vm_heartbeat_says_retired_at
     assert transport.sending.wait(10)
     loop = threading.Thread(target=agent._retire, name="loop")  # a pull limit reached: RETIRED from now on
     loop.start()
-    try:
-        wait_for(lambda: agent.vm_beats.retired, 10, what="the loop retiring")
-        transport.go.set()
-        beating.join(10)
-        # Without the fix: nothing more within the period: "RETIRED said" times out.
-        wait_for(lambda: "RETIRED" in transport.vm_states(), 5, what="RETIRED said")
-    finally:
-        transport.go.set()
-        agent.request_shutdown("test over")
-        loop.join(10)
+    wait_for(lambda: agent.vm_beats.retired, 10, what="the loop retiring")
+    retired_said(transport, agent, beating, loop)  # without the fix: nothing more within the period
     assert transport.vm_states()[0] == "BUSY"
 
 
@@ -82,13 +86,5 @@ def test_an_attempts_vm_heartbeat_begun_as_the_loop_asks_for_one_says_retired(tm
     beating.start()
     loop = threading.Thread(target=agent._retire, name="loop")
     loop.start()
-    try:
-        assert transport.sending.wait(10)
-        transport.go.set()
-        beating.join(10)
-        # Without retiring before the ask: the attempt's says BUSY, and "RETIRED said" times out.
-        wait_for(lambda: "RETIRED" in transport.vm_states(), 5, what="RETIRED said")
-    finally:
-        transport.go.set()
-        agent.request_shutdown("test over")
-        loop.join(10)
+    assert transport.sending.wait(10)
+    retired_said(transport, agent, beating, loop)  # without retiring before the ask: the attempt's says BUSY
