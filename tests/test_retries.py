@@ -49,6 +49,7 @@ def test_a_listed_exit_code_is_retried_after_a_doubling_backoff_until_the_budget
             "SELECT outcome FROM attempt_usage WHERE job_id = 'flaky' ORDER BY attempt")]
     assert "attempt 1 failed with exit code 3: retry 1 of 2 after 10 s" in reasons
     assert "attempt 2 failed with exit code 3: retry 2 of 2 after 20 s" in reasons
+    assert reasons[-1] == "exit code 3; its 2 retries (max_retries) made"  # not "exit code 3" alone, as with none
     assert outcomes == ["FAILED", "FAILED", "FAILED"]
 
 
@@ -59,6 +60,8 @@ def test_an_unlisted_code_fails_and_success_succeeds(zen_and_fn, exit_code):
     for beat in agent_run("once", final="FAILED" if exit_code else "SUCCEEDED", exit_code=exit_code):
         fn.heartbeat(beat)
     assert job(zen, "once").status.value == ("FAILED" if exit_code else "SUCCEEDED")
+    with zen.db.transaction() as session:  # an unlisted code: no retry was due, none is said spent
+        assert "max_retries" not in session.run("job_history", job_id="once")[-1]["reason"]
 
 
 def test_any_non_zero_code_is_retried_when_none_is_listed_and_a_stop_is_never_retried(zen_and_fn):

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from zen.core import gave_back
-from zen.core.retries import budget_spent, ended, next_retry, rerun_as_taken_back
+from zen.core.retries import budget_spent, ended, next_retry, rerun_as_taken_back, retries_spent
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
 from zen.core.stops import PREEMPTED, users_reason
@@ -277,6 +277,8 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
     if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
         target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED
         reason = ended(hb.exit_code, hb.over_limit, job.max_runtime_s, status.value.lower(), hb.message)
+        if status is AgentStatus.FAILED and (spent := retries_spent(job.request, job.retries, hb)) is not None:
+            reason = f"{reason}; {spent}"
         if job.started_at is None and "started_at" not in decision.fields:
             decision.fields["started_at"] = sent_at
         decision.changes.append(Change(target, reason))

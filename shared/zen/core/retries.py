@@ -140,6 +140,17 @@ def next_retry(request: dict[str, Any], retries: int, attempt: int, failure: Fai
     return Retry(reason, f"retry {count} of {most} after exit code {exit_code}, due {due:%H:%M:%S} UTC", due, count)
 
 
+def retries_spent(request: dict[str, Any], retries: int, failure: Failure) -> str | None:
+    """What a FAILED's reason adds when ``next_retry`` would have retried ``failure`` but the job's ``max_retries`` were
+    all made (its end said "exit code 3" alone, as for a job that asked for none), else None."""
+    most, exit_code = int(request.get("max_retries") or 0), failure.exit_code
+    wanted = request.get("retry_exit_codes")
+    if most == 0 or retries < most or exit_code in (None, 0) or failure.over_limit is not None or (
+            wanted is not None and exit_code not in wanted):
+        return None
+    return f"its {most} retr{'y' if most == 1 else 'ies'} (max_retries) made"
+
+
 def rerun_as_taken_back(succeeded: bool, over_limit: str | None) -> bool:
     """Whether the final report of an attempt its queue is taking back is rerun as the preemption would be
     (a failure, maybe the stop's own): not a success, nor a kill at one of the job's limits, which is FAILED
