@@ -306,7 +306,9 @@ def credentials_problem(exc: BaseException, missing: str) -> str | None:
         from google.auth.exceptions import DefaultCredentialsError, RefreshError, TransportError
     except ImportError:
         return None
-    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    from zen.core.text import first_line
+
+    first = first_line(exc, 200)
     if isinstance(exc, DefaultCredentialsError):
         return for_here(missing)
     if isinstance(exc, RefreshError):

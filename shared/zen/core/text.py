@@ -76,3 +76,10 @@ def human_bytes(count: float) -> str:
             return f"{count:g} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1000
     return str(count)
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An error's first line of words, at most ``limit`` characters, or its kind when it has none: what a message
+    quotes of a library's error (its later lines a traceback or a response body)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__

@@ -30,6 +30,7 @@ google-auth and aiohttp are imported only when an error is read, and only if ins
 from __future__ import annotations
 
 from zen.core.errors import ConfigError, TransientError
+from zen.core.text import first_line
 
 # Admin API statuses a later try may not meet: a server fault, its quota (429), a request that timed out (408).
 _TRANSIENT_STATUSES = frozenset({408, 429})
@@ -50,7 +51,7 @@ def _auth_error(exc: BaseException) -> Exception | None:
     if isinstance(exc, TransportError) or (isinstance(exc, RefreshError) and (
             exc.retryable or isinstance(exc.__cause__, TransportError))):
         return TransientError(f"the Cloud SQL connector could not get a Google access token (the metadata server "
-                              f"or the token endpoint failed): {_first_line(exc)}")
+                              f"or the token endpoint failed): {first_line(exc)}")
     return None
 
 
@@ -73,7 +74,7 @@ def _admin_api_error(exc: BaseException, instance: str) -> Exception | None:
         return ConfigError(f"the Cloud SQL Admin API refused {instance} ({said})")
     if isinstance(exc, (ClientConnectionError, ClientPayloadError)):
         return TransientError(f"the Cloud SQL Admin API could not be reached for {instance}: "
-                              f"{type(exc).__name__}: {_first_line(exc)}")
+                              f"{type(exc).__name__}: {first_line(exc)}")
     return None
 
 
@@ -84,19 +85,14 @@ def _connector_own_error(exc: BaseException, instance: str) -> Exception | None:
         return None
     if isinstance(exc, (connector.CloudSQLConnectionError, connector.RefreshNotValidError,
                         connector.CacheClosedError)):
-        return TransientError(f"the Cloud SQL connector could not connect to {instance}: {_first_line(exc)}")
+        return TransientError(f"the Cloud SQL connector could not connect to {instance}: {first_line(exc)}")
     if isinstance(exc, connector.CloudSQLIPTypeError):
-        return ConfigError(f"{_first_line(exc)} ({instance}): set ZEN_CLOUDSQL_IP_TYPE to a kind of address the "
+        return ConfigError(f"{first_line(exc)} ({instance}): set ZEN_CLOUDSQL_IP_TYPE to a kind of address the "
                            "instance has (PRIVATE, PUBLIC or PSC), or give the instance one")
     if isinstance(exc, (connector.AutoIAMAuthNotSupported, connector.IncompatibleDriverError)):
         return ConfigError(f"{instance} is not a Cloud SQL for PostgreSQL instance, which Zen needs "
-                           f"(ZEN_CLOUDSQL_INSTANCE): {_first_line(exc)}")
+                           f"(ZEN_CLOUDSQL_INSTANCE): {first_line(exc)}")
     if isinstance(exc, connector.TLSVersionError):
         return ConfigError(f"IAM database authentication needs TLS 1.3, which this Python's OpenSSL lacks: "
-                           f"{_first_line(exc)}")
+                           f"{first_line(exc)}")
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
