@@ -125,10 +125,7 @@ def next_retry(request: dict[str, Any], retries: int, attempt: int, failure: Fai
     the agent stopped at one of its limits (``max_runtime_s``, its share of the disk) is not retried, whatever
     its exit code (its SIGTERM's 143): it would run into the limit again, at the price of another run."""
     most, exit_code = int(request.get("max_retries") or 0), failure.exit_code
-    if exit_code in (None, 0) or failure.over_limit is not None or retries >= most:
-        return None
-    wanted = request.get("retry_exit_codes")
-    if wanted is not None and exit_code not in wanted:
+    if retries >= most or not _retried_kind(request, failure):
         return None
     backoff = request.get("retry_backoff_s")
     wait = min((DEFAULT_BACKOFF_S if backoff is None else int(backoff)) * 2 ** retries, MAX_BACKOFF_S)
@@ -143,12 +140,17 @@ def next_retry(request: dict[str, Any], retries: int, attempt: int, failure: Fai
 def retries_spent(request: dict[str, Any], retries: int, failure: Failure) -> str | None:
     """What a FAILED's reason adds when ``next_retry`` would have retried ``failure`` but the job's ``max_retries`` were
     all made (its end said "exit code 3" alone, as for a job that asked for none), else None."""
-    most, exit_code = int(request.get("max_retries") or 0), failure.exit_code
-    wanted = request.get("retry_exit_codes")
-    if most == 0 or retries < most or exit_code in (None, 0) or failure.over_limit is not None or (
-            wanted is not None and exit_code not in wanted):
+    most = int(request.get("max_retries") or 0)
+    if most == 0 or retries < most or not _retried_kind(request, failure):
         return None
     return f"its {most} retr{'y' if most == 1 else 'ies'} (max_retries) made"
+
+
+def _retried_kind(request: dict[str, Any], failure: Failure) -> bool:
+    """Whether ``failure`` is one a retry is for: an exit code of its own, not 0, not at one of the job's limits, and
+    among its ``retry_exit_codes`` when it lists them."""
+    exit_code, wanted = failure.exit_code, request.get("retry_exit_codes")
+    return exit_code not in (None, 0) and failure.over_limit is None and (wanted is None or exit_code in wanted)
 
 
 def rerun_as_taken_back(succeeded: bool, over_limit: str | None) -> bool:
