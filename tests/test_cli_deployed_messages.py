@@ -9,7 +9,6 @@ libraries (pg8000, google-auth, the Cloud SQL connector, Cloud Logging, Pub/Sub)
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import os
 import socket
@@ -18,6 +17,8 @@ import threading
 import time
 
 import pytest
+
+from tests.token_endpoint import TokenEndpoint
 
 LOOPBACK_METADATA = {"GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9", "NO_GCE_CHECK": "True"}
 
@@ -108,21 +109,7 @@ def revoked_credentials(tmp_path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.dumps({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}).encode()
-            self.send_response(400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = TokenEndpoint(lambda: (400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}))
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
@@ -130,9 +117,9 @@ def revoked_credentials(tmp_path):
     path.write_text(json.dumps({
         "type": "service_account", "project_id": "my-project", "private_key_id": "k1", "private_key": pem,
         "client_email": "ci@my-project.iam.gserviceaccount.com", "client_id": "1",
-        "token_uri": f"http://127.0.0.1:{server.server_address[1]}/token"}))
+        "token_uri": server.uri}))
     yield str(path)
-    server.shutdown()
+    server.close()
 
 
 @pytest.mark.parametrize("argv, env", [

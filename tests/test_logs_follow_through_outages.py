@@ -9,9 +9,7 @@ has expired, under the official Cloud Logging client against the local stand-in.
 
 from __future__ import annotations
 
-import http.server
 import io
-import json
 import threading
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -19,6 +17,7 @@ from types import SimpleNamespace
 from tests.logging_standin import LoggingStandIn
 from tests.messages import agent_run, job_request
 from tests.test_logs_follow_unknown_id import Ticking
+from tests.token_endpoint import TokenEndpoint
 from zen.adapters import cloud_logging as joblogs_cloud
 from zen.adapters.joblogs import OutputEntry
 from zen.cli.follow import JobStatusSource, follow
@@ -37,46 +36,15 @@ def lines(attempt: int, first: int, last: int, *, final: bool = False) -> list[O
     return made
 
 
-class TokenEndpoint:
-    """Google's token endpoint: a token that expires at once (each request refreshes it), or, while ``down``, a
-    connection closed with no answer (google-auth raises TransportError, as with no network)."""
-
-    def __init__(self) -> None:
-        self.down = False
-        endpoint = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if endpoint.down:
-                    self.close_connection = True
-                    return
-                body = json.dumps({"access_token": "t", "expires_in": 1, "token_type": "Bearer"}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}/token"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_an_expired_token_not_refreshed_while_offline_is_waited_out(monkeypatch):
     """It ended the follow: `zen: could not reach Google to check your credentials (...)`, exit 1, the job running."""
     from google.cloud import logging as cloud_logging
     from google.oauth2.credentials import Credentials
 
     monkeypatch.setattr(joblogs_cloud, "REQUEST_INTERVAL_S", 0, raising=False)
-    token = TokenEndpoint()
+    down = [False]  # while True: the connection closed unanswered (offline); else a token that expires at once
+    token = TokenEndpoint(lambda: None if down[0] else (200, {"access_token": "t", "expires_in": 1,
+                                                               "token_type": "Bearer"}))
     try:
         with LoggingStandIn() as cloud:
             sink = joblogs_cloud.CloudSink(joblogs_cloud.logging_client("p", cloud.endpoint), "p", {"zone": "z"})
@@ -89,7 +57,7 @@ def test_an_expired_token_not_refreshed_while_offline_is_waited_out(monkeypatch)
             class Job:
                 def job(self, job_id):
                     polls[0] += 1
-                    token.down = 2 <= polls[0] <= 4  # offline, the token expired: its refresh fails
+                    down[0] = 2 <= polls[0] <= 4  # offline, the token expired: its refresh fails
                     if polls[0] == 3:
                         sink.write(lines(1, 4, 6, final=True))  # the job ends meanwhile
                     ended = polls[0] >= 4
@@ -110,6 +78,19 @@ def test_an_expired_token_not_refreshed_while_offline_is_waited_out(monkeypatch)
     assert "zen: cannot read job j now" in err.getvalue() and "j FAILED" in err.getvalue(), err.getvalue()
 
 
+def reached_at_will(db_target) -> tuple[Database, list[int]]:
+    """A database whose next ``failing[0]`` connections fail to open (out of reach: a Wi-Fi change, an instance not
+    back from its maintenance), the later ones open; and that count, for the test to set."""
+    away = ConnectionTarget(db_target.user, db_target.database, unix_sock="/nonexistent/.s.PGSQL.5432")
+    failing = [0]
+
+    def connect():
+        failing[0] -= 1
+        return (away if failing[0] >= 0 else db_target).connect()
+
+    return Database(connect), failing
+
+
 def test_a_database_connection_ended_and_then_out_of_reach_as_the_job_ends(functions, zen, db_target):
     """The follow's backend is ended (a Cloud SQL maintenance), then the database cannot be reached for a few polls
     during which the job ends: the follow goes on, prints every line once and exits with the job's code."""
@@ -117,14 +98,7 @@ def test_a_database_connection_ended_and_then_out_of_reach_as_the_job_ends(funct
     beats = agent_run("j", final="FAILED", exit_code=7)
     for beat in beats[:-1]:
         functions.heartbeat(beat)
-    away = ConnectionTarget(db_target.user, db_target.database, unix_sock="/nonexistent/.s.PGSQL.5432")
-    failing = [0]  # connections still to fail to open: the database out of reach
-
-    def connect():
-        failing[0] -= 1
-        return (away if failing[0] >= 0 else db_target).connect()
-
-    followed = Database(connect)
+    followed, failing = reached_at_will(db_target)
 
     def end_its_backend() -> None:  # the connection the follow's reads reuse, from the pool
         with followed.transaction() as txn:
@@ -164,7 +138,6 @@ def test_a_status_read_on_a_link_gone_silent_is_given_up_on(functions, zen, db_u
     Linux): the follow's database gives a read up after ``READ_TIMEOUT_S`` and reads through a new connection."""
     import os
     import signal
-    import time
 
     from zen.cli import follow as follow_module
 
@@ -196,9 +169,7 @@ def test_a_status_read_on_a_link_gone_silent_is_given_up_on(functions, zen, db_u
         "j", Output(), status, style="raw", out=out, err=err, poll_s=0.0, settle_s=30.0, clock=Ticking())), daemon=True)
     try:
         thread.start()
-        deadline = time.monotonic() + 30
-        while thread.is_alive() and time.monotonic() < deadline:
-            thread.join(0.1)
+        thread.join(30)  # stopped Postgres backends answer nothing: the read must give up within this
         assert ended == [7], f"still reading after 30 s: {err.getvalue()}"
     finally:
         for pid in stopped:
